@@ -1,0 +1,3 @@
+from commbench.cli import main
+
+main()

@@ -1,0 +1,125 @@
+"""The `commbench` command: a thin typer layer that parses, validates and calls commbench.api."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import shutil
+import signal
+import sys
+from typing import Optional
+
+import typer
+from typer._click.exceptions import NoArgsIsHelpError
+from typer.exceptions import Abort, Exit, TyperException
+from rich.console import Console
+from rich.markup import escape
+
+import commbench
+from commbench.errors import InputError, JobError
+from commbench.spec import SweepSpec, parse_size, size_range, split_list
+
+app = typer.Typer(help="Benchmark collective communication: all-reduce, all-gather, reduce-scatter.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _version(value: bool):
+    if value:
+        print(f"commbench {commbench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")):
+    """commbench: collective-communication benchmarks (MPI, gloo, NCCL)."""
+
+
+def default_backend() -> str:
+    """mpi when mpi4py and mpirun are installed, else gloo."""
+    if importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun"):
+        return "mpi"
+    return "gloo"
+
+
+@app.command()
+def run(
+    collective: str = typer.Option("all_reduce,all_gather,reduce_scatter", "-c", "--collective",
+                                   help="Comma list: all_reduce, all_gather, reduce_scatter."),
+    backend: str = typer.Option("auto", "--backend", help="Comma list: mpi, gloo, nccl (auto: mpi if installed, else gloo)."),
+    min_bytes: str = typer.Option("8", "-b", "--min-bytes", help="Smallest size (K/M/G binary suffixes)."),
+    max_bytes: str = typer.Option("16M", "-e", "--max-bytes", help="Largest size."),
+    step_factor: float = typer.Option(2.0, "-f", "--step-factor", help="Multiply the size by this each step (> 1)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f)."),
+    dtype: str = typer.Option("float32", "-d", "--dtype", help="Comma list: float32, float64, float16, bfloat16, int32, int64, int8, uint8."),
+    op: str = typer.Option("sum", "-o", "--op", help="Comma list: sum, prod, min, max, avg (all-gather ignores it)."),
+    in_place: bool = typer.Option(False, "--in-place", help="Only in-place buffers."),
+    out_of_place: bool = typer.Option(False, "--out-of-place", help="Only out-of-place buffers."),
+    both: bool = typer.Option(False, "--both", help="In-place and out-of-place (the default)."),
+    nprocs: int = typer.Option(4, "-n", "--nprocs", help="Number of ranks to launch."),
+    launcher: str = typer.Option("auto", "--launcher", help="auto, local, mpirun, torchrun, srun, or none (ranks already started)."),
+    launcher_args: str = typer.Option("", "--launcher-args", help="Extra arguments for the launcher, e.g. '--hostfile hosts'."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    warmup: int = typer.Option(5, "-w", "--warmup", help="Warm-up iterations per point (not timed)."),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Timed iterations per point (default: adapt to --min-time)."),
+    min_time: float = typer.Option(0.1, "--min-time", help="Seconds of timed iterations per point when --iters is not given."),
+    max_iters: int = typer.Option(1000, "--max-iters", help="Upper bound on adaptive iterations."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
+    ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", help="Override the node layout: consecutive blocks of G ranks."),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>-<id>/)."),
+    label: str = typer.Option("", "--label", help="Free text stored with every row."),
+    quiet: bool = typer.Option(False, "--quiet", help="Print only the summary."),
+    json_rows: bool = typer.Option(False, "--json", help="Print each row as one JSON object on stdout."),
+):
+    """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
+    from commbench.api import run_sweep
+    from commbench.console import Renderer
+
+    if sum((in_place, out_of_place, both)) > 1:
+        raise InputError("choose one of --in-place, --out-of-place and --both")
+    modes = [True] if in_place else [False] if out_of_place else [False, True]
+    size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
+                 else size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor))
+    spec = SweepSpec(
+        collectives=split_list(collective),
+        backends=[default_backend()] if backend == "auto" else split_list(backend),
+        sizes=sorted(set(size_list)), dtypes=split_list(dtype), ops=split_list(op), in_place=modes,
+        nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
+        max_iters=max_iters, min_iters=min(5, max_iters), timeout=timeout, label=label, out_dir=out or "",
+        ranks_per_node=ranks_per_node,
+    )
+    renderer = Renderer(quiet=quiet, json_rows=json_rows)
+    try:
+        result = run_sweep(spec, launcher_args=shlex.split(launcher_args), on_event=renderer, argv=sys.argv)
+    finally:
+        renderer.close()
+    summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"
+    if result.wrong:
+        err.print(f"[bold red]FAILED[/]: {result.wrong} wrong elements; {escape(summary)}")
+        raise typer.Exit(1)
+    err.print(f"[green]OK[/]: {escape(summary)}")
+
+
+def main() -> None:
+    """Entry point: errors become one line (exit 2 for bad input, 1 for failed jobs)."""
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        app(standalone_mode=False)
+    except InputError as exc:
+        err.print(f"commbench: error: {escape(str(exc))}")
+        sys.exit(2)
+    except Exit as exc:
+        sys.exit(exc.exit_code)
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(0)
+    except TyperException as exc:
+        err.print(f"commbench: error: {escape(exc.format_message())}")
+        sys.exit(exc.exit_code)
+    except JobError as exc:
+        err.print(f"[bold red]commbench: failed[/]: {escape(str(exc))}")
+        sys.exit(1)
+    except (KeyboardInterrupt, Abort):
+        err.print("commbench: interrupted; rows measured so far are kept")
+        sys.exit(130)

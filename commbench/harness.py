@@ -1,0 +1,104 @@
+"""Measure one point on one communicator: the single timing loop every collective shares.
+
+Steps: lay out buffers for the collective and mode, fill inputs with the exact pattern,
+warm up, choose the iteration count (all ranks agree), time each iteration, keep the maximum
+over ranks per iteration, then re-fill, run once more and count wrong elements on every rank.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from commbench.backends import Communicator
+from commbench.collectives import Collective, Counts
+from commbench.dtypes import DType
+from commbench.patterns import Pattern, tile
+from commbench.timing import choose_iterations, timer_for
+
+CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
+# test-only fault injection: this rank corrupts one output element before the check
+INJECT_WRONG_ENV = "COMMBENCH_INJECT_WRONG_RANK"
+
+
+@dataclass
+class Measurement:
+    samples_s: np.ndarray  # per iteration, max over ranks
+    wrong: int  # wrong elements, summed over ranks
+    warmup: int
+
+
+class Buffers:
+    """send/recv for one point, laid out as nccl-tests does for in-place and out-of-place."""
+
+    def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, in_place: bool):
+        self.comm, self.coll, self.counts, self.dtype, self.in_place = comm, coll, counts, dtype, in_place
+        rank = comm.rank
+        if in_place:
+            self.whole = comm.alloc(max(counts.in_count, counts.out_count), dtype)
+            off = coll.in_place_offset(rank, counts)
+            self.send = self.whole if counts.in_count >= counts.out_count else comm.view(self.whole, off, counts.in_count)
+            self.recv = self.whole if counts.out_count >= counts.in_count else comm.view(self.whole, off, counts.out_count)
+        else:
+            self.whole = None
+            self.send = comm.alloc(counts.in_count, dtype)
+            self.recv = comm.alloc(counts.out_count, dtype)
+
+    def fill(self, pattern: Pattern) -> None:
+        """Inputs get this rank's pattern; every output element not also an input gets the
+        sentinel, so an output the collective never wrote is caught."""
+        comm = self.comm
+        if self.in_place and self.whole is not self.send:  # all-gather: the rest of recv
+            _fill(comm, self.whole, self.counts.out_count, lambda s, n: np.full(n, float(self.dtype.sentinel)))
+        elif not self.in_place:
+            _fill(comm, self.recv, self.counts.out_count, lambda s, n: np.full(n, float(self.dtype.sentinel)))
+        values = pattern.values(comm.rank)
+        _fill(comm, self.send, self.counts.in_count, lambda s, n: tile(values, s, n))
+
+
+def _fill(comm, buf, count, make):
+    for start in range(0, count, CHUNK):
+        n = min(CHUNK, count - start)
+        comm.write(buf, start, make(start, n))
+
+
+def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: Counts, out) -> int:
+    """Wrong elements of this rank's output (NaN counts as wrong)."""
+    wrong = 0
+    for start in range(0, counts.out_count, CHUNK):
+        n = min(CHUNK, counts.out_count - start)
+        got = comm.read(out, start, n)
+        expected = coll.expected(pattern, comm.rank, counts, start, n)
+        wrong += int(np.count_nonzero(~(np.abs(got - expected) <= pattern.tolerance(expected))))
+    return wrong
+
+
+def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
+            in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
+            max_iters: int) -> Measurement:
+    bufs = Buffers(comm, coll, counts, dtype, in_place)
+    pattern = Pattern(op, dtype, comm.size)
+    fn, out = comm.bind(coll.name, bufs.send, bufs.recv, op, in_place)
+    timer = timer_for(comm.device)
+
+    bufs.fill(pattern)
+    comm.barrier()
+    probe = timer(fn, warmup if (warmup or iters is not None) else 1)  # warm-up, and the estimate
+    if iters is None:
+        slowest = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
+        iters = choose_iterations(slowest, min_time, min_iters, max_iters)
+
+    comm.barrier()
+    samples = comm.reduce_host(timer(fn, iters), "max")
+
+    bufs.fill(pattern)
+    comm.barrier()
+    fn()
+    comm.synchronize()
+    if os.environ.get(INJECT_WRONG_ENV) == str(comm.rank) and counts.out_count:
+        comm.write(out, 0, np.array([float(dtype.sentinel)]))
+    wrong = count_wrong(comm, coll, pattern, counts, out)
+    total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
+    return Measurement(samples, total_wrong, len(probe))

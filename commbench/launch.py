@@ -1,0 +1,203 @@
+"""Start the ranks: argv lists for mpirun (Open MPI, MPICH), torchrun, srun and a local
+launcher (never a shell string), and a Job that runs them, relays their output, reads rank 0's
+events and kills the whole process group on a timeout, an error or Ctrl-C."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from commbench import events, topology
+from commbench.errors import InputError, JobError
+from commbench.spec import SweepSpec
+from commbench.worker import encode_spec
+
+MPI_LAUNCHERS = ("mpirun", "srun", "none")
+STARTUP_TIMEOUT_S = 300.0
+KILL_GRACE_S = 3.0
+
+
+def resolve_launcher(spec: SweepSpec) -> str:
+    """'auto' becomes: none inside a launched job, mpirun for MPI, else the local launcher."""
+    launcher = spec.launcher
+    if launcher == "auto":
+        if topology.inside_launched_job():
+            launcher = "none"
+        else:
+            launcher = "mpirun" if "mpi" in spec.backends else "local"
+    if "mpi" in spec.backends and launcher not in MPI_LAUNCHERS:
+        raise InputError(f"backend 'mpi' needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
+    return launcher
+
+
+def point_timeout(spec: SweepSpec, size_bytes: int) -> float:
+    """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
+    return spec.timeout if spec.timeout is not None else 120.0 + size_bytes / 1e7
+
+
+def _which(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise InputError(f"launcher binary {binary!r} is not installed (not found on PATH)")
+    return path
+
+
+def _mpirun_flavor(mpirun: str) -> str:
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"cannot run {mpirun} --version: {exc}") from None
+    text = (out.stdout + out.stderr).lower()
+    return "openmpi" if "open mpi" in text or "open-mpi" in text or "openrte" in text else "mpich"
+
+
+def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tuple[list[str], dict]]:
+    """One (argv, env) per process to start. Only the local launcher starts several."""
+    worker = [sys.executable, "-m", "commbench.worker", "--spec", encode_spec(spec)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    n = spec.nprocs
+    if launcher == "mpirun":
+        mpirun = _which("mpirun")
+        args = [mpirun, "-n", str(n)]
+        if _mpirun_flavor(mpirun) == "openmpi":
+            if os.geteuid() == 0:
+                args.append("--allow-run-as-root")
+            if n > (os.cpu_count() or 1):
+                args.append("--oversubscribe")
+        return [(args + extra + worker, env)]
+    if launcher == "srun":
+        return [([_which("srun"), "-n", str(n)] + extra + worker, env)]
+    if launcher == "torchrun":
+        if importlib.util.find_spec("torch") is None:
+            raise InputError("launcher 'torchrun' needs torch, which is not installed (pip install 'commbench[torch]')")
+        run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
+        return [(run + extra + worker[1:], env)]
+    if launcher == "local":
+        port = _free_port()
+        return [(worker, dict(env, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(n),
+                              GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+                for r in range(n)]
+    raise ValueError(f"no command for launcher {launcher!r}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Line:
+    text: str
+    stream: str  # "stdout" or "stderr"
+
+
+class Job:
+    """The launched processes, in one process group that is killed as a whole."""
+
+    def __init__(self, commands: list[tuple[list[str], dict]]):
+        self.procs: list[subprocess.Popen] = []
+        self.queue: queue.Queue = queue.Queue()
+        self._open = 0
+        pgid = 0
+        for argv, env in commands:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace",
+                                    process_group=pgid)
+            pgid = pgid or proc.pid
+            self.procs.append(proc)
+            for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+                self._open += 1
+                threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()
+        self.pgid = pgid
+
+    def _pump(self, stream, name):
+        for text in stream:
+            self.queue.put(Line(text.rstrip("\n"), name))
+        self.queue.put(None)
+
+    def lines(self, deadline: "callable") -> Iterator[Line]:
+        """Every output line until all streams close; raises TimeoutError past deadline()."""
+        while self._open:
+            remaining = deadline() - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                item = self.queue.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                if self._failed_early():
+                    return
+                continue
+            if item is None:
+                self._open -= 1
+            else:
+                yield item
+
+    def _failed_early(self) -> bool:
+        """Local launcher: one rank died while the others wait for it forever."""
+        return len(self.procs) > 1 and any(p.poll() not in (None, 0) for p in self.procs)
+
+    def wait(self) -> int:
+        codes = [p.wait() for p in self.procs]
+        return next((c for c in codes if c != 0), 0)
+
+    def kill(self) -> None:
+        """SIGTERM the whole group, then SIGKILL what is left after a grace period."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.pgid, sig)
+            except ProcessLookupError:
+                return
+            end = time.monotonic() + KILL_GRACE_S
+            while time.monotonic() < end and any(p.poll() is None for p in self.procs):
+                time.sleep(0.05)
+            if all(p.poll() is not None for p in self.procs) and not _group_alive(self.pgid):
+                return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def describe_point(point: dict) -> str:
+    mode = "in-place" if point.get("in_place") else "out-of-place"
+    op = f" {point['op']}" if point.get("op") else ""
+    return (f"{point['collective']} {point['algorithm']} on {point['backend']}, {point['dtype']}{op}, "
+            f"{mode}, {point['size']} B")
+
+
+def iter_events(job: Job, spec: SweepSpec, relay) -> Iterator[dict]:
+    """Rank 0's events, relaying every other line; enforces the start-up and per-point timeouts."""
+    state = {"deadline": time.monotonic() + max(STARTUP_TIMEOUT_S, spec.timeout or 0), "point": None}
+    try:
+        for line in job.lines(lambda: state["deadline"]):
+            event = events.parse(line.text) if line.stream == "stdout" else None
+            if event is None:
+                relay(line)
+                continue
+            if event["event"] == "start":
+                state["point"] = event["point"]
+            size = state["point"]["size"] if state["point"] else 0
+            state["deadline"] = time.monotonic() + point_timeout(spec, size)
+            yield event
+    except TimeoutError:
+        job.kill()
+        where = describe_point(state["point"]) if state["point"] else "start-up (before the first point)"
+        raise JobError(f"timed out in {where}; the job was killed") from None

@@ -1,0 +1,115 @@
+"""The results folder of one run: results.csv (one row per point), per-iteration samples, and
+run.json. Rows and samples are appended, flushed and fsync'ed as each point finishes, so a crash
+or Ctrl-C leaves valid files holding every point measured so far."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from commbench.timing import STAT_COLUMNS
+
+RESULTS_CSV = "results.csv"
+SAMPLES_CSV = "samples.csv"
+SAMPLES_PARQUET = "samples.parquet"
+RUN_JSON = "run.json"
+
+COLUMNS = (
+    "run_id", "label", "point", "collective", "backend", "algorithm", "device", "dtype", "op",
+    "in_place", "world_size", "nodes", "ranks_per_node", "size_bytes", "count",
+    *STAT_COLUMNS, "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
+    "wrong", "timestamp",
+)
+SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")
+
+
+def _append(path: Path, columns, rows) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class ResultsWriter:
+    """Appends rows and samples to a run folder (used by rank 0 only)."""
+
+    def __init__(self, out_dir: str | Path):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def add(self, row: dict, samples_us) -> None:
+        # samples first: a row in results.csv always has its samples on disk
+        _append(self.dir / SAMPLES_CSV, SAMPLE_COLUMNS, (
+            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}"}
+            for i, t in enumerate(samples_us)
+        ))
+        _append(self.dir / RESULTS_CSV, COLUMNS, [row])
+
+    def finalize(self) -> str:
+        """Convert samples.csv to Parquet when pyarrow is installed; returns the samples file."""
+        src = self.dir / SAMPLES_CSV
+        try:
+            import pyarrow.csv as pacsv
+            import pyarrow.parquet as pq
+        except ImportError:
+            return SAMPLES_CSV
+        if not src.exists():
+            return SAMPLES_CSV
+        table = pacsv.read_csv(src)
+        if (self.dir / SAMPLES_PARQUET).exists():  # a resumed run adds to what is there
+            import pyarrow as pa
+
+            table = pa.concat_tables([pq.read_table(self.dir / SAMPLES_PARQUET), table.cast(
+                pq.read_schema(self.dir / SAMPLES_PARQUET))])
+        tmp = self.dir / (SAMPLES_PARQUET + ".tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.dir / SAMPLES_PARQUET)
+        src.unlink()
+        return SAMPLES_PARQUET
+
+
+def read_results(out_dir: str | Path):
+    import pandas as pd
+
+    return pd.read_csv(Path(out_dir) / RESULTS_CSV)
+
+
+def read_samples(out_dir: str | Path):
+    """All per-iteration samples of a run, whichever form they are in (both after a resume)."""
+    import pandas as pd
+
+    d = Path(out_dir)
+    parts = []
+    if (d / SAMPLES_PARQUET).exists():
+        parts.append(pd.read_parquet(d / SAMPLES_PARQUET))
+    if (d / SAMPLES_CSV).exists():
+        parts.append(pd.read_csv(d / SAMPLES_CSV))
+    if not parts:
+        raise FileNotFoundError(f"no samples in {d}")
+    return pd.concat(parts, ignore_index=True)
+
+
+def update_run_json(out_dir: str | Path, patch: dict) -> dict:
+    """Merge `patch` into run.json and replace the file atomically (temp file + rename)."""
+    path = Path(out_dir) / RUN_JSON
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(patch)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run.json.")
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return data
+
+
+def read_run_json(out_dir: str | Path) -> dict:
+    return json.loads((Path(out_dir) / RUN_JSON).read_text())

@@ -1,0 +1,99 @@
+"""What produced a run, for run.json: versions, hosts, devices, collective-relevant environment
+variables, command line and git revision."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import commbench
+
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "MPICH_",
+                "I_MPI_", "UCX_", "FI_", "CUDA_", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT")
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+# set by the launcher inside every rank: bookkeeping, not settings
+LAUNCHER_INTERNAL = ("OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs")
+
+
+def collective_env(env=None) -> dict:
+    """Environment variables that change how collectives behave."""
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items())
+            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in LAUNCHER_INTERNAL}
+
+
+def git_revision() -> str | None:
+    """The commbench source's git revision (with '-dirty' for local changes), if it is a checkout."""
+    src = Path(commbench.__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return rev.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def parent_info(argv: list[str]) -> dict:
+    """Recorded by the process the user started, before launching."""
+    return {
+        "command_line": argv,
+        "cwd": os.getcwd(),
+        "git_revision": git_revision(),
+        "launch_host": platform.node(),
+        "environment": collective_env(),
+    }
+
+
+def rank_facts(device: str, local_rank: int) -> dict:
+    """What each rank reports about itself (gathered to rank 0)."""
+    facts = {"hostname": platform.node(), "pid": os.getpid()}
+    if device == "cuda":
+        try:
+            import torch
+
+            idx = torch.cuda.current_device()
+            facts["gpu"] = torch.cuda.get_device_name(idx)
+            facts["gpu_index"] = idx
+        except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+            facts["gpu"] = f"unavailable: {exc}"
+    return facts
+
+
+def software_versions(libraries: dict) -> dict:
+    import numpy
+
+    versions = {
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "commbench": commbench.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+    versions.update(libraries)
+    try:
+        import torch
+
+        versions.setdefault("torch", torch.__version__)
+        if torch.cuda.is_available():
+            versions["cuda_runtime"] = torch.version.cuda
+            versions["cuda_driver"] = _driver_version()
+    except ImportError:
+        pass
+    return versions
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001 - NVML missing is normal off GPU machines
+        return None

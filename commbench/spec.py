@@ -1,0 +1,161 @@
+"""SweepSpec: everything one `commbench run` measures, validated before anything starts.
+
+All user input is checked here and reported as one `InputError` line naming the problem and the
+accepted values. The spec travels to the ranks as JSON, so it holds plain data only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+from commbench.collectives import COLLECTIVES
+from commbench.dtypes import DTYPES, OPS
+from commbench.errors import InputError
+
+BACKENDS = ("mpi", "gloo", "nccl")
+LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
+DEVICES = ("cpu", "cuda")
+ALGORITHMS = ("native",)
+# the device each backend drives; a combination outside this is refused up front
+BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu",), "nccl": ("cuda",)}
+
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'8' -> 8, '64K' -> 65536, '1G' / '1GB' / '1GiB' -> 2**30 (binary, as nccl-tests)."""
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise InputError(f"invalid size {text!r} (expected a byte count such as 8, 64K, 4M or 1G)")
+    value = int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    if value < 1:
+        raise InputError(f"invalid size {text!r}: sizes must be at least 1 byte")
+    return value
+
+
+def format_size(n: int) -> str:
+    """Inverse of parse_size for display: 65536 -> '64K', 1000 -> '1000'."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIX[suffix]
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """Geometric sweep min, min*f, ... up to max inclusive (nccl-tests -b/-e/-f)."""
+    if min_bytes > max_bytes:
+        raise InputError(f"min bytes {format_size(min_bytes)} is larger than max bytes {format_size(max_bytes)}")
+    if not factor > 1 or not math.isfinite(factor):
+        raise InputError(f"invalid step factor {factor}: it must be greater than 1")
+    sizes, size = [], float(min_bytes)
+    while round(size) <= max_bytes:
+        if not sizes or round(size) != sizes[-1]:
+            sizes.append(round(size))
+        size *= factor
+    return sizes
+
+
+def split_list(text: str | list[str] | None) -> list[str]:
+    """'a,b' or ['a', 'b,c'] -> ['a', 'b', 'c'] (blank items dropped)."""
+    if text is None:
+        return []
+    parts = [text] if isinstance(text, str) else list(text)
+    return [p.strip() for part in parts for p in str(part).split(",") if p.strip()]
+
+
+def _choose(kind: str, values: list[str], accepted, normalize=lambda s: s.lower()) -> list[str]:
+    if not values:
+        raise InputError(f"no {kind} given (accepted: {', '.join(accepted)})")
+    lookup = {normalize(a): a for a in accepted}
+    chosen = []
+    for v in values:
+        key = normalize(v)
+        if key not in lookup:
+            raise InputError(f"unknown {kind} {v!r} (accepted: {', '.join(accepted)})")
+        if lookup[key] not in chosen:
+            chosen.append(lookup[key])
+    return chosen
+
+
+def _collective_key(s: str) -> str:
+    return s.lower().replace("-", "").replace("_", "")
+
+
+@dataclass
+class SweepSpec:
+    """One sweep: the cross product collectives x backends x algorithms x dtypes x ops x modes x sizes."""
+
+    collectives: list[str] = field(default_factory=lambda: list(COLLECTIVES))
+    backends: list[str] = field(default_factory=lambda: ["mpi"])
+    algorithms: list[str] = field(default_factory=lambda: ["native"])
+    sizes: list[int] = field(default_factory=lambda: size_range(8, 16 * 2**20, 2))
+    dtypes: list[str] = field(default_factory=lambda: ["float32"])
+    ops: list[str] = field(default_factory=lambda: ["sum"])
+    in_place: list[bool] = field(default_factory=lambda: [False])
+    nprocs: int = 4
+    launcher: str = "auto"
+    device: str = "cpu"
+    warmup: int = 5
+    iters: int | None = None  # fixed count; None: adapt to min_time
+    min_time: float = 0.1  # seconds of timed iterations per point when iters is None
+    min_iters: int = 5
+    max_iters: int = 1000
+    timeout: float | None = None  # seconds per point; None: scales with size (see launch.point_timeout)
+    label: str = ""
+    run_id: str = ""
+    out_dir: str = ""
+    ranks_per_node: int | None = None
+
+    def validate(self) -> "SweepSpec":
+        self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)
+        self.backends = _choose("backend", self.backends, BACKENDS)
+        self.algorithms = _choose("algorithm", self.algorithms, ALGORITHMS)
+        self.dtypes = _choose("dtype", self.dtypes, DTYPES)
+        self.ops = _choose("op", self.ops, OPS)
+        if self.launcher not in LAUNCHERS:
+            raise InputError(f"unknown launcher {self.launcher!r} (accepted: {', '.join(LAUNCHERS)})")
+        if self.device not in DEVICES:
+            raise InputError(f"unknown device {self.device!r} (accepted: {', '.join(DEVICES)})")
+        for b in self.backends:
+            if self.device not in BACKEND_DEVICES[b]:
+                raise InputError(
+                    f"backend {b!r} cannot run on device {self.device!r} "
+                    f"(it runs on: {', '.join(BACKEND_DEVICES[b])})"
+                )
+        if not self.sizes:
+            raise InputError("no sizes given")
+        if self.nprocs < 1:
+            raise InputError(f"invalid number of processes {self.nprocs}: it must be at least 1")
+        if self.warmup < 0:
+            raise InputError(f"invalid warm-up count {self.warmup}: it must be 0 or more")
+        if self.iters is not None and self.iters < 1:
+            raise InputError(f"invalid iteration count {self.iters}: it must be at least 1")
+        if not (self.min_time > 0 and math.isfinite(self.min_time)):
+            raise InputError(f"invalid --min-time {self.min_time}: it must be a positive number of seconds")
+        if not 1 <= self.min_iters <= self.max_iters:
+            raise InputError(f"invalid iteration bounds {self.min_iters}..{self.max_iters}")
+        if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
+        if self.ranks_per_node is not None and self.ranks_per_node < 1:
+            raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
+        if not self.in_place:
+            raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SweepSpec":
+        data = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise InputError(f"unknown spec fields: {', '.join(sorted(unknown))}")
+        return cls(**data)
