@@ -105,7 +105,8 @@ def main() -> None:
     """Entry point: errors become one line (exit 2 for bad input, 1 for failed jobs)."""
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns a command's typer.Exit code in this mode
+        sys.exit(code if isinstance(code, int) else 0)
     except InputError as exc:
         err.print(f"commbench: error: {escape(str(exc))}")
         sys.exit(2)

@@ -8,6 +8,7 @@ over ranks per iteration, then re-fill, run once more and count wrong elements o
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +20,10 @@ from commbench.patterns import Pattern, tile
 from commbench.timing import choose_iterations, timer_for
 
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
-# test-only fault injection: this rank corrupts one output element before the check
+# test-only fault injection: this rank corrupts one output element before the check,
+# or stops answering before its first timed loop
 INJECT_WRONG_ENV = "COMMBENCH_INJECT_WRONG_RANK"
+INJECT_HANG_ENV = "COMMBENCH_INJECT_HANG_RANK"
 
 
 @dataclass
@@ -90,6 +93,8 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         slowest = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
         iters = choose_iterations(slowest, min_time, min_iters, max_iters)
 
+    if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
+        time.sleep(1e6)
     comm.barrier()
     samples = comm.reduce_host(timer(fn, iters), "max")
 

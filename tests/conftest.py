@@ -1,0 +1,47 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def commbench(*args, env=None, timeout=600, check_rc=None):
+    """Run the real CLI in a subprocess; returns CompletedProcess (text)."""
+    proc = subprocess.run([sys.executable, "-m", "commbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, **(env or {})), cwd=ROOT)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, f"rc={proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="no NVIDIA GPU visible on this machine")
+    if not has_gpu():
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+
+
+def load_run(out: Path):
+    import pandas as pd
+
+    from commbench.results import read_samples
+
+    return pd.read_csv(out / "results.csv"), read_samples(out), json.loads((out / "run.json").read_text())

@@ -1,0 +1,39 @@
+"""Assertions every real sweep must pass: exact results, nccl-tests formulas, complete files."""
+
+import numpy as np
+
+from commbench.collectives import COLLECTIVES
+from commbench.dtypes import DTYPES
+
+ROW_COLUMNS = ["run_id", "label", "collective", "backend", "algorithm", "device", "dtype", "op", "in_place",
+               "world_size", "nodes", "ranks_per_node", "size_bytes", "count", "iterations", "time_us",
+               "time_us_mean", "time_us_min", "time_us_p95", "time_us_p99", "time_us_max", "algbw_gbps",
+               "busbw_gbps", "wrong", "timestamp"]
+
+
+def check_sweep(rows, samples, meta, world, expected_points):
+    assert list(rows.columns[:3]) == ["run_id", "label", "point"]
+    assert set(ROW_COLUMNS) <= set(rows.columns)
+    assert len(rows) == expected_points
+    assert (rows.wrong == 0).all(), rows[rows.wrong != 0]
+    assert (rows.world_size == world).all()
+    for r in rows.to_dict("records"):
+        coll = COLLECTIVES[r["collective"]]
+        assert r["count"] * DTYPES[r["dtype"]].itemsize == r["size_bytes"] > 0
+        if r["collective"] != "all_reduce":
+            assert r["count"] % world == 0
+        algbw = r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9
+        assert np.isclose(r["algbw_gbps"], algbw, rtol=1e-9)
+        assert np.isclose(r["busbw_gbps"], algbw * coll.bus_factor(world), rtol=1e-9)
+        assert r["time_us_min"] <= r["time_us"] <= r["time_us_max"]
+        assert r["time_us_min"] <= r["time_us_p95"] <= r["time_us_p99"] <= r["time_us_max"]
+    # every row's per-iteration samples are kept, and its headline time is their median
+    per_point = samples.groupby("point").time_us
+    assert dict(per_point.size()) == dict(zip(rows.point, rows.iterations))
+    medians = per_point.median()
+    assert np.allclose(rows.set_index("point").time_us, medians.loc[rows.point], rtol=1e-4)
+    assert meta["status"] == "completed" and meta["world_size"] == world
+    assert meta["points_measured"] == expected_points and meta["wrong_total"] == 0
+    for key in ("python", "commbench", "numpy", "platform"):
+        assert meta["versions"][key]
+    assert meta["command_line"] and meta["start_time"] and meta["end_time"] and meta["ranks"]

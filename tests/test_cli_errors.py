@@ -1,0 +1,75 @@
+"""Bad input: one line, exit code 2, no traceback, nothing written."""
+
+import os
+import sys
+
+import pytest
+
+from conftest import commbench
+
+BAD = [
+    (["-c", "allreduce,broadcastx"], "unknown collective 'broadcastx'"),
+    (["--backend", "ucx"], "unknown backend 'ucx'"),
+    (["-d", "float8"], "unknown dtype 'float8'"),
+    (["-o", "xor"], "unknown op 'xor'"),
+    (["-b", "1M", "-e", "1K"], "larger than max bytes"),
+    (["--sizes", "12Q"], "invalid size '12Q'"),
+    (["--sizes", "-1"], "invalid size '-1'"),
+    (["--sizes", ""], "no sizes given"),
+    (["-b", ""], "invalid size ''"),
+    (["-f", "1"], "step factor"),
+    (["-f", "0.5"], "step factor"),
+    (["-n", "0"], "at least 1"),
+    (["-n", "two"], "nprocs"),
+    (["--launcher", "ssh"], "unknown launcher 'ssh'"),
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--backend", "nccl", "--device", "cpu"], "cannot run on device 'cpu'"),
+    (["--backend", "gloo", "--device", "cuda"], "cannot run on device 'cuda'"),
+    (["--backend", "mpi", "--launcher", "torchrun"], "needs an MPI launcher"),
+    (["--in-place", "--both"], "choose one of"),
+    (["--iters", "0"], "iteration count"),
+    (["--timeout", "-1"], "timeout"),
+    (["--no-such-flag"], "no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD)
+def test_bad_input_one_line_exit_2(tmp_path, args, message):
+    out = tmp_path / "out"
+    proc = commbench("run", "-n", 2, *args, "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert message in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_output_path_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    for out in (f, f / "sub"):
+        proc = commbench("run", "-n", 2, "--out", out)
+        assert proc.returncode == 2 and "is a file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_launcher_not_installed(tmp_path):
+    # a PATH holding only this python: mpirun cannot be found
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(sys.executable, bindir / "python")
+    proc = commbench("run", "-n", 2, "--backend", "mpi", "--launcher", "mpirun", "--out", tmp_path / "o",
+                     env={"PATH": str(bindir)})
+    assert proc.returncode == 2
+    assert "launcher binary 'mpirun' is not installed" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_version_and_help():
+    import commbench as pkg
+
+    assert commbench("--version", check_rc=0).stdout.strip() == f"commbench {pkg.__version__}"
+    help_text = commbench("run", "--help", check_rc=0).stdout
+    for flag in ("--collective", "--backend", "--min-bytes", "--max-bytes", "--step-factor", "--sizes", "--dtype",
+                 "--op", "--in-place", "--out-of-place", "--both", "--nprocs", "--launcher", "--device", "--warmup",
+                 "--iters", "--min-time", "--timeout", "--out", "--label", "--quiet", "--json"):
+        assert flag in help_text

@@ -1,0 +1,31 @@
+"""Real torch.distributed gloo jobs through torchrun and the local launcher."""
+
+import pytest
+
+from conftest import commbench, load_run
+from sweep_checks import check_sweep
+
+pytest.importorskip("torch")
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int8", "uint8"]
+OPS = ["sum", "prod", "min", "max", "avg"]
+SIZES = ["16", "1028", "65548"]
+
+
+@pytest.mark.parametrize("world,launcher", [(2, "torchrun"), (3, "torchrun"), (4, "torchrun"), (3, "local")])
+def test_gloo_sweep_exact(tmp_path, world, launcher):
+    out = tmp_path / "run"
+    commbench("run", "-n", world, "--backend", "gloo", "--launcher", launcher, "--sizes", ",".join(SIZES),
+              "-d", ",".join(DTYPES), "-o", ",".join(OPS), "--both", "--iters", 2, "-w", 1,
+              "--out", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    skipped = meta["skipped"]
+    assert meta["planned_points"] == len(rows) + len(skipped)
+    check_sweep(rows, samples, meta, world, meta["planned_points"] - len(skipped))
+    reasons = {s["reason"].split(" (")[0] for s in skipped}
+    allowed = {"torch.distributed.all_reduce works in place only",
+               "avg of integers truncates; commbench checks avg on floating-point types only"}
+    assert all(r in allowed or r.endswith("less than one element per rank") for r in reasons), reasons
+    assert set(rows[rows.op == "avg"].dtype) == {"float32", "float64", "float16", "bfloat16"}
+    assert set(rows.collective) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert meta["versions"]["torch"]

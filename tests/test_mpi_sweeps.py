@@ -1,0 +1,56 @@
+"""Real mpirun jobs: 2, 3 and 4 ranks, every collective, many dtypes and ops, both buffer modes,
+counts that do not divide by the world size; results exact and formulas right."""
+
+import pytest
+
+from conftest import commbench, load_run, needs_mpirun
+from sweep_checks import check_sweep
+
+DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8"]
+OPS = ["sum", "prod", "min", "max"]
+SIZES = ["8", "12", "1028", "65548"]
+
+
+@needs_mpirun
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_mpi_sweep_exact(tmp_path, world):
+    out = tmp_path / "run"
+    commbench("run", "-n", world, "--backend", "mpi", "--launcher", "mpirun", "--sizes", ",".join(SIZES),
+              "-d", ",".join(DTYPES), "-o", ",".join(OPS), "--both", "--iters", 3, "-w", 1,
+              "--out", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    # points too small for one element per rank are skipped, the rest are measured
+    measured = sum(1 for coll, nops in (("all_reduce", 4), ("all_gather", 1), ("reduce_scatter", 4))
+                   for d in DTYPES for _ in range(nops) for _ in (0, 1) for s in SIZES
+                   if (int(s) // {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2}.get(d, 1)
+                       // (1 if coll == "all_reduce" else world)) > 0)
+    check_sweep(rows, samples, meta, world, measured)
+    assert set(rows.collective) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert set(rows.in_place) == {0, 1} and set(rows.dtype) == set(DTYPES)
+    assert "Open MPI" in meta["versions"]["mpi_library"]
+    assert all(s["reason"].endswith("less than one element per rank") for s in meta["skipped"])
+
+
+@needs_mpirun
+def test_mpi_bfloat16_and_avg_are_skipped_with_reason(tmp_path):
+    proc = commbench("run", "-n", 2, "--backend", "mpi", "--sizes", "1K", "-c", "all_reduce", "-d",
+                     "float32,bfloat16", "-o", "sum,avg", "--in-place", "--iters", 2, "--out", tmp_path / "r",
+                     check_rc=0)
+    assert "MPI has no bfloat16 datatype" in proc.stdout
+    assert "MPI has no avg reduction" in proc.stdout
+    rows, _, meta = load_run(tmp_path / "r")
+    assert len(rows) == 1 and len(meta["skipped"]) == 3
+
+
+@needs_mpirun
+def test_adaptive_iterations_and_json_rows(tmp_path):
+    proc = commbench("run", "-n", 2, "--sizes", "8,4M", "-c", "all_reduce", "--in-place", "--min-time", 0.05,
+                     "--max-iters", 200, "--json", "--out", tmp_path / "r", check_rc=0)
+    import json
+
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["size_bytes"] for r in rows] == [8, 4 << 20]
+    small, large = rows
+    assert small["iterations"] == 200  # capped by --max-iters
+    assert 5 <= large["iterations"] < small["iterations"]  # large messages get a bounded time
+    assert "commbench" in proc.stderr  # the human view goes to stderr with --json

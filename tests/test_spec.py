@@ -1,0 +1,69 @@
+import pytest
+
+from commbench.errors import InputError
+from commbench.spec import SweepSpec, format_size, parse_size, size_range, split_list
+
+
+@pytest.mark.parametrize("text,value", [("8", 8), ("1K", 1024), ("64k", 65536), ("4M", 4 << 20), ("1G", 1 << 30),
+                                        ("1GB", 1 << 30), ("2KiB", 2048), (" 16 ", 16)])
+def test_parse_size_binary_suffixes(text, value):
+    assert parse_size(text) == value
+    assert parse_size(format_size(value)) == value
+
+
+@pytest.mark.parametrize("text", ["12Q", "-1", "", "0", "1.5K", "K", "1KK", "abc"])
+def test_parse_size_rejects(text):
+    with pytest.raises(InputError):
+        parse_size(text)
+
+
+def test_size_range_matches_nccl_tests_doubling():
+    assert size_range(8, 128, 2) == [8, 16, 32, 64, 128]
+    assert size_range(1024, 1024, 2) == [1024]
+    assert size_range(8, 100, 3) == [8, 24, 72]
+
+
+@pytest.mark.parametrize("args", [(16, 8, 2), (8, 16, 1), (8, 16, 0.5), (8, 16, float("nan"))])
+def test_size_range_rejects(args):
+    with pytest.raises(InputError):
+        size_range(*args)
+
+
+def test_split_list():
+    assert split_list("a, b,,c") == ["a", "b", "c"]
+    assert split_list(["a,b", "c"]) == ["a", "b", "c"]
+
+
+def test_validate_normalizes_collective_names():
+    spec = SweepSpec(collectives=["allreduce", "All-Gather", "reduce_scatter", "all_reduce"]).validate()
+    assert spec.collectives == ["all_reduce", "all_gather", "reduce_scatter"]
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("collectives", ["broadcastx"], "unknown collective"),
+    ("backends", ["ucc"], "unknown backend"),
+    ("dtypes", ["float8"], "unknown dtype"),
+    ("ops", ["xor"], "unknown op"),
+    ("nprocs", 0, "at least 1"),
+    ("launcher", "ssh", "unknown launcher"),
+    ("device", "tpu", "unknown device"),
+    ("iters", 0, "iteration count"),
+    ("warmup", -1, "warm-up"),
+    ("min_time", 0, "min-time"),
+    ("timeout", -3, "timeout"),
+])
+def test_validate_rejects_with_accepted_values(field, value, message):
+    spec = SweepSpec(**{field: value})
+    with pytest.raises(InputError, match=message):
+        spec.validate()
+
+
+@pytest.mark.parametrize("backend,device", [("nccl", "cpu"), ("gloo", "cuda"), ("mpi", "cuda")])
+def test_backend_device_mismatch(backend, device):
+    with pytest.raises(InputError, match="cannot run on device"):
+        SweepSpec(backends=[backend], device=device).validate()
+
+
+def test_spec_json_round_trip():
+    spec = SweepSpec(backends=["gloo"], sizes=[8, 1024], in_place=[True], label="x").validate()
+    assert SweepSpec.from_json(spec.to_json()) == spec
