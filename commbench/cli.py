@@ -65,6 +65,7 @@ def run(
     iters: Optional[int] = typer.Option(None, "--iters", help="Timed iterations per point (default: adapt to --min-time)."),
     min_time: float = typer.Option(0.1, "--min-time", help="Seconds of timed iterations per point when --iters is not given."),
     max_iters: int = typer.Option(1000, "--max-iters", help="Upper bound on adaptive iterations."),
+    batch: Optional[int] = typer.Option(None, "--batch", help="Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
     ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", help="Override the node layout: consecutive blocks of G ranks."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>-<id>/)."),
@@ -86,7 +87,7 @@ def run(
         backends=[default_backend()] if backend == "auto" else split_list(backend),
         sizes=sorted(set(size_list)), dtypes=split_list(dtype), ops=split_list(op), in_place=modes,
         nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
-        max_iters=max_iters, min_iters=min(5, max_iters), timeout=timeout, label=label, out_dir=out or "",
+        max_iters=max_iters, min_iters=min(5, max_iters), batch=batch, timeout=timeout, label=label, out_dir=out or "",
         ranks_per_node=ranks_per_node,
     )
     renderer = Renderer(quiet=quiet, json_rows=json_rows)

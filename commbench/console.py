@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} {'time(us)':>11} {'algbw(GB/s)':>12} "
-          f"{'busbw(GB/s)':>12} {'#wrong':>7} {'iters':>6}")
+          f"{'busbw(GB/s)':>12} {'#wrong':>7} {'iters':>6}")  # iters: timed calls
 
 
 def group_title(p: dict, world: int | None = None) -> str:

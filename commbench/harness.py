@@ -7,6 +7,7 @@ over ranks per iteration, then re-fill, run once more and count wrong elements o
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from commbench.backends import Communicator
 from commbench.collectives import Collective, Counts
 from commbench.dtypes import DType
 from commbench.patterns import Pattern, tile
-from commbench.timing import choose_iterations, timer_for
+from commbench.timing import choose_batch, choose_iterations, timer_for
 
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
 # test-only fault injection: this rank corrupts one output element before the check,
@@ -28,9 +29,14 @@ INJECT_HANG_ENV = "COMMBENCH_INJECT_HANG_RANK"
 
 @dataclass
 class Measurement:
-    samples_s: np.ndarray  # per iteration, max over ranks
+    samples_s: np.ndarray  # seconds per call, one per batch, max over ranks
+    batch: int  # calls per sample
     wrong: int  # wrong elements, summed over ranks
     warmup: int
+
+    @property
+    def iterations(self) -> int:
+        return len(self.samples_s) * self.batch
 
 
 class Buffers:
@@ -80,7 +86,9 @@ def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: 
 
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
-            max_iters: int) -> Measurement:
+            max_iters: int, batch: int | None = None) -> Measurement:
+    """Time one point. iters: fixed count (else enough for min_time within the bounds);
+    batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us)."""
     bufs = Buffers(comm, coll, counts, dtype, in_place)
     pattern = Pattern(op, dtype, comm.size)
     fn, out = comm.bind(coll.name, bufs.send, bufs.recv, op, in_place)
@@ -88,15 +96,20 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
 
     bufs.fill(pattern)
     comm.barrier()
-    probe = timer(fn, warmup if (warmup or iters is not None) else 1)  # warm-up, and the estimate
-    if iters is None:
-        slowest = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
-        iters = choose_iterations(slowest, min_time, min_iters, max_iters)
+    probe = timer(fn, max(warmup, 1))  # warm-up, and the per-call estimate every rank agrees on
+    per_call = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
+    adaptive = iters is None
+    if adaptive:
+        iters = choose_iterations(per_call, min_time, min_iters, max_iters)
+    batch = max(1, min(batch or choose_batch(per_call), iters))
+    n_samples = math.ceil(iters / batch)  # at least the iterations asked for
+    if adaptive:
+        n_samples = max(n_samples, min_iters)
 
     if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
         time.sleep(1e6)
     comm.barrier()
-    samples = comm.reduce_host(timer(fn, iters), "max")
+    samples = comm.reduce_host(timer(fn, n_samples, batch), "max")
 
     bufs.fill(pattern)
     comm.barrier()
@@ -106,4 +119,4 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         comm.write(out, 0, np.array([float(dtype.sentinel)]))
     wrong = count_wrong(comm, coll, pattern, counts, out)
     total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
-    return Measurement(samples, total_wrong, len(probe))
+    return Measurement(samples, batch, total_wrong, len(probe))

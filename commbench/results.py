@@ -20,7 +20,7 @@ RUN_JSON = "run.json"
 COLUMNS = (
     "run_id", "label", "point", "collective", "backend", "algorithm", "device", "dtype", "op",
     "in_place", "world_size", "nodes", "ranks_per_node", "size_bytes", "count",
-    *STAT_COLUMNS, "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
+    *STAT_COLUMNS, "iterations", "batch", "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
     "wrong", "timestamp",
 )
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")

@@ -106,6 +106,7 @@ class SweepSpec:
     min_time: float = 0.1  # seconds of timed iterations per point when iters is None
     min_iters: int = 5
     max_iters: int = 1000
+    batch: int | None = None  # calls per timing sample; None: automatic (samples >= 100 us)
     timeout: float | None = None  # seconds per point; None: scales with size (see launch.point_timeout)
     label: str = ""
     run_id: str = ""
@@ -140,6 +141,8 @@ class SweepSpec:
             raise InputError(f"invalid --min-time {self.min_time}: it must be a positive number of seconds")
         if not 1 <= self.min_iters <= self.max_iters:
             raise InputError(f"invalid iteration bounds {self.min_iters}..{self.max_iters}")
+        if self.batch is not None and self.batch < 1:
+            raise InputError(f"invalid --batch {self.batch}: it must be at least 1")
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:

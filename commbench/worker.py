@@ -115,7 +115,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
         if rank == 0:
             emit("start", point=point.as_dict())
         m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
-                            spec.min_time, spec.min_iters, spec.max_iters)
+                            spec.min_time, spec.min_iters, spec.max_iters, spec.batch)
         total_wrong += m.wrong
         if rank == 0:
             row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
@@ -139,7 +139,7 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         "backend": point.backend, "algorithm": point.algorithm, "device": device, "dtype": point.dtype,
         "op": point.op or "none", "in_place": int(point.in_place), "world_size": world, "nodes": nodes,
         "ranks_per_node": per_node, "size_bytes": counts.size_bytes, "count": counts.count,
-        **stats, "warmup": m.warmup, "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
+        **stats, "iterations": m.iterations, "batch": m.batch, "warmup": m.warmup, "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
         "wrong": m.wrong, "timestamp": _now(),
     }
 

@@ -6,7 +6,7 @@ from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 
 ROW_COLUMNS = ["run_id", "label", "collective", "backend", "algorithm", "device", "dtype", "op", "in_place",
-               "world_size", "nodes", "ranks_per_node", "size_bytes", "count", "iterations", "time_us",
+               "world_size", "nodes", "ranks_per_node", "size_bytes", "count", "iterations", "samples", "batch", "time_us",
                "time_us_mean", "time_us_min", "time_us_p95", "time_us_p99", "time_us_max", "algbw_gbps",
                "busbw_gbps", "wrong", "timestamp"]
 
@@ -29,7 +29,8 @@ def check_sweep(rows, samples, meta, world, expected_points):
         assert r["time_us_min"] <= r["time_us_p95"] <= r["time_us_p99"] <= r["time_us_max"]
     # every row's per-iteration samples are kept, and its headline time is their median
     per_point = samples.groupby("point").time_us
-    assert dict(per_point.size()) == dict(zip(rows.point, rows.iterations))
+    assert dict(per_point.size()) == dict(zip(rows.point, rows.samples))
+    assert (rows.iterations == rows.samples * rows.batch).all()
     medians = per_point.median()
     assert np.allclose(rows.set_index("point").time_us, medians.loc[rows.point], rtol=1e-4)
     assert meta["status"] == "completed" and meta["world_size"] == world

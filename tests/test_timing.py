@@ -9,7 +9,7 @@ def test_summarize():
     assert s["time_us"] == pytest.approx(3.0)
     assert s["time_us_min"] == pytest.approx(1.0) and s["time_us_max"] == pytest.approx(100.0)
     assert s["time_us_mean"] == pytest.approx(22.0)
-    assert s["iterations"] == 5
+    assert s["samples"] == 5
     assert s["time_us_p95"] == pytest.approx(np.percentile([1, 2, 3, 4, 100], 95))
     assert s["time_us_stdev"] == pytest.approx(np.std([1, 2, 3, 4, 100], ddof=1))
 
@@ -29,3 +29,19 @@ def test_time_cpu_counts_each_call():
     calls = []
     samples = time_cpu(lambda: calls.append(1), 7)
     assert len(samples) == 7 and len(calls) == 7 and (samples >= 0).all()
+
+
+def test_time_cpu_batches_report_per_call_time():
+    import time
+
+    samples = time_cpu(lambda: time.sleep(0.002), 3, batch=4)
+    assert len(samples) == 3
+    assert (samples > 0.0019).all() and (samples < 0.02).all()
+
+
+def test_choose_batch():
+    from commbench.timing import MAX_BATCH, choose_batch
+
+    assert choose_batch(10e-6) == 10
+    assert choose_batch(1e-3) == 1
+    assert choose_batch(1e-9) == MAX_BATCH
