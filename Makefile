@@ -1,0 +1,27 @@
+# Two entry points that work on a fresh machine (Python 3.10+ with venv):
+#   make sweep   install commbench with MPI and run a real 4-rank sweep of all three collectives
+#   make test    install commbench with MPI, torch (CPU) and test tools, and run the tests
+PYTHON ?= python3
+VENV ?= .venv
+# the CPU build of torch; on a GPU cluster set TORCH=torch (or your site's build)
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: sweep test install-mpi install-all
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install-mpi: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[mpi]'
+
+install-all: $(BIN)/python
+	$(BIN)/python -m pip install -q '$(TORCH)'
+	$(BIN)/python -m pip install -q -e '.[mpi,torch,test]'
+
+sweep: install-mpi
+	$(BIN)/commbench run -n 4 --backend mpi
+
+test: install-all
+	$(BIN)/python -m pytest -q

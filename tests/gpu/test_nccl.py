@@ -1,0 +1,29 @@
+"""The NCCL path on a real GPU (skipped without one): a sweep end to end, exact, CUDA-timed."""
+
+import pytest
+
+from conftest import commbench, load_run
+from sweep_checks import check_sweep
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("launcher", ["local", "torchrun"])
+def test_nccl_sweep_exact(tmp_path, launcher):
+    out = tmp_path / "run"
+    commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--launcher", launcher,
+              "--sizes", "8,1028,1M,64M", "-d", "float32,bfloat16,float16,int8", "-o", "sum,prod,min,max,avg",
+              "--both", "--iters", 20, "--out", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, 1, meta["planned_points"] - len(meta["skipped"]))
+    assert (rows.device == "cuda").all()
+    assert meta["versions"]["nccl"] and meta["ranks"][0]["gpu"]
+
+
+def test_nccl_several_ranks_share_one_gpu(tmp_path):
+    """NCCL refuses two ranks on one device; the run must say so in one line, not hang."""
+    proc = commbench("run", "-n", 2, "--backend", "nccl", "--device", "cuda", "--sizes", "1K", "--iters", 2,
+                     "--timeout", 60, "--out", tmp_path / "r")
+    assert proc.returncode in (0, 1)
+    if proc.returncode == 1:
+        assert "commbench: failed" in proc.stderr
