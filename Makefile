@@ -21,7 +21,7 @@ install-all: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[mpi,torch,test]'
 
 sweep: install-mpi
-	$(BIN)/commbench run -n 4 --backend mpi
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/commbench run -n 4 --backend mpi
 
 test: install-all
-	$(BIN)/python -m pytest -q
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q

