@@ -53,6 +53,9 @@ def run(
     max_bytes: str = typer.Option("16M", "-e", "--max-bytes", help="Largest size."),
     step_factor: float = typer.Option(2.0, "-f", "--step-factor", help="Multiply the size by this each step (> 1)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f)."),
+    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, tree, dbtree, rhd, hierarchical."),
+    ring_order: str = typer.Option("rank", "--ring-order", help="Ring order for ring: rank, or topology (each node's ranks adjacent)."),
+    segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit of the own algorithms (messages are at most this long)."),
     dtype: str = typer.Option("float32", "-d", "--dtype", help="Comma list: float32, float64, float16, bfloat16, int32, int64, int8, uint8."),
     op: str = typer.Option("sum", "-o", "--op", help="Comma list: sum, prod, min, max, avg (all-gather ignores it)."),
     in_place: bool = typer.Option(False, "--in-place", help="Only in-place buffers."),
@@ -86,6 +89,7 @@ def run(
     spec = SweepSpec(
         collectives=split_list(collective),
         backends=[default_backend()] if backend == "auto" else split_list(backend),
+        algorithms=split_list(algorithm), ring_order=ring_order, segment_bytes=parse_size(segment_bytes),
         sizes=sorted(set(size_list)), dtypes=split_list(dtype), ops=split_list(op), in_place=modes,
         nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
         max_iters=max_iters, min_iters=min(5, max_iters), batch=batch, timeout=timeout, label=label, out_dir=out or "",

@@ -11,6 +11,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from commbench.dtypes import DType
 from commbench.patterns import Pattern, tile
 from commbench.timing import choose_batch, choose_iterations, timer_for
 
+Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
 # test-only fault injection: this rank corrupts one output element before the check,
 # or stops answering before its first timed loop
@@ -86,12 +88,15 @@ def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: 
 
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
-            max_iters: int, batch: int | None = None) -> Measurement:
+            max_iters: int, batch: int | None = None, bind: Bind | None = None) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
-    batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us)."""
+    batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
+    bind: makes the callable to time from (send, recv), default the library's own collective."""
     bufs = Buffers(comm, coll, counts, dtype, in_place)
     pattern = Pattern(op, dtype, comm.size)
-    fn, out = comm.bind(coll.name, bufs.send, bufs.recv, op, in_place)
+    if bind is None:
+        bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
+    fn, out = bind(bufs.send, bufs.recv)
     timer = timer_for(comm.device)
 
     bufs.fill(pattern)

@@ -19,7 +19,8 @@ from commbench.errors import InputError
 BACKENDS = ("mpi", "gloo", "nccl")
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
 DEVICES = ("cpu", "cuda")
-ALGORITHMS = ("native",)
+ALGORITHMS = ("native", "ring", "tree", "dbtree", "rhd", "hierarchical")
+RING_ORDERS = ("rank", "topology")
 # the device each backend drives; a combination outside this is refused up front
 BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu",), "nccl": ("cuda",)}
 
@@ -112,6 +113,8 @@ class SweepSpec:
     run_id: str = ""
     out_dir: str = ""
     ranks_per_node: int | None = None
+    ring_order: str = "rank"
+    segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
 
     def validate(self) -> "SweepSpec":
         self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)
@@ -147,6 +150,10 @@ class SweepSpec:
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:
             raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
+        if self.segment_bytes < 1:
+            raise InputError(f"invalid --segment-bytes {self.segment_bytes}: it must be at least 1")
+        if self.ring_order not in RING_ORDERS:
+            raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
         return self

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 _SCHEMES = (
     ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"),
     ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"),
+     "OMPI_COMM_WORLD_LOCAL_SIZE", None),  # OMPI's NODE_RANK is a rank within the node, not a node index
     ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None, "SLURM_NODEID"),
     ("pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", None),
 )
@@ -68,10 +68,13 @@ def inside_launched_job(env=None) -> bool:
     return any(m in env for m in LAUNCHED_MARKERS)
 
 
-def node_layout(hostnames: list[str], ranks_per_node: int | None = None) -> list[int]:
-    """Node index of every rank: by --ranks-per-node when given (consecutive blocks), else by
-    hostname in order of first appearance."""
+def node_layout(hostnames: list[str], ranks_per_node: int | None = None,
+                launcher_nodes: list[int | None] | None = None) -> list[int]:
+    """Node index of every rank: by --ranks-per-node when given (consecutive blocks), else the
+    launcher's node ids when every rank has one (torchrun GROUP_RANK, SLURM_NODEID), else by
+    hostname; numbered in order of first appearance."""
     if ranks_per_node:
         return [r // ranks_per_node for r in range(len(hostnames))]
-    order: dict[str, int] = {}
-    return [order.setdefault(h, len(order)) for h in hostnames]
+    keys = launcher_nodes if launcher_nodes and None not in launcher_nodes else hostnames
+    order: dict = {}
+    return [order.setdefault(k, len(order)) for k in keys]

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from commbench import harness, runinfo, topology
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
@@ -80,11 +81,14 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
     comms = open_communicators(spec, info)
     control = comms[spec.backends[0]]
     rank, world = control.rank, control.size
-    facts = control.allgather_object(runinfo.rank_facts(spec.device, info.local_rank) | {"rank": rank})
-    nodes_of = topology.node_layout([f["hostname"] for f in facts], spec.ranks_per_node)
+    facts = control.allgather_object(runinfo.rank_facts(spec.device, info.local_rank)
+                                     | {"rank": rank, "launcher_node": info.node, "local_rank": info.local_rank})
+    nodes_of = topology.node_layout([f["hostname"] for f in facts], spec.ranks_per_node,
+                                    [f["launcher_node"] for f in facts])
     nodes = len(set(nodes_of))
     per_node = world // nodes if world % nodes == 0 else None
     plan = build_plan(spec)
+    contexts = {name: Context(c, nodes_of, spec.ring_order) for name, c in comms.items()}
     writer = ResultsWriter(spec.out_dir) if rank == 0 else None
     if rank == 0:
         libraries = {}
@@ -104,7 +108,10 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
         comm = comms[point.backend]
         coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
         counts = coll.counts(point.size, dtype.itemsize, world)
-        reason = comm.unsupported(point.collective, dtype, point.op, point.in_place)
+        native = point.algorithm == "native"
+        algo = None if native else ALGORITHMS[point.algorithm]
+        reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, native)
+                  or (None if native else algo.unsupported(contexts[point.backend], point.collective)))
         if reason is None and counts.size_bytes == 0:
             reason = f"{point.size} B of {dtype.name} over {world} ranks is less than one element per rank"
         if reason:
@@ -115,7 +122,9 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
         if rank == 0:
             emit("start", point=point.as_dict())
         m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
-                            spec.min_time, spec.min_iters, spec.max_iters, spec.batch)
+                            spec.min_time, spec.min_iters, spec.max_iters, spec.batch,
+                            None if native else _algorithm_binder(algo, contexts[point.backend], point, counts, dtype,
+                                                                 spec.segment_bytes))
         total_wrong += m.wrong
         if rank == 0:
             row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
@@ -128,6 +137,12 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
     for c in comms.values():
         c.close()
     return total_wrong
+
+
+def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, segment_bytes: int):
+    ctx.segment_elems = max(1, segment_bytes // dtype.itemsize)
+    return lambda send, recv: algo.bind(ctx, point.collective, send, recv, point.op, point.in_place,
+                                        counts.in_count, counts.out_count)
 
 
 def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, per_node, device) -> dict:

@@ -9,7 +9,7 @@ def test_torchrun_env():
 def test_openmpi_env():
     info = detect({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
                    "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "1"})
-    assert (info.rank, info.world, info.local_rank, info.local_world, info.node) == (3, 4, 1, 2, 1)
+    assert (info.rank, info.world, info.local_rank, info.local_world, info.node) == (3, 4, 1, 2, None)
     assert inside_launched_job({"OMPI_COMM_WORLD_SIZE": "4"})
 
 
@@ -30,3 +30,5 @@ def test_node_layout():
     assert node_layout(["a", "a", "b", "b"]) == [0, 0, 1, 1]
     assert node_layout(["b", "a", "b"]) == [0, 1, 0]
     assert node_layout(["h"] * 4, ranks_per_node=2) == [0, 0, 1, 1]
+    assert node_layout(["h"] * 4, launcher_nodes=[1, 0, 1, 0]) == [0, 1, 0, 1]
+    assert node_layout(["a", "a", "b"], launcher_nodes=[0, None, 1]) == [0, 0, 1]

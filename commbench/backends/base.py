@@ -30,8 +30,12 @@ class Communicator(ABC):
     device: str = "cpu"
 
     # --- what this backend can do -------------------------------------------------------
-    def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool) -> str | None:
-        """None if the combination runs, else the reason it is skipped (shown to the user)."""
+    reducer: Any = None  # the arithmetic on this backend's buffers (commbench.kernels)
+
+    def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool,
+                    native: bool = True) -> str | None:
+        """None if the combination runs, else the reason it is skipped (shown to the user).
+        native=False asks for commbench's own algorithms, which need buffers and a Reducer only."""
         return None
 
     # --- buffers ----------------------------------------------------------------------------

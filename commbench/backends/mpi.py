@@ -9,6 +9,7 @@ from mpi4py import MPI
 
 from commbench.backends.base import Communicator, Request
 from commbench.dtypes import DType
+from commbench.kernels import NumpyReducer
 
 _OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
 
@@ -28,11 +29,14 @@ class MPICommunicator(Communicator):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        self.reducer = NumpyReducer()
 
-    def unsupported(self, collective, dtype: DType, op, in_place):
+    def unsupported(self, collective, dtype: DType, op, in_place, native=True):
         if dtype.numpy_name is None:
             return f"MPI has no {dtype.name} datatype"
-        if op is not None and op not in _OPS:
+        if op == "avg" and not dtype.is_float:
+            return "avg of integers truncates; commbench checks avg on floating-point types only"
+        if native and op is not None and op not in _OPS:
             return f"MPI has no {op} reduction"
         return None
 

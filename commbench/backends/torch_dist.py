@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from commbench.backends.base import Communicator, Request
 from commbench.dtypes import DType
+from commbench.kernels import TorchReducer
 
 # newer torch renamed the tensor-in/tensor-out collectives; use whichever this torch has
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -51,10 +52,11 @@ class TorchCommunicator(Communicator):
         self.ranks = ranks  # global rank of each member, in this communicator's rank order
         self.rank = ranks.index(dist.get_rank())
         self.size = len(ranks)
+        self.reducer = TorchReducer()
         self._torch_device = torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
 
-    def unsupported(self, collective, dtype: DType, op, in_place):
-        if collective == "all_reduce" and not in_place:
+    def unsupported(self, collective, dtype: DType, op, in_place, native=True):
+        if native and collective == "all_reduce" and not in_place:
             return "torch.distributed.all_reduce works in place only (use --in-place or --both)"
         if op == "avg" and not dtype.is_float:
             return "avg of integers truncates; commbench checks avg on floating-point types only"

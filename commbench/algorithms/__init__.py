@@ -1,0 +1,15 @@
+"""commbench's own collective algorithms, each written once against the Communicator's
+point-to-point calls and a Reducer. `native` (the library's own call) is not here: it is the
+backend's `bind`."""
+
+from commbench.algorithms.base import Algorithm, Context
+from commbench.algorithms.dbtree import DoubleBinaryTree
+from commbench.algorithms.hierarchical import Hierarchical
+from commbench.algorithms.rhd import RecursiveHalvingDoubling
+from commbench.algorithms.ring import Ring
+from commbench.algorithms.tree import Tree
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Ring(), Tree(), DoubleBinaryTree(),
+                                                        RecursiveHalvingDoubling(), Hierarchical())}
+
+__all__ = ["ALGORITHMS", "Algorithm", "Context"]

@@ -1,0 +1,117 @@
+"""What every commbench algorithm shares: the context it runs in (communicator, reducer,
+node layout, ring order), block partitions, segmenting for pipelining, and the binding of an
+in-place algorithm to the in-place / out-of-place buffer layouts the harness uses.
+
+An algorithm implements, in place, whichever of these it supports:
+    all_reduce(ctx, buf, op)                 buf: input, ends as the reduction
+    all_gather(ctx, buf, block)              buf: own block at rank*block, ends gathered
+    reduce_scatter(ctx, buf, op, block)      buf: input, ends with the reduced own block at rank*block
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from commbench.backends import Communicator
+
+MAX_SEGMENTS = 4096  # per block, so tags stay small
+
+
+def bounds(count: int, parts: int) -> list[int]:
+    """Boundaries of `parts` nearly equal blocks of `count` elements (uneven counts allowed)."""
+    return [i * count // parts for i in range(parts + 1)]
+
+
+def reduce_op(op: str) -> str:
+    """Intermediate steps of avg add; the division happens once, at the end (Reducer.finish)."""
+    return "sum" if op == "avg" else op
+
+
+@dataclass
+class Context:
+    comm: Communicator
+    node_of_rank: list[int]  # node index of every rank of comm
+    ring_order: str = "rank"  # "rank" or "topology"
+    segment_elems: int = 1 << 18
+    cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
+
+    @property
+    def reducer(self):
+        return self.comm.reducer
+
+    def ring(self) -> list[int]:
+        """Ranks in ring order: rank order, or node by node so the ring leaves each node once."""
+        ranks = list(range(self.comm.size))
+        if self.ring_order == "topology":
+            ranks.sort(key=lambda r: (self.node_of_rank[r], r))
+        return ranks
+
+
+def segments(comm: Communicator, views: list, seg: int) -> list:
+    """Split views into pieces of at most `seg` elements (empty views give none)."""
+    out = []
+    for v in views:
+        n = len(v)
+        seg_n = max(seg, -(-n // MAX_SEGMENTS))
+        out += [comm.view(v, o, min(seg_n, n - o)) for o in range(0, n, seg_n)]
+    return out
+
+
+def wait_all(requests: list) -> None:
+    for r in requests:
+        r.wait()
+    requests.clear()
+
+
+class Algorithm:
+    """Base: subclasses define some of all_reduce / all_gather / reduce_scatter (in place)."""
+
+    name = ""
+
+    def unsupported(self, ctx: Context, collective: str) -> str | None:
+        if not hasattr(self, collective):
+            return f"{self.name} has no {collective.replace('_', '-')} (it is an all-reduce algorithm)"
+        return None
+
+    def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,
+             in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
+        """A zero-argument callable running this algorithm once on the harness' buffers, and the
+        buffer holding this rank's output. Out-of-place copies are part of what is timed."""
+        comm, red, rank = ctx.comm, ctx.comm.reducer, ctx.comm.rank
+        if collective == "all_reduce":
+            if in_place:
+                return (lambda: self.all_reduce(ctx, recv, op)), recv
+
+            def run_ar():
+                red.copy(recv, send)
+                self.all_reduce(ctx, recv, op)
+            return run_ar, recv
+        if collective == "all_gather":
+            if in_place:
+                return (lambda: self.all_gather(ctx, recv, in_count)), recv
+            own = comm.view(recv, rank * in_count, in_count)
+
+            def run_ag():
+                red.copy(own, send)
+                self.all_gather(ctx, recv, in_count)
+            return run_ag, recv
+        if collective == "reduce_scatter":
+            if in_place:
+                return (lambda: self.reduce_scatter(ctx, send, op, out_count)), recv
+            work = comm.alloc(in_count, _dtype_of(send))
+            mine = comm.view(work, rank * out_count, out_count)
+
+            def run_rs():
+                red.copy(work, send)
+                self.reduce_scatter(ctx, work, op, out_count)
+                red.copy(recv, mine)
+            return run_rs, recv
+        raise ValueError(f"unknown collective {collective!r}")
+
+
+def _dtype_of(buf):
+    from commbench.dtypes import DTYPES
+
+    name = str(buf.dtype).replace("torch.", "")
+    return DTYPES[name]

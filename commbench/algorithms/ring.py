@@ -1,0 +1,117 @@
+"""Ring: the bandwidth-optimal algorithm.
+
+The n ranks form a ring (rank order, or node by node with --ring-order topology). The data is
+cut into n blocks; every step each rank sends one block to its right neighbour and receives one
+from its left, in segments, so that a segment is reduced and forwarded while the next arrives.
+
+* reduce-scatter: n-1 steps; at step s position p sends block p-s-1 and receives block p-s-2,
+  adding its own contribution; afterwards position p holds block p fully reduced.
+* all-gather: n-1 steps; at step s position p forwards block p-s and receives block p-s-1.
+* all-reduce: reduce-scatter then all-gather on the same n blocks.
+
+Cost for N bytes (α latency per message, β seconds per byte, γ reduction seconds per byte):
+  all-reduce      2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ      2(n-1) steps, 2(n-1)/n·N bytes sent per rank
+  reduce-scatter   (n-1)α +  (n-1)/n·Nβ + (n-1)/n·Nγ       N = one rank's input
+  all-gather       (n-1)α +  (n-1)/n·Nβ                    N = the gathered output
+(with segmenting each step is ⌈block/segment⌉ messages that overlap each other).
+"""
+
+from __future__ import annotations
+
+from commbench.algorithms.base import Algorithm, Context, bounds, reduce_op, segments, wait_all
+from commbench.backends import Communicator
+
+
+def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list], op: str, seg: int,
+                        tmp: list) -> None:
+    """blocks[q]: the views making up block q (block q ends at ring position q).
+    tmp: two scratch buffers, each at least as long as the largest block."""
+    n, red = len(order), comm.reducer
+    if n == 1:
+        return
+    pos = order.index(comm.rank)
+    left, right = order[pos - 1], order[(pos + 1) % n]
+
+    def post_recv(step):
+        segs = segments(comm, blocks[(pos - step - 2) % n], seg)
+        scratch, off, reqs = tmp[step % 2], 0, []
+        for k, s in enumerate(segs):
+            t = comm.view(scratch, off, len(s))
+            off += len(s)
+            reqs.append((s, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
+        return reqs
+
+    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[(pos - 1) % n], seg))]
+    pending = post_recv(0)
+    for step in range(n - 1):
+        following = post_recv(step + 1) if step + 1 < n - 1 else []
+        for k, (s, t, req) in enumerate(pending):
+            req.wait()
+            red.reduce(s, t, op)
+            if step + 1 < n - 1:  # the block just reduced is the next one to send
+                sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
+        pending = following
+    wait_all(sends)
+
+
+def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], seg: int) -> None:
+    """blocks[q]: the views of block q, which position q holds at the start; all end filled."""
+    n = len(order)
+    if n == 1:
+        return
+    pos = order.index(comm.rank)
+    left, right = order[pos - 1], order[(pos + 1) % n]
+
+    def post_recv(step):
+        segs = segments(comm, blocks[(pos - step - 1) % n], seg)
+        return [(s, comm.irecv(s, left, tag=(step % 2) * 4096 + k)) for k, s in enumerate(segs)]
+
+    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[pos], seg))]
+    pending = post_recv(0)
+    for step in range(n - 1):
+        following = post_recv(step + 1) if step + 1 < n - 1 else []
+        for k, (s, req) in enumerate(pending):
+            req.wait()
+            if step + 1 < n - 1:
+                sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
+        pending = following
+    wait_all(sends)
+
+
+def scratch_pair(ctx: Context, key, length: int, like) -> list:
+    """Two scratch buffers of `length` elements, allocated once and reused across calls."""
+    from commbench.algorithms.base import _dtype_of
+
+    dtype = _dtype_of(like)
+    cached = ctx.cache.get(("scratch", key, dtype.name))
+    if cached is None or len(cached[0]) < length:
+        cached = [ctx.comm.alloc(max(length, 1), dtype) for _ in range(2)]
+        ctx.cache[("scratch", key, dtype.name)] = cached
+    return cached
+
+
+class Ring(Algorithm):
+    name = "ring"
+
+    def all_reduce(self, ctx, buf, op):
+        comm, order = ctx.comm, ctx.ring()
+        n = len(order)
+        b = bounds(len(buf), n)
+        blocks = [[comm.view(buf, b[q], b[q + 1] - b[q])] for q in range(n)]
+        pos = order.index(comm.rank)
+        tmp = scratch_pair(ctx, "ring", b[1] - b[0] + 1, buf)
+        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp)
+        comm.reducer.finish(blocks[pos][0], op, n)
+        ring_all_gather(comm, order, blocks, ctx.segment_elems)
+
+    def all_gather(self, ctx, buf, block):
+        comm, order = ctx.comm, ctx.ring()
+        blocks = [[comm.view(buf, r * block, block)] for r in order]  # position q holds rank order[q]'s block
+        ring_all_gather(comm, order, blocks, ctx.segment_elems)
+
+    def reduce_scatter(self, ctx, buf, op, block):
+        comm, order = ctx.comm, ctx.ring()
+        blocks = [[comm.view(buf, r * block, block)] for r in order]
+        tmp = scratch_pair(ctx, "ring", block, buf)
+        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp)
+        comm.reducer.finish(blocks[order.index(comm.rank)][0], op, len(order))

@@ -1,0 +1,63 @@
+"""The communication structures of the own algorithms, checked for every world size up to 64."""
+
+import pytest
+
+from commbench.algorithms.base import bounds
+from commbench.algorithms.dbtree import double_tree, inorder_tree
+from commbench.algorithms.rhd import Fold
+from commbench.algorithms.tree import binomial_children, binomial_parent
+
+
+def _check_tree(parent, children, n):
+    roots = [r for r in range(n) if parent[r] is None]
+    assert len(roots) == 1
+    for r in range(n):
+        for c in children[r]:
+            assert parent[c] == r
+        assert len(children[r]) <= (2 if parent[r] is not None else 2)
+    depth = 0
+    for r in range(n):  # every rank reaches the root
+        seen, x = 0, r
+        while parent[x] is not None:
+            x, seen = parent[x], seen + 1
+            assert seen <= n
+        depth = max(depth, seen)
+    return roots[0], depth
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_double_binary_tree(n):
+    (pa, ca), (pb, cb) = double_tree(n)
+    ra, da = _check_tree(pa, ca, n)
+    rb, db = _check_tree(pb, cb, n)
+    assert da <= max(1, (n - 1).bit_length()) and db <= max(1, (n - 1).bit_length())
+    if n > 2:
+        assert ra != rb
+        # complementary: at most one rank is an inner node of both trees
+        both_inner = [r for r in range(n) if ca[r] and cb[r]]
+        assert len(both_inner) <= 1, both_inner
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_binomial_tree(n):
+    parent = [binomial_parent(r) for r in range(n)]
+    children = [binomial_children(r, n) for r in range(n)]
+    assert all(parent[c] == r for r in range(n) for c in children[r])
+    assert sorted(c for kids in children for c in kids) == list(range(1, n))
+    assert len(children[0]) == (n - 1).bit_length()
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_fold_leaves_a_power_of_two(n):
+    folds = [Fold(r, n) for r in range(n)]
+    active = [f for f in folds if f.active]
+    assert len(active) == folds[0].p and folds[0].p & (folds[0].p - 1) == 0
+    assert sorted(f.v for f in active) == list(range(folds[0].p))
+    assert all(folds[0].real(f.v) == f.rank for f in active)
+    blocks = [folds[0].first_block(v) for v in range(folds[0].p)] + [n]
+    assert blocks == sorted(blocks) and blocks[0] == 0  # contiguous ranges of blocks
+
+
+def test_bounds_uneven():
+    assert bounds(10, 4) == [0, 2, 5, 7, 10]
+    assert bounds(3, 5) == [0, 0, 1, 1, 2, 3]
