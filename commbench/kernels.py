@@ -12,9 +12,10 @@ import numpy as np
 class NumpyReducer:
     _UFUNCS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
-    def reduce(self, dst, src, op: str) -> None:
-        """dst = op(dst, src), element-wise (avg accumulates a sum; see finish)."""
-        self._UFUNCS[op](dst, src, out=dst)
+    def reduce(self, dst, src, op: str, other=None) -> None:
+        """dst = op(other, src) element-wise, other defaulting to dst (avg accumulates a sum;
+        see finish). `other` lets an out-of-place algorithm read its input without a copy."""
+        self._UFUNCS[op](dst if other is None else other, src, out=dst)
 
     def copy(self, dst, src) -> None:
         dst[...] = src
@@ -29,19 +30,11 @@ class TorchReducer:
     def __init__(self):
         import torch  # only where a torch backend runs
 
-        self._minimum, self._maximum = torch.minimum, torch.maximum
+        self._fns = {"sum": torch.add, "avg": torch.add, "prod": torch.mul, "min": torch.minimum,
+                     "max": torch.maximum}
 
-    def reduce(self, dst, src, op: str) -> None:
-        if op in ("sum", "avg"):
-            dst.add_(src)
-        elif op == "prod":
-            dst.mul_(src)
-        elif op == "min":
-            self._minimum(dst, src, out=dst)
-        elif op == "max":
-            self._maximum(dst, src, out=dst)
-        else:
-            raise ValueError(f"unknown op {op!r}")
+    def reduce(self, dst, src, op: str, other=None) -> None:
+        self._fns[op](dst if other is None else other, src, out=dst)
 
     def copy(self, dst, src) -> None:
         dst.copy_(src)

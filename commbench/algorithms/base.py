@@ -68,6 +68,7 @@ class Algorithm:
     """Base: subclasses define some of all_reduce / all_gather / reduce_scatter (in place)."""
 
     name = ""
+    reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
 
     def unsupported(self, ctx: Context, collective: str) -> str | None:
         if not hasattr(self, collective):
@@ -82,6 +83,8 @@ class Algorithm:
         if collective == "all_reduce":
             if in_place:
                 return (lambda: self.all_reduce(ctx, recv, op)), recv
+            if self.reads_source:
+                return (lambda: self.all_reduce(ctx, recv, op, src=send)), recv
 
             def run_ar():
                 red.copy(recv, send)
@@ -103,8 +106,11 @@ class Algorithm:
             mine = comm.view(work, rank * out_count, out_count)
 
             def run_rs():
-                red.copy(work, send)
-                self.reduce_scatter(ctx, work, op, out_count)
+                if self.reads_source:
+                    self.reduce_scatter(ctx, work, op, out_count, src=send)
+                else:
+                    red.copy(work, send)
+                    self.reduce_scatter(ctx, work, op, out_count)
                 red.copy(recv, mine)
             return run_rs, recv
         raise ValueError(f"unknown collective {collective!r}")

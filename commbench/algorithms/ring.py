@@ -23,8 +23,9 @@ from commbench.backends import Communicator
 
 
 def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list], op: str, seg: int,
-                        tmp: list) -> None:
-    """blocks[q]: the views making up block q (block q ends at ring position q).
+                        tmp: list, sources: list[list] | None = None) -> None:
+    """blocks[q]: the views making up block q (block q ends at ring position q, reduced).
+    sources[q]: where this rank's own contribution to block q is read (default: blocks[q]).
     tmp: two scratch buffers, each at least as long as the largest block."""
     n, red = len(order), comm.reducer
     if n == 1:
@@ -32,22 +33,25 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
     pos = order.index(comm.rank)
     left, right = order[pos - 1], order[(pos + 1) % n]
 
+    sources = sources or blocks
+
     def post_recv(step):
-        segs = segments(comm, blocks[(pos - step - 2) % n], seg)
+        q = (pos - step - 2) % n
+        segs, own = segments(comm, blocks[q], seg), segments(comm, sources[q], seg)
         scratch, off, reqs = tmp[step % 2], 0, []
-        for k, s in enumerate(segs):
+        for k, (s, o) in enumerate(zip(segs, own)):
             t = comm.view(scratch, off, len(s))
             off += len(s)
-            reqs.append((s, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
+            reqs.append((s, o, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
         return reqs
 
-    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[(pos - 1) % n], seg))]
+    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, sources[(pos - 1) % n], seg))]
     pending = post_recv(0)
     for step in range(n - 1):
         following = post_recv(step + 1) if step + 1 < n - 1 else []
-        for k, (s, t, req) in enumerate(pending):
+        for k, (s, o, t, req) in enumerate(pending):
             req.wait()
-            red.reduce(s, t, op)
+            red.reduce(s, t, op, other=o)
             if step + 1 < n - 1:  # the block just reduced is the next one to send
                 sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
         pending = following
@@ -92,15 +96,17 @@ def scratch_pair(ctx: Context, key, length: int, like) -> list:
 
 class Ring(Algorithm):
     name = "ring"
+    reads_source = True
 
-    def all_reduce(self, ctx, buf, op):
+    def all_reduce(self, ctx, buf, op, src=None):
         comm, order = ctx.comm, ctx.ring()
         n = len(order)
         b = bounds(len(buf), n)
         blocks = [[comm.view(buf, b[q], b[q + 1] - b[q])] for q in range(n)]
+        sources = None if src is None else [[comm.view(src, b[q], b[q + 1] - b[q])] for q in range(n)]
         pos = order.index(comm.rank)
         tmp = scratch_pair(ctx, "ring", b[1] - b[0] + 1, buf)
-        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp)
+        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp, sources)
         comm.reducer.finish(blocks[pos][0], op, n)
         ring_all_gather(comm, order, blocks, ctx.segment_elems)
 
@@ -109,9 +115,10 @@ class Ring(Algorithm):
         blocks = [[comm.view(buf, r * block, block)] for r in order]  # position q holds rank order[q]'s block
         ring_all_gather(comm, order, blocks, ctx.segment_elems)
 
-    def reduce_scatter(self, ctx, buf, op, block):
+    def reduce_scatter(self, ctx, buf, op, block, src=None):
         comm, order = ctx.comm, ctx.ring()
         blocks = [[comm.view(buf, r * block, block)] for r in order]
+        sources = None if src is None else [[comm.view(src, r * block, block)] for r in order]
         tmp = scratch_pair(ctx, "ring", block, buf)
-        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp)
+        ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp, sources)
         comm.reducer.finish(blocks[order.index(comm.rank)][0], op, len(order))
