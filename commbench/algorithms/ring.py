@@ -86,11 +86,11 @@ def scratch_pair(ctx: Context, key, length: int, like) -> list:
     """Two scratch buffers of `length` elements, allocated once and reused across calls."""
     from commbench.algorithms.base import _dtype_of
 
-    dtype = _dtype_of(like)
-    cached = ctx.cache.get(("scratch", key, dtype.name))
+    cache_key = ("scratch", key, like.dtype)
+    cached = ctx.cache.get(cache_key)
     if cached is None or len(cached[0]) < length:
-        cached = [ctx.comm.alloc(max(length, 1), dtype) for _ in range(2)]
-        ctx.cache[("scratch", key, dtype.name)] = cached
+        cached = [ctx.comm.alloc(max(length, 1), _dtype_of(like)) for _ in range(2)]
+        ctx.cache[cache_key] = cached
     return cached
 
 
