@@ -1,0 +1,61 @@
+"""Launcher argv lists (never a shell string) and ranks started by the user (--launcher none)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from commbench.errors import InputError
+from commbench.launch import build_commands, find_binary, resolve_launcher
+from commbench.spec import SweepSpec
+from commbench.worker import decode_spec
+from conftest import ROOT, load_run, needs_mpirun
+
+
+def _spec(**kw):
+    return SweepSpec(nprocs=3, out_dir="/tmp/x", run_id="r", **kw).validate()
+
+
+@needs_mpirun
+def test_mpirun_argv():
+    spec = _spec(label="a 'quoted' $label; rm -rf /")
+    [(argv, env)] = build_commands(spec, "mpirun", ["--hostfile", "h"])
+    assert argv[0].endswith("mpirun") and argv[1:3] == ["-n", "3"]
+    assert argv[argv.index("--hostfile") + 1] == "h"
+    assert argv[argv.index("--spec") - 3:argv.index("--spec")] == [sys.executable, "-m", "commbench.worker"]
+    assert decode_spec(argv[-1]) == spec  # the spec travels intact, whatever its strings hold
+    if os.geteuid() == 0:
+        assert "--allow-run-as-root" in argv
+
+
+def test_torchrun_and_local_argv():
+    pytest.importorskip("torch")
+    spec = _spec(backends=["gloo"])
+    [(argv, _)] = build_commands(spec, "torchrun", [])
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert argv[argv.index("--nproc-per-node") + 1] == "3" and "-m" in argv[3:]
+    local = build_commands(spec, "local", [])
+    assert [env["RANK"] for _, env in local] == ["0", "1", "2"]
+    assert {env["WORLD_SIZE"] for _, env in local} == {"3"} and len({env["MASTER_PORT"] for _, env in local}) == 1
+
+
+def test_resolve_launcher():
+    assert resolve_launcher(_spec(backends=["gloo"])) in ("local", "none")
+    with pytest.raises(InputError, match="needs an MPI launcher"):
+        resolve_launcher(_spec(backends=["mpi"], launcher="local"))
+
+
+@needs_mpirun
+def test_ranks_started_by_the_user(tmp_path):
+    """mpirun -n 3 commbench run: auto sees it is a rank and runs in place; rank 0 writes."""
+    out = tmp_path / "r"
+    cmd = [find_binary("mpirun"), "-n", "3", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.run(cmd + [sys.executable, "-m", "commbench", "run", "--backend", "mpi", "--sizes", "1K,64K",
+                                 "-c", "all_reduce,all_gather", "--iters", "3", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows, _, meta = load_run(out)
+    assert len(rows) == 8 and (rows.wrong == 0).all() and (rows.world_size == 3).all()
+    assert meta["launcher"] == "none" and meta["status"] == "completed"
+    assert proc.stdout.count("# all_reduce") == 2  # one table per group, printed by rank 0 only
