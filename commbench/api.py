@@ -52,10 +52,6 @@ def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     return spec
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
               on_event: Callable[[dict], None] | None = None,
               relay: Callable[[launch.Line], None] | None = None,
@@ -73,7 +69,7 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     out.mkdir(parents=True, exist_ok=True)
     update_run_json(out, {"run_id": spec.run_id, "label": spec.label, "spec": spec.__dict__, "launcher": launcher,
                           "launch_argv": _masked(commands[0][0]),
-                          "start_time": _now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
+                          "start_time": runinfo.utc_now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
     result = RunResult(out)
     job = launch.Job(commands)
     error = None
@@ -124,7 +120,7 @@ def _collect(result: RunResult, event: dict) -> None:
 
 def _finish(result: RunResult, status: str, error: str | None) -> None:
     result.status = status
-    update_run_json(result.out_dir, {"status": status, "error": error, "end_time": _now(),
+    update_run_json(result.out_dir, {"status": status, "error": error, "end_time": runinfo.utc_now(),
                                      "points_measured": len(result.rows), "wrong_total": result.wrong})
 
 
@@ -137,7 +133,7 @@ def _run_in_process(spec: SweepSpec, on_event, argv) -> RunResult:
     if rank0:
         out.mkdir(parents=True, exist_ok=True)
         update_run_json(out, {"run_id": spec.run_id, "label": spec.label, "spec": spec.__dict__, "launcher": "none",
-                              "start_time": _now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
+                              "start_time": runinfo.utc_now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
     result = RunResult(out)
 
     def emit(kind, **data):

@@ -88,19 +88,11 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tup
         run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
         return [(run + extra + worker[1:], env)]
     if launcher == "local":
-        port = _free_port()
+        port = topology.free_port()
         return [(worker, dict(env, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(n),
                               GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
                 for r in range(n)]
     raise ValueError(f"no command for launcher {launcher!r}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

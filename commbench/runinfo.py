@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import commbench
@@ -16,6 +17,10 @@ ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "PRTE_MCA_", "PMIX
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 # set by the launcher inside every rank: bookkeeping, not settings
 LAUNCHER_INTERNAL = ("OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def collective_env(env=None) -> dict:

@@ -63,6 +63,13 @@ def _slurm_tasks_on_node(env):
     return counts[node] if node < len(counts) else None
 
 
+def free_port() -> int:
+    """A TCP port free right now on this host, for a rendezvous."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
 def inside_launched_job(env=None) -> bool:
     env = os.environ if env is None else env
     return any(m in env for m in LAUNCHED_MARKERS)

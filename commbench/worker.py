@@ -14,7 +14,6 @@ import socket
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
 from typing import Callable
 
 from commbench import harness, runinfo, topology
@@ -40,16 +39,6 @@ def decode_spec(text: str) -> SweepSpec:
     return SweepSpec.from_json(base64.urlsafe_b64decode(text.encode()).decode())
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
     """Make sure MASTER_ADDR/MASTER_PORT are set for torch.distributed. Launchers that do not
     set them (mpirun, srun) get them from rank 0 over MPI."""
@@ -59,7 +48,7 @@ def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None
         raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch to share them)")
     hosts = mpi.allgather_object(info.hostname)
     addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
-    port = mpi.allgather_object(_free_port() if mpi.rank == 0 else None)[0]
+    port = mpi.allgather_object(topology.free_port() if mpi.rank == 0 else None)[0]
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
 
 
@@ -155,7 +144,7 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         "op": point.op or "none", "in_place": int(point.in_place), "world_size": world, "nodes": nodes,
         "ranks_per_node": per_node, "size_bytes": counts.size_bytes, "count": counts.count,
         **stats, "iterations": m.iterations, "batch": m.batch, "warmup": m.warmup, "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
-        "wrong": m.wrong, "timestamp": _now(),
+        "wrong": m.wrong, "timestamp": runinfo.utc_now(),
     }
 
 

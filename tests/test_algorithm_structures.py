@@ -3,7 +3,7 @@
 import pytest
 
 from commbench.algorithms.base import bounds
-from commbench.algorithms.dbtree import double_tree, inorder_tree
+from commbench.algorithms.dbtree import double_tree
 from commbench.algorithms.rhd import Fold
 from commbench.algorithms.tree import binomial_children, binomial_parent
 

@@ -1,6 +1,5 @@
 """A wrong result is caught; a hung or killed rank ends the whole job, keeps earlier rows."""
 
-import os
 import signal
 import subprocess
 import sys

@@ -60,7 +60,9 @@ class DoubleBinaryTree(Algorithm):
     def all_reduce(self, ctx, buf, op):
         comm, red = ctx.comm, ctx.comm.reducer
         rank, n = comm.rank, comm.size
-        trees = ctx.cache.get(("dbtree", n)) or ctx.cache.setdefault(("dbtree", n), double_tree(n))
+        if "dbtree" not in ctx.cache:
+            ctx.cache["dbtree"] = double_tree(n)
+        trees = ctx.cache["dbtree"]
         half = len(buf) // 2
         halves = [comm.view(buf, 0, half), comm.view(buf, half, len(buf) - half)]
         segs = [segments(comm, [h], ctx.segment_elems) for h in halves]

@@ -87,12 +87,18 @@ def _fold_in(comm, fold: Fold, buf, op: str, tmp) -> None:
         comm.reducer.reduce(buf, scratch, op)
 
 
+def _fold(ctx) -> Fold:
+    if "fold" not in ctx.cache:
+        ctx.cache["fold"] = Fold(ctx.comm.rank, ctx.comm.size)
+    return ctx.cache["fold"]
+
+
 class RecursiveHalvingDoubling(Algorithm):
     name = "rhd"
 
     def all_reduce(self, ctx, buf, op):
         comm = ctx.comm
-        fold = ctx.cache.get(("fold", comm.size)) or ctx.cache.setdefault(("fold", comm.size), Fold(comm.rank, comm.size))
+        fold = _fold(ctx)
         tmp = scratch_pair(ctx, "rhd", len(buf), buf)[0]
         _fold_in(comm, fold, buf, reduce_op(op), tmp)
         if fold.active:
@@ -105,7 +111,7 @@ class RecursiveHalvingDoubling(Algorithm):
 
     def all_gather(self, ctx, buf, block):
         comm = ctx.comm
-        fold = ctx.cache.get(("fold", comm.size)) or ctx.cache.setdefault(("fold", comm.size), Fold(comm.rank, comm.size))
+        fold = _fold(ctx)
         if fold.partner is not None:  # the even rank's block joins the odd rank's buffer
             own = comm.view(buf, comm.rank * block, block)
             if fold.active:
@@ -120,7 +126,7 @@ class RecursiveHalvingDoubling(Algorithm):
 
     def reduce_scatter(self, ctx, buf, op, block):
         comm = ctx.comm
-        fold = ctx.cache.get(("fold", comm.size)) or ctx.cache.setdefault(("fold", comm.size), Fold(comm.rank, comm.size))
+        fold = _fold(ctx)
         tmp = scratch_pair(ctx, "rhd", len(buf), buf)[0]
         _fold_in(comm, fold, buf, reduce_op(op), tmp)
         own = comm.view(buf, comm.rank * block, block)

@@ -39,7 +39,7 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
         q = (pos - step - 2) % n
         segs, own = segments(comm, blocks[q], seg), segments(comm, sources[q], seg)
         scratch, off, reqs = tmp[step % 2], 0, []
-        for k, (s, o) in enumerate(zip(segs, own)):
+        for k, (s, o) in enumerate(zip(segs, own, strict=True)):
             t = comm.view(scratch, off, len(s))
             off += len(s)
             reqs.append((s, o, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
