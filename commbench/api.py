@@ -8,6 +8,7 @@ and returns what was measured. Script it directly:
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 from dataclasses import dataclass, field
@@ -15,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import launch, runinfo
+from commbench import launch, runinfo, topology
 from commbench.errors import InputError, JobError
-from commbench.results import RESULTS_CSV, update_run_json
+from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
 from commbench.spec import SweepSpec
 
 
@@ -26,7 +27,7 @@ class RunResult:
     out_dir: Path
     rows: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
-    wrong: int = 0
+    wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
     status: str = "running"
 
 
@@ -60,30 +61,80 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted."""
     spec = prepare(spec)
     launcher = launch.resolve_launcher(spec)
+    commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
+    if launcher != "none" or topology.detect().rank == 0:
+        Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+        update_run_json(spec.out_dir, {"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
+                                       **runinfo.parent_info(argv or sys.argv)})
+    return _launch(spec, launcher, commands, launcher_args or [], on_event, relay)
+
+
+def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
+                 on_event: Callable[[dict], None] | None = None,
+                 relay: Callable[[launch.Line], None] | None = None,
+                 argv: list[str] | None = None) -> RunResult:
+    """Run the points of an earlier run that have no row yet (it was interrupted or failed),
+    with its spec, appending to its files."""
+    out = Path(out_dir)
+    try:
+        meta = read_run_json(out)
+        spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
+    except FileNotFoundError:
+        raise InputError(f"{str(out)!r} holds no run.json: nothing to resume") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{str(out / 'run.json')!r} is not a commbench run record ({exc})") from None
+    if meta.get("status") == "running" and _alive(meta):
+        raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
+                         "resume it once it has stopped")
+    spec.out_dir = str(out)
+    spec.done_points = sorted(measured_points(out))
+    launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
+    launcher = launch.resolve_launcher(spec)
+    commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
+    resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
+                                          "command_line": argv or sys.argv}]
+    if launcher != "none" or topology.detect().rank == 0:
+        update_run_json(out, {"resumes": resumes})
+    return _launch(spec, launcher, commands, launcher_args, on_event, relay)
+
+
+def _alive(meta: dict) -> bool:
+    """Is the process that started this run still running (on this host)?"""
+    import os
+    import platform
+
+    if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
+        return False
+    try:
+        os.kill(int(meta["launch_pid"]), 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
     on_event = on_event or (lambda e: None)
     relay = relay or (lambda line: print(line.text, file=sys.stderr))
     if launcher == "none":
-        return _run_in_process(spec, on_event, argv)
-    commands = launch.build_commands(spec, launcher, launcher_args or [])
+        return _run_in_process(spec, on_event)
     out = Path(spec.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    update_run_json(out, {"run_id": spec.run_id, "label": spec.label, "spec": spec.__dict__, "launcher": launcher,
-                          "launch_argv": _masked(commands[0][0]),
-                          "start_time": runinfo.utc_now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
+    update_run_json(out, {"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
+                          "launch_argv": _masked(commands[0][0]), "status": "running"})
     result = RunResult(out)
     job = launch.Job(commands)
+    monitor = launch.Monitor()
     error = None
     try:
-        for event in launch.iter_events(job, spec, relay):
+        for event in launch.iter_events(job, spec, relay, monitor):
             _collect(result, event)
-            if event["event"] == "error" and error is None:
-                error = f"rank {event.get('rank')}: {event.get('message')}"
             on_event(event)
         code = job.wait()
-        if error is None and code != 0:
-            error = f"the launcher exited with code {code} before the sweep finished"
-        if error is None and result.status != "done":
-            error = "the ranks exited before the sweep finished"
+        if code != 0 or monitor.error:
+            error = monitor.failure(job, code)
+        elif result.status != "done":
+            error = f"the ranks exited before the sweep finished {monitor.where()}"
     except KeyboardInterrupt:
         job.kill()
         _finish(result, "interrupted", "interrupted by the user")
@@ -111,7 +162,6 @@ def _collect(result: RunResult, event: dict) -> None:
     kind = event["event"]
     if kind == "row":
         result.rows.append(event["row"])
-        result.wrong += int(event["row"]["wrong"])
     elif kind == "skip":
         result.skipped.append(event["point"] | {"reason": event["reason"]})
     elif kind == "done":
@@ -119,21 +169,23 @@ def _collect(result: RunResult, event: dict) -> None:
 
 
 def _finish(result: RunResult, status: str, error: str | None) -> None:
+    """Record how the run ended; totals count every row of the run (a resumed run included)."""
     result.status = status
+    rows = read_results(result.out_dir) if (result.out_dir / RESULTS_CSV).exists() else None
+    result.wrong = int(rows.wrong.sum()) if rows is not None else 0
     update_run_json(result.out_dir, {"status": status, "error": error, "end_time": runinfo.utc_now(),
-                                     "points_measured": len(result.rows), "wrong_total": result.wrong})
+                                     "points_measured": 0 if rows is None else len(rows),
+                                     "wrong_total": result.wrong})
 
 
-def _run_in_process(spec: SweepSpec, on_event, argv) -> RunResult:
+def _run_in_process(spec: SweepSpec, on_event) -> RunResult:
     """--launcher none: this process is one rank of a job someone else started."""
-    from commbench import topology, worker
+    from commbench import worker
 
     rank0 = topology.detect().rank == 0
     out = Path(spec.out_dir)
     if rank0:
-        out.mkdir(parents=True, exist_ok=True)
-        update_run_json(out, {"run_id": spec.run_id, "label": spec.label, "spec": spec.__dict__, "launcher": "none",
-                              "start_time": runinfo.utc_now(), "status": "running", **runinfo.parent_info(argv or sys.argv)})
+        update_run_json(out, {"spec": spec.__dict__, "launcher": "none", "status": "running"})
     result = RunResult(out)
 
     def emit(kind, **data):
@@ -142,7 +194,7 @@ def _run_in_process(spec: SweepSpec, on_event, argv) -> RunResult:
         on_event(event)
 
     try:
-        worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None))
+        worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
     except BaseException as exc:  # noqa: BLE001
         if rank0:
             _finish(result, "failed", f"{type(exc).__name__}: {exc}")

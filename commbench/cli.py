@@ -76,9 +76,10 @@ def run(
     label: str = typer.Option("", "--label", help="Free text stored with every row."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the summary."),
     json_rows: bool = typer.Option(False, "--json", help="Print each row as one JSON object on stdout."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted or failed run in this folder: measure only its missing points, with its recorded options."),
 ):
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
-    from commbench.api import run_sweep
+    from commbench.api import resume_sweep, run_sweep
     from commbench.console import Renderer
 
     if sum((in_place, out_of_place, both)) > 1:
@@ -97,7 +98,11 @@ def run(
     )
     renderer = Renderer(quiet=quiet, json_rows=json_rows)
     try:
-        result = run_sweep(spec, launcher_args=shlex.split(launcher_args), on_event=renderer, argv=sys.argv)
+        if resume is not None:
+            result = resume_sweep(resume, launcher_args=shlex.split(launcher_args) if launcher_args else None,
+                                  on_event=renderer, argv=sys.argv)
+        else:
+            result = run_sweep(spec, launcher_args=shlex.split(launcher_args), on_event=renderer, argv=sys.argv)
     finally:
         renderer.close()
     summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"

@@ -53,14 +53,15 @@ class Renderer:
         if kind == "ready":
             self.world = event["world_size"]
             hosts = ", ".join(event["hosts"])
+            resumed = f", {event['already']} measured before" if event.get("already") else ""
             self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
-                        f"({escape(hosts)}), {event['total']} points")
+                        f"({escape(hosts)}), {event['total']} points{resumed}")
             if not self.quiet and self.console.is_terminal:
                 self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                          TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                                          console=self.console, transient=True)
                 self.progress.start()
-                self.task = self.progress.add_task("sweep", total=event["total"])
+                self.task = self.progress.add_task("sweep", total=event["total"], completed=event.get("already", 0))
         elif kind == "start":
             if self.progress:
                 self.progress.update(self.task, description=escape(group_title(event["point"])))

@@ -75,6 +75,42 @@ class ResultsWriter:
         return SAMPLES_PARQUET
 
 
+def _drop_partial_line(path: Path) -> None:
+    """A crash mid-write can leave a last line without its newline: cut it off."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+            os.fsync(f.fileno())
+
+
+def measured_points(out_dir: str | Path) -> set[int]:
+    """Points that have a row, after repairing what an interrupted run can leave behind: a
+    partial last line, and samples of a point whose row was never written (dropped, since the
+    point will be measured again)."""
+    d = Path(out_dir)
+    path = d / RESULTS_CSV
+    if not path.exists():
+        return set()
+    _drop_partial_line(path)
+    with open(path, newline="") as f:
+        done = {int(row["point"]) for row in csv.DictReader(f)}
+    samples = d / SAMPLES_CSV
+    if samples.exists():
+        _drop_partial_line(samples)
+        with open(samples, newline="") as f:
+            keep = [row for row in csv.DictReader(f) if int(row["point"]) in done]
+        tmp = samples.with_suffix(".tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=SAMPLE_COLUMNS)
+            writer.writeheader()
+            writer.writerows(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, samples)
+    return done
+
+
 def read_results(out_dir: str | Path):
     import pandas as pd
 

@@ -51,6 +51,7 @@ def parent_info(argv: list[str]) -> dict:
         "cwd": os.getcwd(),
         "git_revision": git_revision(),
         "launch_host": platform.node(),
+        "launch_pid": os.getpid(),
         "environment": collective_env(),
     }
 

@@ -115,6 +115,7 @@ class SweepSpec:
     ranks_per_node: int | None = None
     ring_order: str = "rank"
     segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
+    done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
     def validate(self) -> "SweepSpec":
         self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)

@@ -64,8 +64,9 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
     return comms
 
 
-def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
-    """Run the sweep on this rank; returns the wrong-element total (same on every rank)."""
+def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout) -> int:
+    """Run the sweep on this rank; returns the wrong-element total (same on every rank).
+    emit: rank 0's events; progress: every rank's "enter" (so the parent can name stragglers)."""
     info = topology.detect()
     comms = open_communicators(spec, info)
     control = comms[spec.backends[0]]
@@ -89,11 +90,13 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
             "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
             "planned_points": len(plan),
         })
-        emit("ready", world_size=world, nodes=nodes, ranks_per_node=per_node, total=len(plan),
+        emit("ready", world_size=world, nodes=nodes, ranks_per_node=per_node, total=len(plan), already=len(spec.done_points),
              hosts=sorted({f["hostname"] for f in facts}))
 
-    total_wrong, skipped = 0, []
+    total_wrong, skipped, done = 0, [], set(spec.done_points)
     for point in plan:
+        if point.index in done:
+            continue
         comm = comms[point.backend]
         coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
         counts = coll.counts(point.size, dtype.itemsize, world)
@@ -108,6 +111,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout) -> int:
                 skipped.append(point.as_dict() | {"reason": reason})
                 emit("skip", point=point.as_dict(), reason=reason)
             continue
+        progress("enter", rank=rank, point=point.as_dict())
         if rank == 0:
             emit("start", point=point.as_dict())
         m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,

@@ -1,5 +1,7 @@
 """A wrong result is caught; a hung or killed rank ends the whole job, keeps earlier rows."""
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -39,13 +41,12 @@ def test_hung_rank_is_killed_after_timeout(tmp_path, backend, launcher):
                      env={"COMMBENCH_INJECT_HANG_RANK": "2"})
     elapsed = time.monotonic() - start
     assert proc.returncode == 1
-    assert "timed out in all_reduce native" in proc.stderr
+    assert "timed out after 4 s in all_reduce native" in proc.stderr
+    assert "none finished; the job was killed" in proc.stderr
     assert elapsed < 4 + 20  # timeout plus start-up and teardown
+    print(f"hung rank ({launcher}): exit after {elapsed:.2f} s with --timeout 4")
     time.sleep(0.5)
     assert _workers_alive() == 0
-    _, _, meta = load_run(tmp_path / "r") if (tmp_path / "r" / "results.csv").exists() else (None, None, None)
-    import json
-
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
     assert meta["status"] == "failed" and "timed out" in meta["error"]
 
@@ -70,3 +71,78 @@ def test_sigint_keeps_rows_and_marks_interrupted(tmp_path):
     assert meta["status"] == "interrupted"
     time.sleep(0.5)
     assert _workers_alive() == 0
+    # --resume measures exactly the missing points, each once, with their samples
+    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    assert sorted(rows.point) == list(range(6)) and (rows.wrong == 0).all()
+    assert dict(samples.groupby("point").size()) == dict(zip(rows.point, rows.samples))
+    assert meta["status"] == "completed" and meta["resumes"][0]["points_before"] >= 2
+
+
+def _start(args, out):
+    return subprocess.Popen([sys.executable, "-m", "commbench", "run", *map(str, args), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_rows(out, n, timeout=90):
+    csv = out / "results.csv"
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if csv.exists() and len(csv.read_text().splitlines()) > n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} rows in {timeout} s")
+
+
+def _worker_pids():
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "commbench.worker" in line]
+
+
+@needs_mpirun
+@pytest.mark.parametrize("backend,launcher", [("mpi", "mpirun"), ("gloo", "torchrun"), ("gloo", "local")])
+def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
+    if backend == "gloo":
+        pytest.importorskip("torch")
+    out = tmp_path / "r"
+    proc = _start(["-n", 3, "--backend", backend, "--launcher", launcher, "-c", "all_reduce", "--in-place",
+                   "--sizes", "8,16,32,64,128,256,512,1K", "--min-time", 0.5, "--max-iters", 10 ** 8], out)
+    _wait_rows(out, 2)
+    victim = max(_worker_pids())  # the newest worker: not rank 0
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    teardown = time.monotonic() - killed
+    assert proc.returncode == 1
+    assert "was killed by SIGKILL in all_reduce native" in err, err[-2000:]
+    assert teardown < 15
+    time.sleep(0.5)
+    assert _workers_alive() == 0
+    rows, _, meta = load_run(out)
+    assert len(rows) >= 2 and (rows.wrong == 0).all()
+    assert meta["status"] == "failed" and "SIGKILL" in meta["error"]
+    print(f"teardown after SIGKILL ({launcher}): {teardown:.2f} s")
+
+
+@needs_mpirun
+def test_resume_repairs_a_cut_short_folder(tmp_path):
+    """A crash mid-write: a partial last row and samples of a point without a row."""
+    out = tmp_path / "r"
+    commbench("run", "-n", 2, "--sizes", "8,1K,64K", "-c", "all_reduce", "--in-place", "--iters", 4, "--batch", 1,
+              "--out", out, "--quiet", check_rc=0)
+    (out / "samples.parquet").unlink()  # as if the run never finished: samples only as CSV
+    csv = out / "results.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    csv.write_text("".join(lines[:2]) + lines[2][:25])  # row of point 1 cut mid-line, point 2 gone
+    (out / "samples.csv").write_text("run_id,point,iteration,time_us\n" + "".join(
+        f"x,{p},{i},1.0\n" for p in (0, 1, 2) for i in range(4)))
+    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    assert sorted(rows.point) == [0, 1, 2]
+    assert dict(samples.groupby("point").size()) == {0: 4, 1: 4, 2: 4}
+    assert meta["resumes"][0]["points_before"] == 1
+
+
+def test_resume_without_a_run_is_bad_input(tmp_path):
+    proc = commbench("run", "--resume", tmp_path)
+    assert proc.returncode == 2 and "nothing to resume" in proc.stderr and len(proc.stderr.splitlines()) == 1
