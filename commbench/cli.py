@@ -16,7 +16,7 @@ from rich.markup import escape
 
 import commbench
 from commbench.errors import InputError, JobError
-from commbench.spec import SweepSpec, parse_size, size_range, split_list
+from commbench.spec import SweepSpec
 
 app = typer.Typer(help="Benchmark collective communication: all-reduce, all-gather, reduce-scatter.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -84,16 +84,13 @@ def run(
 
     if sum((in_place, out_of_place, both)) > 1:
         raise InputError("choose one of --in-place, --out-of-place and --both")
-    modes = [True] if in_place else [False] if out_of_place else [False, True]
-    size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
-                 else size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor))
-    spec = SweepSpec(
-        collectives=split_list(collective),
-        backends=[default_backend()] if backend == "auto" else split_list(backend),
-        algorithms=split_list(algorithm), ring_order=ring_order, segment_bytes=parse_size(segment_bytes),
-        sizes=sorted(set(size_list)), dtypes=split_list(dtype), ops=split_list(op), in_place=modes,
+    spec = SweepSpec.from_options(
+        collective=collective, backend=default_backend() if backend == "auto" else backend, algorithm=algorithm,
+        ring_order=ring_order, segment_bytes=segment_bytes, min_bytes=min_bytes, max_bytes=max_bytes,
+        step_factor=step_factor, sizes=sizes, dtype=dtype, op=op,
+        mode="in-place" if in_place else "out-of-place" if out_of_place else "both",
         nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
-        max_iters=max_iters, min_iters=min(5, max_iters), batch=batch, timeout=timeout, label=label, out_dir=out or "",
+        max_iters=max_iters, batch=batch, timeout=timeout, label=label, out_dir=out or "",
         ranks_per_node=ranks_per_node,
     )
     renderer = Renderer(quiet=quiet, json_rows=json_rows)

@@ -24,6 +24,7 @@ RING_ORDERS = ("rank", "topology")
 # the device each backend drives; a combination outside this is refused up front
 BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu",), "nccl": ("cuda",)}
 
+MAX_SIZES = 10_000
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
@@ -54,6 +55,8 @@ def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
         raise InputError(f"min bytes {format_size(min_bytes)} is larger than max bytes {format_size(max_bytes)}")
     if not factor > 1 or not math.isfinite(factor):
         raise InputError(f"invalid step factor {factor}: it must be greater than 1")
+    if math.log(max_bytes / min_bytes) / math.log(factor) > MAX_SIZES:
+        raise InputError(f"step factor {factor} gives more than {MAX_SIZES} sizes from {min_bytes} to {max_bytes} B")
     sizes, size = [], float(min_bytes)
     while round(size) <= max_bytes:
         if not sizes or round(size) != sizes[-1]:
@@ -158,6 +161,22 @@ class SweepSpec:
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
         return self
+
+    @classmethod
+    def from_options(cls, *, collective: str, backend: str, algorithm: str = "native", dtype: str = "float32",
+                     op: str = "sum", mode: str = "both", sizes: str | None = None, min_bytes: str = "8",
+                     max_bytes: str = "16M", step_factor: float = 2.0, segment_bytes: str = "1M",
+                     max_iters: int = 1000, **rest) -> "SweepSpec":
+        """A validated spec from the text a user gives (CLI options, suite fields)."""
+        modes = {"in-place": [True], "out-of-place": [False], "both": [False, True]}
+        if mode not in modes:
+            raise InputError(f"unknown buffer mode {mode!r} (accepted: {', '.join(modes)})")
+        size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
+                     else size_range(parse_size(min_bytes), parse_size(max_bytes), float(step_factor)))
+        return cls(collectives=split_list(collective), backends=split_list(backend),
+                   algorithms=split_list(algorithm), dtypes=split_list(dtype), ops=split_list(op),
+                   in_place=modes[mode], sizes=sorted(set(size_list)), segment_bytes=parse_size(segment_bytes),
+                   max_iters=max_iters, min_iters=max(1, min(5, max_iters)), **rest).validate()
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

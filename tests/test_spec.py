@@ -23,7 +23,7 @@ def test_size_range_matches_nccl_tests_doubling():
     assert size_range(8, 100, 3) == [8, 24, 72]
 
 
-@pytest.mark.parametrize("args", [(16, 8, 2), (8, 16, 1), (8, 16, 0.5), (8, 16, float("nan"))])
+@pytest.mark.parametrize("args", [(16, 8, 2), (8, 16, 1), (8, 16, 0.5), (8, 16, float("nan")), (8, 1 << 30, 1.0000001)])
 def test_size_range_rejects(args):
     with pytest.raises(InputError):
         size_range(*args)
