@@ -202,3 +202,48 @@ def _run_in_process(spec: SweepSpec, on_event) -> RunResult:
     if rank0:
         _finish(result, "completed", None)
     return result
+
+
+def run_suite(suite, out_dir: str | Path, resume: bool = False,
+              on_run: Callable[[str, str], None] | None = None,
+              on_event: Callable[[dict], None] | None = None) -> list[tuple[str, RunResult | None, str | None]]:
+    """Run every run of a suite into out_dir/<label>/ (a run that fails does not stop the others).
+    resume: keep completed runs, resume cut-short ones, run missing ones. Returns
+    (label, result, error) per run."""
+    import shutil
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output path {str(out)!r} is a file, not a folder")
+    if not resume and any(out.glob(f"*/{RESULTS_CSV}")):
+        raise InputError(f"{str(out)!r} already holds a sweep (use --resume to finish it, or another --out)")
+    for run in suite.runs:  # every launcher must be usable before anything starts
+        spec = prepare(SweepSpec.from_json(run.spec.to_json()))
+        launcher = launch.resolve_launcher(spec)
+        if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
+            raise InputError(f"{suite.path}: run {run.label!r} needs {launcher!r}, which is not installed")
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "suite.yaml").exists():
+        shutil.copyfile(suite.path, out / "suite.yaml")
+    outcomes = []
+    for run in suite.runs:
+        folder = out / run.label
+        done = (folder / "run.json").exists()
+        if resume and done and read_run_json(folder).get("status") == "completed":
+            outcomes.append((run.label, None, None))
+            if on_run:
+                on_run(run.label, "already complete")
+            continue
+        if on_run:
+            on_run(run.label, "resuming" if resume and done else "running")
+        try:
+            if resume and done:
+                result = resume_sweep(folder, run.launcher_args, on_event)
+            else:
+                spec = SweepSpec.from_json(run.spec.to_json())
+                spec.out_dir, spec.run_id = str(folder), ""
+                result = run_sweep(spec, run.launcher_args, on_event)
+            outcomes.append((run.label, result, None))
+        except JobError as exc:
+            outcomes.append((run.label, None, str(exc)))
+    return outcomes

@@ -109,6 +109,140 @@ def run(
     err.print(f"[green]OK[/]: {escape(summary)}")
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise InputError(f"invalid threshold {text!r} (give a percentage such as 5% or a fraction such as 0.05)") from None
+    return value
+
+
+@app.command()
+def sweep(
+    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, cluster)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
+    quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),
+):
+    """Run every run of a suite (validated whole before anything starts)."""
+    from commbench.api import new_run_id, run_suite
+    from commbench.console import Renderer
+    from commbench.suites import load_suite
+
+    loaded = load_suite(suite)
+    if resume and out is None:
+        raise InputError("--resume needs --out, the folder of the sweep to finish")
+    folder = out or f"results/{loaded.name}-{new_run_id()}"
+    renderer = Renderer(quiet=quiet)
+
+    def on_run(label, what):
+        renderer.close()
+        err.print(f"[bold]== {escape(loaded.name)} / {escape(label)}[/]: {what}")
+
+    try:
+        outcomes = run_suite(loaded, folder, resume=resume, on_run=on_run, on_event=renderer)
+    finally:
+        renderer.close()
+    failed = [(label, error) for label, _, error in outcomes if error]
+    wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
+    for label, error in failed:
+        err.print(f"[bold red]run {escape(label)} failed[/]: {escape(error)}")
+    summary = f"{len(outcomes)} runs, {len(failed)} failed, {wrong} wrong elements; results in {folder}"
+    if failed or wrong:
+        err.print(f"[bold red]FAILED[/]: {escape(summary)}")
+        raise typer.Exit(1)
+    err.print(f"[green]OK[/]: {escape(summary)}")
+
+
+@app.command()
+def report(
+    results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
+    output: str = typer.Option("report.html", "-o", "--output", help="The HTML file to write."),
+    title: str = typer.Option("commbench report", "--title", help="Page title."),
+):
+    """Write one self-contained HTML report (works offline) for one or more result folders."""
+    from commbench.report import build_report
+
+    path = build_report(results, output, title)
+    err.print(f"report written to {escape(str(path))}")
+
+
+@app.command()
+def compare(
+    baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
+    candidate: str = typer.Argument(..., help="Candidate result folder."),
+    threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
+    fmt: str = typer.Option("text", "--format", help="text, markdown, json or junit."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
+):
+    """Regression verdict between two result sets: exit 1 on any regression, 0 otherwise, 2 on unusable input."""
+    from commbench.compare import FORMATS
+    from commbench.compare import compare as run_compare
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(FORMATS)})")
+    result = run_compare(baseline, candidate, _threshold(threshold))
+    text = FORMATS[fmt](result)
+    print(text)
+    if output:
+        from pathlib import Path
+
+        Path(output).write_text(text + "\n", encoding="utf-8")
+    if result.regressed:
+        raise typer.Exit(1)
+
+
+import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+def _import(imported, file: str, out: Optional[str], label: str) -> None:
+    from commbench.api import new_run_id
+    from commbench.importers import write_import
+
+    run_id = new_run_id()
+    folder = out or f"results/{run_id}-{imported.source}"
+    write_import(imported, folder, file, label or imported.source, run_id)
+    err.print(f"imported {len(imported.points)} points ({imported.collective}, {imported.world} ranks) into {escape(folder)}")
+
+
+def _read(file: str) -> str:
+    try:
+        with open(file, encoding="utf-8", errors="strict") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {file!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+
+
+@import_app.command("nccl-tests")
+def import_nccl_tests(
+    file: str = typer.Argument(..., help="nccl-tests text output, or its JSON report (-J)."),
+    collective: Optional[str] = typer.Option(None, "--collective", help="all_reduce, all_gather or reduce_scatter, if the file does not say."),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
+    label: str = typer.Option("", "--label", help="Label of the imported run (default nccl-tests)."),
+):
+    """Import nccl-tests output (text or JSON)."""
+    from commbench.importers import parse_nccl_tests
+
+    if collective is not None and collective not in ("all_reduce", "all_gather", "reduce_scatter"):
+        raise InputError(f"unknown collective {collective!r} (accepted: all_reduce, all_gather, reduce_scatter)")
+    _import(parse_nccl_tests(_read(file), file, collective), file, out, label)
+
+
+@import_app.command("osu")
+def import_osu(
+    file: str = typer.Argument(..., help="OSU osu_allreduce / osu_allgather / osu_reduce_scatter output."),
+    nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks of the OSU run (OSU does not print it)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
+    label: str = typer.Option("", "--label", help="Label of the imported run (default osu)."),
+):
+    """Import OSU Micro-Benchmarks collective latency output."""
+    from commbench.importers import parse_osu
+
+    _import(parse_osu(_read(file), file, nprocs), file, out, label)
+
+
 def main() -> None:
     """Entry point: errors become one line (exit 2 for bad input, 1 for failed jobs)."""
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
