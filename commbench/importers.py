@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+
+import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from commbench import runinfo
 from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.results import RESULTS_CSV, ResultsWriter, update_run_json
-from commbench.timing import bandwidth
+from commbench.timing import bandwidth, summarize
 
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
               "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
@@ -51,14 +53,14 @@ def _bad(path, why) -> InputError:
 # --- nccl-tests ---------------------------------------------------------------------------------
 
 def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | None = None) -> Imported:
-    found = _COLLECTIVE_RE.search(text)
-    collective = collective or (found.group(1) if found else None)
-    if collective is None:
-        raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
     devices = re.findall(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$",
                          text, re.M)
     if not devices:
         raise _bad(path, "no '#  Rank N Group ... device' lines: not nccl-tests output, or cut short")
+    found = _COLLECTIVE_RE.search(text)
+    collective = collective or (found.group(1) if found else None)
+    if collective is None:
+        raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
                    meta={"hosts": sorted({h for _, h, _ in devices}), "gpus": sorted({g.strip() for _, _, g in devices})})
     header = re.search(r"^# nThread .*$", text, re.M)
@@ -90,10 +92,13 @@ def _nccl_point(size, count, dtype, op, in_place, time_us, wrong, samples=None):
 def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | None = None) -> Imported:
     try:
         doc = json.loads(text)
-        results, config = doc["results"], doc.get("config", {})
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []
+        if not (isinstance(results, list) and all(isinstance(r, dict) for r in results) and isinstance(config, dict)
+                and isinstance(args, list) and isinstance(config.get("devices") or [], list)):
+            raise TypeError("results, config, args or devices have the wrong type")
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {exc})") from None
-    program = " ".join(doc.get("args", []))
+    program = " ".join(map(str, args))
     found = _COLLECTIVE_RE.search(program + " " + json.dumps([r.get("experiment_name", "") for r in results]))
     collective = collective or (found.group(1) if found else None)
     if collective is None:
@@ -101,9 +106,11 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     devices = config.get("devices") or []
     if not devices:
         raise _bad(path, "the report lists no devices")
+    if not all(isinstance(d, dict) for d in devices):
+        raise _bad(path, "the report's devices are not objects")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
-                   meta={"hosts": sorted({d.get("hostname", "?") for d in devices}),
-                         "gpus": sorted({d.get("device_info", "?") for d in devices}),
+                   meta={"hosts": sorted({str(d.get("hostname", "?")) for d in devices}),
+                         "gpus": sorted({str(d.get("device_info", "?")) for d in devices}),
                          "nccl_version": doc.get("nccl_version"), "command_line": doc.get("args"),
                          "start_time": doc.get("start_time"), "end_time": doc.get("end_time")})
     for r in results:
@@ -118,8 +125,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
                 imp.points.append(_nccl_point(int(r["size"]), int(r["count"]), r["type"], r["redop"], in_place, time_us,
                                               None if wrong is None else int(float(wrong)),
                                               [float(x) for x in per_iter] if per_iter else None))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise _bad(path, f"malformed result entry {r!r:.80} ({exc})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _bad(path, f"malformed result entry {str(r)[:80]} ({exc.__class__.__name__})") from None
     if not imp.points:
         raise _bad(path, "the report holds no results")
     return imp
@@ -185,22 +192,19 @@ def write_import(imp: Imported, out_dir: str | Path, source_file: str, label: st
     writer = ResultsWriter(out)
     factor = COLLECTIVES[imp.collective].bus_factor(imp.world)
     for i, p in enumerate(imp.points):
-        algbw, busbw = bandwidth(p["size_bytes"], p["time_us"], factor)
+        stats = {}
+        if len(p["samples"]) > 1:  # per-iteration times: the headline is their median, as in commbench
+            stats = summarize(np.asarray(p["samples"]) * 1e-6)
+            stats["time_us_mean"] = p["time_us"]  # what the tool reported (its average)
+        time_us = stats.get("time_us", p["time_us"])
+        algbw, busbw = bandwidth(p["size_bytes"], time_us, factor)
         row = {"run_id": run_id, "label": label, "point": i, "collective": imp.collective, "backend": imp.backend,
                "algorithm": "native", "device": "cuda" if imp.backend == "nccl" else "cpu", "dtype": p["dtype"],
                "op": p["op"], "in_place": p["in_place"], "world_size": imp.world, "nodes": len(imp.meta.get("hosts", [])) or None,
-               "size_bytes": p["size_bytes"], "count": p["count"], "time_us": p["time_us"],
-               "time_us_mean": p["time_us"] if len(p["samples"]) == 1 else sum(p["samples"]) / len(p["samples"]),
+               "size_bytes": p["size_bytes"], "count": p["count"], "time_us": time_us, "time_us_mean": p["time_us"],
                "samples": len(p["samples"]), "iterations": p.get("iterations") or len(p["samples"]), "batch": 1,
                "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
-               "wrong": "" if p["wrong"] is None else p["wrong"], "timestamp": runinfo.utc_now()}
-        if len(p["samples"]) > 1:
-            import numpy as np
-
-            from commbench.timing import summarize
-
-            stats = summarize(np.asarray(p["samples"]) * 1e-6)
-            row.update({k: v for k, v in stats.items() if k != "time_us"})
+               "wrong": "" if p["wrong"] is None else p["wrong"], "timestamp": runinfo.utc_now(), **stats}
         writer.add(row, p["samples"])
     writer.finalize()
     update_run_json(out, {"run_id": run_id, "label": label, "imported_from": imp.source, "source_file": source_file,

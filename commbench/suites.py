@@ -83,6 +83,12 @@ def _field_value(where: str, key: str, value):
                      f"{ {str: 'text', int: 'an integer', float: 'a number'}[kind]}, got {value!r:.60}")
 
 
+def _repetition(run: SuiteRun, k: int) -> SuiteRun:
+    spec = SweepSpec.from_json(run.spec.to_json())
+    spec.label = f"{run.label}.{k}"
+    return SuiteRun(spec.label, spec, run.launcher_args)
+
+
 def load_suite(name_or_path: str) -> Suite:
     import yaml
 
@@ -131,6 +137,6 @@ def load_suite(name_or_path: str) -> Suite:
 
         out.append(SuiteRun(label, spec, shlex.split(launcher_args)))
         repeats.append(repeat)
-    rounds = [SuiteRun(f"{r.label}.{k}" if n > 1 else r.label, r.spec, r.launcher_args)
+    rounds = [_repetition(r, k) if n > 1 else r
               for k in range(1, max(repeats) + 1) for r, n in zip(out, repeats, strict=True) if k <= n]
     return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), path, rounds)

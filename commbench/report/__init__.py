@@ -62,7 +62,8 @@ def build_report(paths: list[str], out_file: str | Path, title: str = "commbench
         figures += charts.power_charts(rows, collective)
         divs = []
         for fig in figures:
-            divs.append(fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}))
+            divs.append(fig.to_html(full_html=False, include_plotlyjs=False, default_width="100%",
+                                    config={"displaylogo": False, "responsive": True}))
         sections.append(f"<h2>{esc(collective)}</h2><div class=\"charts\">{''.join(divs)}</div>")
     sections.append("<h2>Every point</h2><p class=\"muted\">click a column to sort; wrong results in red</p>"
                     + points_table(rows))

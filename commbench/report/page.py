@@ -19,7 +19,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.wrong td{background:#fde2e2;color:#b00020;font-weight:600}
 .ok{color:#137333;font-weight:600} .bad{color:#b00020;font-weight:600}
 .env td:first-child{white-space:nowrap;font-weight:600}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:12px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px}
+.charts>div{min-width:0;overflow:hidden}
 .muted{color:#777;font-size:12px}
 """
 

@@ -1,0 +1,111 @@
+"""The HTML report: self-contained, charts drawn in a real browser, no console errors, and no
+string from a result file ever executes."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from browser import CHROMIUM, render
+from conftest import commbench, needs_mpirun
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"><script>document.body.setAttribute('data-pwned','2')</script>"
+SAMPLES = "../shared/samples"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "run"
+    commbench("run", "-n", 2, "--backend", "mpi", "-a", "native,ring,hierarchical", "--ranks-per-node", 1,
+              "--sizes", "1K,64K,1M", "--iters", 5, "--label", "real", "--out", out, "--quiet", check_rc=0)
+    return out
+
+
+def _imports(tmp_path):
+    commbench("import", "osu", f"{SAMPLES}/osu_allreduce_4ranks.txt", "-n", 4, "--out", tmp_path / "osu", check_rc=0)
+    commbench("import", "nccl-tests", "tests/data/nccl_tests_all_reduce_16xH100.txt", "--out", tmp_path / "nccl",
+              check_rc=0)
+    return [tmp_path / "osu", tmp_path / "nccl"]
+
+
+@needs_mpirun
+def test_report_is_self_contained(tmp_path, real_run):
+    html_file = tmp_path / "report.html"
+    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=0)
+    page = html_file.read_text()
+    assert not re.search(r"<script[^>]+src=", page) and "<link" not in page  # nothing fetched
+    assert "Plotly" in page and page.count('class="plotly-graph-div"') >= 4
+    assert "nccl-tests" in page and "osu" in page and "real" in page
+    assert "all 71 points correct" not in page  # counted below instead
+    rows = page.count("<tr>") + page.count('<tr class="wrong">')
+    assert rows > 0
+
+
+@needs_mpirun
+@needs_chromium
+def test_report_renders_in_chromium(tmp_path, real_run):
+    html_file = tmp_path / "report.html"
+    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=0)
+    dom, console = render(html_file, screenshot=tmp_path / "report.png")
+    assert dom.count('class="main-svg"') >= 8  # plotly drew the charts
+    assert "hierarchical vs flat ring" in dom and "each algorithm vs native" in dom
+    assert not [c for c in console if "Uncaught" in c or "ERROR" in c], console
+    assert (tmp_path / "report.png").stat().st_size > 20_000
+
+
+@needs_chromium
+def test_console_error_detection_works(tmp_path):
+    """The check above would see a script error: prove it on a page that has one."""
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>undefinedFunction()</script></body></html>")
+    _, console = render(page, budget_ms=2000)
+    assert any("Uncaught" in c for c in console), console
+
+
+@needs_mpirun
+def test_wrong_points_are_red(tmp_path):
+    out = tmp_path / "bad"
+    commbench("run", "-n", 2, "--sizes", "1K", "-c", "all_reduce", "--in-place", "--iters", 2, "--out", out,
+              env={"COMMBENCH_INJECT_WRONG_RANK": "1"})
+    commbench("report", out, "-o", tmp_path / "r.html", check_rc=0)
+    page = (tmp_path / "r.html").read_text()
+    assert '<tr class="wrong">' in page and "1 of 1 points have wrong results" in page
+
+
+@needs_mpirun
+@needs_chromium
+def test_script_injection_never_executes(tmp_path, real_run):
+    """Payloads in the label, hostnames, environment, command line, dtype and folder name."""
+    evil = tmp_path / f"run{PAYLOAD.replace('/', '')}"
+    shutil.copytree(real_run, evil)
+    meta = json.loads((evil / "run.json").read_text())
+    meta["label"] = PAYLOAD
+    meta["ranks"][0]["hostname"] = PAYLOAD
+    meta["environment"] = {"NCCL_ALGO": PAYLOAD}
+    meta["command_line"] = ["commbench", PAYLOAD]
+    (evil / "run.json").write_text(json.dumps(meta))
+    csv = (evil / "results.csv").read_text().replace("float32", PAYLOAD.replace(",", ";").replace('"', "'"), 1)
+    (evil / "results.csv").write_text(csv)
+    html_file = tmp_path / "evil.html"
+    commbench("report", evil, "-o", html_file, check_rc=0)
+    page = html_file.read_text()
+    assert "&lt;img src=x onerror" in page
+    dom, console = render(html_file)
+    assert "data-pwned" not in dom.split("<body", 1)[1].split(">", 1)[0]
+    assert dom.count('class="main-svg"') >= 4
+
+
+@pytest.mark.parametrize("csv,message", [
+    ("run_id,collective\nx,all_reduce\n", "missing columns"),
+    ("", "unreadable results"),
+    ("\x00\x01garbage\n\"unterminated", "unreadable results"),
+])
+def test_malformed_results_exit_2(tmp_path, csv, message):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "results.csv").write_text(csv)
+    proc = commbench("report", d, "-o", tmp_path / "x.html")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.html").exists()

@@ -1,0 +1,102 @@
+"""Suites: validated whole before anything starts (errors name file, field, accepted values),
+each run in its own folder, --resume finishes exactly what is missing."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from commbench.errors import InputError
+from commbench.suites import SUITES_DIR, load_suite
+from conftest import commbench, load_run, needs_mpirun
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SUITES_DIR.glob("*.yaml")))
+def test_bundled_suites_are_valid(name):
+    suite = load_suite(name)
+    assert suite.runs and len({r.label for r in suite.runs}) == len(suite.runs)
+
+
+def test_repeat_interleaves_runs():
+    labels = [r.label for r in load_suite("ci").runs]
+    assert labels == ["native.1", "ring.1", "native.2", "ring.2", "native.3", "ring.3"]
+
+
+BAD_SUITES = [
+    ("runs: [{label: a, dtype: float8}]", "runs[0] (a): unknown dtype 'float8' (accepted:"),
+    ("runs: [{label: a, colour: red}]", "runs[0]: unknown field 'colour' (accepted:"),
+    ("runs: [{label: a, nprocs: two}]", "runs[0].nprocs: expected an integer"),
+    ("runs: [{label: a}, {label: a}]", "runs[1].label: 'a' is used twice"),
+    ("runs: [{label: 'a/b'}]", "runs[0].label: 'a/b' must be"),
+    ("runs: []", "runs must be a non-empty list"),
+    ("runs: {a: 1}", "runs must be a non-empty list"),
+    ("defaults: [1]\nruns: [{label: a}]", "defaults must be a mapping"),
+    ("name: x\nrun: []", "unknown top-level field 'run'"),
+    ("runs: [{label: a, sizes: 12Q}]", "invalid size '12Q'"),
+    ("runs: [{label: a, backend: nccl}]", "cannot run on device 'cpu'"),
+    ("runs: [{label: a, repeat: 0}]", "repeat: 0 must be between 1 and 100"),
+    ("runs: [{label: a, mode: sideways}]", "unknown buffer mode 'sideways'"),
+    ("runs: [3]", "each run is a mapping"),
+    ("[1, 2]", "a suite is a mapping"),
+    ("runs: [{label: a\n", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD_SUITES)
+def test_bad_suite_one_line_exit_2(tmp_path, text, message):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    proc = commbench("sweep", f, "--out", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(f) in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing launched, nothing written
+
+
+def test_unknown_suite_name():
+    proc = commbench("sweep", "no-such-suite")
+    assert proc.returncode == 2 and "bundled: algorithms, ci, cluster" in proc.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                    max_leaves=12))
+def test_any_yaml_document_is_a_suite_or_one_input_error(tmp_path_factory, doc):
+    import yaml
+
+    f = tmp_path_factory.mktemp("y") / "s.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    try:
+        suite = load_suite(str(f))
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert suite.runs
+
+
+@needs_mpirun
+def test_sweep_and_resume(tmp_path):
+    pytest.importorskip("torch")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: tiny\ndefaults: {nprocs: 2, sizes: [1K, 4K], iters: 3}\nruns:\n"
+                     "  - {label: mpi, backend: mpi, collective: [all_reduce, all_gather]}\n"
+                     "  - {label: gloo, backend: gloo, launcher: local, mode: in-place, collective: all_reduce}\n")
+    out = tmp_path / "sweep"
+    commbench("sweep", suite, "--out", out, "--quiet", check_rc=0)
+    for label, n in (("mpi", 8), ("gloo", 2)):
+        rows, _, meta = load_run(out / label)
+        assert len(rows) == n and (rows.wrong == 0).all() and meta["label"] == label
+    assert (out / "suite.yaml").read_text() == suite.read_text()
+    # a second sweep into the same folder is refused; --resume keeps complete runs and redoes a lost one
+    assert commbench("sweep", suite, "--out", out).returncode == 2
+    first_id = json.loads((out / "mpi" / "run.json").read_text())["run_id"]
+    import shutil
+
+    shutil.rmtree(out / "gloo")
+    proc = commbench("sweep", suite, "--out", out, "--resume", "--quiet", check_rc=0)
+    assert "mpi: already complete" in proc.stderr and "gloo: running" in proc.stderr
+    assert json.loads((out / "mpi" / "run.json").read_text())["run_id"] == first_id
+    rows, _, _ = load_run(out / "gloo")
+    assert len(rows) == 2
