@@ -9,7 +9,10 @@ and returns what was measured. Script it directly:
 from __future__ import annotations
 
 import json
+import os
+import platform
 import secrets
+import shutil
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -100,9 +103,6 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
 
 def _alive(meta: dict) -> bool:
     """Is the process that started this run still running (on this host)?"""
-    import os
-    import platform
-
     if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
         return False
     try:
@@ -210,8 +210,6 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     """Run every run of a suite into out_dir/<label>/ (a run that fails does not stop the others).
     resume: keep completed runs, resume cut-short ones, run missing ones. Returns
     (label, result, error) per run."""
-    import shutil
-
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"output path {str(out)!r} is a file, not a folder")

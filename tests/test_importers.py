@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from commbench.errors import InputError
 from commbench.importers import parse_nccl_tests, parse_osu
-from conftest import commbench, load_run
+from conftest import DATA, commbench, load_run
 
-SAMPLES = "../shared/samples"
-NCCL_TEXT = "tests/data/nccl_tests_all_reduce_16xH100.txt"
-NCCL_JSON = "tests/data/nccl_tests_all_gather.json"
+SAMPLES = DATA / "osu"
+NCCL_TEXT = DATA / "nccl_tests_all_reduce_16xH100.txt"
+NCCL_JSON = DATA / "nccl_tests_all_gather.json"
 
 
 def test_nccl_tests_text_real_output(tmp_path):

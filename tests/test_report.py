@@ -8,11 +8,11 @@ import shutil
 import pytest
 
 from browser import CHROMIUM, render
-from conftest import commbench, needs_mpirun
+from conftest import DATA, commbench, needs_mpirun
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"><script>document.body.setAttribute('data-pwned','2')</script>"
-SAMPLES = "../shared/samples"
+SAMPLES = DATA / "osu"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def real_run(tmp_path_factory):
 
 def _imports(tmp_path):
     commbench("import", "osu", f"{SAMPLES}/osu_allreduce_4ranks.txt", "-n", 4, "--out", tmp_path / "osu", check_rc=0)
-    commbench("import", "nccl-tests", "tests/data/nccl_tests_all_reduce_16xH100.txt", "--out", tmp_path / "nccl",
+    commbench("import", "nccl-tests", DATA / "nccl_tests_all_reduce_16xH100.txt", "--out", tmp_path / "nccl",
               check_rc=0)
     return [tmp_path / "osu", tmp_path / "nccl"]
 
