@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import launch, runinfo, topology
+from commbench import launch, runinfo, topology, watchdog
 from commbench.errors import InputError, JobError
 from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
 from commbench.spec import SweepSpec
@@ -124,10 +124,10 @@ def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], 
                           "launch_argv": _masked(commands[0][0]), "status": "running"})
     result = RunResult(out)
     job = launch.Job(commands)
-    monitor = launch.Monitor()
+    monitor = watchdog.Monitor()
     error = None
     try:
-        for event in launch.iter_events(job, spec, relay, monitor):
+        for event in watchdog.iter_events(job, spec, relay, monitor):
             _collect(result, event)
             on_event(event)
         code = job.wait()

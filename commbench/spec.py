@@ -111,7 +111,7 @@ class SweepSpec:
     min_iters: int = 5
     max_iters: int = 1000
     batch: int | None = None  # calls per timing sample; None: automatic (samples >= 100 us)
-    timeout: float | None = None  # seconds per point; None: scales with size (see launch.point_timeout)
+    timeout: float | None = None  # seconds per point; None: scales with size (see watchdog.point_timeout)
     label: str = ""
     run_id: str = ""
     out_dir: str = ""

@@ -4,7 +4,6 @@ every output format; exit codes 0 / 1 / 2."""
 import json
 import shutil
 import sys
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import numpy as np

@@ -12,9 +12,26 @@ import pytest
 from conftest import ROOT, commbench, load_run, needs_mpirun
 
 
-def _workers_alive() -> int:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return sum("commbench.worker" in line for line in out.splitlines())
+def _run_workers(out_dir) -> list[int]:
+    """pids of commbench workers running for the run in out_dir (other jobs ignored)."""
+    from pathlib import Path
+
+    from commbench.worker import decode_spec
+
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if "commbench.worker" in args and "--spec" in args[:-1]:
+            if decode_spec(args[args.index("--spec") + 1]).out_dir.startswith(str(out_dir)):
+                pids.append(int(proc.name))
+    return pids
+
+
+def _workers_alive(out_dir) -> int:
+    return len(_run_workers(out_dir))
 
 
 @needs_mpirun
@@ -46,7 +63,7 @@ def test_hung_rank_is_killed_after_timeout(tmp_path, backend, launcher):
     assert elapsed < 4 + 20  # timeout plus start-up and teardown
     print(f"hung rank ({launcher}): exit after {elapsed:.2f} s with --timeout 4")
     time.sleep(0.5)
-    assert _workers_alive() == 0
+    assert _workers_alive(tmp_path) == 0
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
     assert meta["status"] == "failed" and "timed out" in meta["error"]
 
@@ -70,7 +87,7 @@ def test_sigint_keeps_rows_and_marks_interrupted(tmp_path):
     assert 2 <= len(rows) < 6 and (rows.wrong == 0).all()
     assert meta["status"] == "interrupted"
     time.sleep(0.5)
-    assert _workers_alive() == 0
+    assert _workers_alive(out) == 0
     # --resume measures exactly the missing points, each once, with their samples
     commbench("run", "--resume", out, "--quiet", check_rc=0)
     rows, samples, meta = load_run(out)
@@ -94,11 +111,6 @@ def _wait_rows(out, n, timeout=90):
     raise AssertionError(f"no {n} rows in {timeout} s")
 
 
-def _worker_pids():
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if "commbench.worker" in line]
-
-
 @needs_mpirun
 @pytest.mark.parametrize("backend,launcher", [("mpi", "mpirun"), ("gloo", "torchrun"), ("gloo", "local")])
 def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
@@ -108,7 +120,7 @@ def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
     proc = _start(["-n", 3, "--backend", backend, "--launcher", launcher, "-c", "all_reduce", "--in-place",
                    "--sizes", "8,16,32,64,128,256,512,1K", "--min-time", 0.5, "--max-iters", 10 ** 8], out)
     _wait_rows(out, 2)
-    victim = max(_worker_pids())  # the newest worker: not rank 0
+    victim = max(_run_workers(out))  # the newest worker of this run: not rank 0
     os.kill(victim, signal.SIGKILL)
     killed = time.monotonic()
     _, err = proc.communicate(timeout=60)
@@ -117,7 +129,7 @@ def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
     assert "was killed by SIGKILL in all_reduce native" in err, err[-2000:]
     assert teardown < 15
     time.sleep(0.5)
-    assert _workers_alive() == 0
+    assert _workers_alive(out) == 0
     rows, _, meta = load_run(out)
     assert len(rows) >= 2 and (rows.wrong == 0).all()
     assert meta["status"] == "failed" and "SIGKILL" in meta["error"]
