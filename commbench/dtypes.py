@@ -43,7 +43,3 @@ DTYPES: dict[str, DType] = {
 }
 
 OPS = ("sum", "prod", "min", "max", "avg")
-
-
-def get_dtype(name: str) -> DType:
-    return DTYPES[name]

@@ -21,10 +21,6 @@ class Point:
     in_place: bool
     size: int  # requested bytes; the measured size follows nccl-tests rounding
 
-    def group(self) -> tuple:
-        """Points that differ only in size form one table in the terminal."""
-        return (self.backend, self.collective, self.algorithm, self.dtype, self.op, self.in_place)
-
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 # (rank, world size, local rank, local world size, node id) variables, by launcher
 _SCHEMES = (
@@ -29,9 +29,6 @@ class RankInfo:
     node: int | None  # node index from the launcher, when it gives one
     hostname: str
     source: str  # which launcher's variables were read
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _int(env, name):

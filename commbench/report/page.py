@@ -5,7 +5,6 @@ outside (labels, hosts, environment, file names, command lines) goes through htm
 from __future__ import annotations
 
 import html
-import json
 
 import pandas as pd
 
@@ -109,8 +108,3 @@ def document(title: str, generated: str, sections: list[str], plotly_js: str) ->
             f"<style>{STYLE}</style><script type=\"text/javascript\">{plotly_js}</script></head><body>"
             f"<h1>{esc(title)}</h1><div class=\"muted\">generated {esc(generated)} by commbench</div>"
             + "".join(sections) + f"<script>{SORT_JS}</script></body></html>")
-
-
-def safe_json(obj) -> str:
-    """JSON that can sit inside a <script> element."""
-    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
