@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import launch, runinfo, topology, watchdog
+from commbench import emulate, launch, runinfo, topology, watchdog
 from commbench.errors import InputError, JobError
 from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
 from commbench.spec import SweepSpec
@@ -63,6 +63,8 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     """Run one sweep to the end. Raises InputError before anything starts, JobError when the
     ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted."""
     spec = prepare(spec)
+    if spec.emulate is not None:
+        emulate.check_available()
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
     if launcher != "none" or topology.detect().rank == 0:
@@ -91,6 +93,8 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
                          "resume it once it has stopped")
     spec.out_dir = str(out)
     spec.done_points = sorted(measured_points(out))
+    if spec.emulate is not None:
+        emulate.check_available()
     launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
@@ -119,6 +123,14 @@ def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], 
     relay = relay or (lambda line: print(line.text, file=sys.stderr))
     if launcher == "none":
         return _run_in_process(spec, on_event)
+    with emulate.cluster(spec) as emulation:  # nothing unless --emulate; torn down however this ends
+        if emulation:
+            update_run_json(spec.out_dir, {"emulation": emulation})
+        return _follow(spec, launcher, commands, launcher_args, on_event, relay)
+
+
+def _follow(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
+    """Start the job and follow rank 0's events to the end of the sweep."""
     out = Path(spec.out_dir)
     update_run_json(out, {"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
                           "launch_argv": _masked(commands[0][0]), "status": "running"})
@@ -220,6 +232,11 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
         launcher = launch.resolve_launcher(spec)
         if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
             raise InputError(f"{suite.path}: run {run.label!r} needs {launcher!r}, which is not installed")
+        if spec.emulate is not None:
+            try:
+                emulate.check_available()
+            except InputError as exc:
+                raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "suite.yaml").exists():
         shutil.copyfile(suite.path, out / "suite.yaml")

@@ -53,15 +53,15 @@ def run(
     max_bytes: str = typer.Option("16M", "-e", "--max-bytes", help="Largest size."),
     step_factor: float = typer.Option(2.0, "-f", "--step-factor", help="Multiply the size by this each step (> 1)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f)."),
-    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, tree, dbtree, rhd, hierarchical."),
-    ring_order: str = typer.Option("rank", "--ring-order", help="Ring order for ring: rank, or topology (each node's ranks adjacent)."),
+    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, ring_topology, tree, dbtree, rhd, hierarchical."),
+    ring_order: str = typer.Option("rank", "--ring-order", help="topology: run ring as ring_topology (each node's ranks adjacent)."),
     segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit of the own algorithms (messages are at most this long)."),
     dtype: str = typer.Option("float32", "-d", "--dtype", help="Comma list: float32, float64, float16, bfloat16, int32, int64, int8, uint8."),
     op: str = typer.Option("sum", "-o", "--op", help="Comma list: sum, prod, min, max, avg (all-gather ignores it)."),
     in_place: bool = typer.Option(False, "--in-place", help="Only in-place buffers."),
     out_of_place: bool = typer.Option(False, "--out-of-place", help="Only out-of-place buffers."),
     both: bool = typer.Option(False, "--both", help="In-place and out-of-place (the default)."),
-    nprocs: int = typer.Option(4, "-n", "--nprocs", help="Number of ranks to launch."),
+    nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks to launch (default 4, or NODES x RANKS of --emulate)."),
     launcher: str = typer.Option("auto", "--launcher", help="auto, local, mpirun, torchrun, srun, or none (ranks already started)."),
     launcher_args: str = typer.Option("", "--launcher-args", help="Extra arguments for the launcher, e.g. '--hostfile hosts'."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
@@ -72,6 +72,10 @@ def run(
     batch: Optional[int] = typer.Option(None, "--batch", help="Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
     ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", help="Override the node layout: consecutive blocks of G ranks."),
+    emulate: Optional[str] = typer.Option(None, "--emulate", help="Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
+    link_rate: str = typer.Option("1gbit", "--link-rate", help="Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
+    placement: str = typer.Option("block", "--placement", help="Emulated ranks: block (node by node) or round-robin over the nodes."),
+    power: bool = typer.Option(False, "--power", help="GPU power and energy per point (NVML; windows of >= 1 s)."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>-<id>/)."),
     label: str = typer.Option("", "--label", help="Free text stored with every row."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the summary."),
@@ -91,7 +95,7 @@ def run(
         mode="in-place" if in_place else "out-of-place" if out_of_place else "both",
         nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
         max_iters=max_iters, batch=batch, timeout=timeout, label=label, out_dir=out or "",
-        ranks_per_node=ranks_per_node,
+        ranks_per_node=ranks_per_node, emulate=emulate, link_rate=link_rate, placement=placement, power=power,
     )
     renderer = Renderer(quiet=quiet, json_rows=json_rows)
     try:
@@ -103,10 +107,29 @@ def run(
     finally:
         renderer.close()
     summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"
+    if not json_rows:
+        _print_comparison([str(result.out_dir)])
     if result.wrong:
         err.print(f"[bold red]FAILED[/]: {result.wrong} wrong elements; {escape(summary)}")
         raise typer.Exit(1)
     err.print(f"[green]OK[/]: {escape(summary)}")
+
+
+def _print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
+    """Print the topology comparison of these result folders, if they hold one."""
+    from commbench.console import comparison_table
+    from commbench.report import load_runs
+    from commbench.variants import topology_comparison
+
+    rows, _ = load_runs(results)
+    comparison = topology_comparison(rows)
+    if comparison.empty:
+        return False
+    out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
+    out.print(comparison_table(comparison))
+    if csv:
+        comparison.to_csv(csv, index=False)
+    return True
 
 
 def _threshold(text: str) -> float:
@@ -119,7 +142,7 @@ def _threshold(text: str) -> float:
 
 @app.command()
 def sweep(
-    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, cluster)."),
+    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, emulated, cluster)."),
     out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),
@@ -167,6 +190,18 @@ def report(
     err.print(f"report written to {escape(str(path))}")
 
 
+@app.command("topo-compare")
+def topo_compare(
+    results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this file."),
+):
+    """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical, with
+    speedups over the flat ring and inter-node bytes (measured and expected)."""
+    if not _print_comparison(results, csv):
+        raise InputError("no multi-node points of two or more of native, ring, ring_topology, hierarchical "
+                         "in these results")
+
+
 @app.command()
 def compare(
     baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
@@ -190,6 +225,142 @@ def compare(
         Path(output).write_text(text + "\n", encoding="utf-8")
     if result.regressed:
         raise typer.Exit(1)
+
+
+model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check it, predict cluster scale.",
+                        no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+def _fmt_param(name: str, value, rel) -> str:
+    if value is None:
+        return f"{name:12} not informed by these points"
+    unit = ("µs", 1e6) if name.startswith("alpha") else ("GB/s", None)
+    shown = f"{value * unit[1]:.3f} µs" if unit[1] else f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
+    return f"{name:12} {shown}  ± {100 * rel:.0f} %" if rel is not None else f"{name:12} {shown}"
+
+
+@model_app.command("fit")
+def model_fit(
+    results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
+    output: str = typer.Option("model.json", "-o", "--output", help="Where to write the fitted model."),
+    links_per_node: int = typer.Option(1, "--links-per-node", help="Links each node has to the others (1 on the emulated cluster)."),
+):
+    """Fit α, β per link class (intra-, inter-node) and γ per backend from measured sweeps."""
+    import json
+
+    from commbench.model import load_rows
+    from commbench.model.fit import fit, to_json
+
+    if links_per_node < 1:
+        raise InputError(f"invalid --links-per-node {links_per_node}: it must be at least 1")
+    fits = fit(load_rows(results), links_per_node)
+    for f in fits:
+        print(f"{f.backend}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
+              f"{100 * f.median_error:.1f} %, p90 {100 * f.p90_error:.1f} %")
+        for name, value in f.params.items():
+            print("  " + _fmt_param(name, value, f.rel_std.get(name)))
+    with open(output, "w", encoding="utf-8") as fh:
+        json.dump(to_json(fits, results), fh, indent=2)
+    err.print(f"model written to {escape(output)}")
+
+
+@model_app.command("validate")
+def model_validate(
+    results: list[str] = typer.Argument(..., help="Result folders."),
+    links_per_node: int = typer.Option(1, "--links-per-node", help="As for fit."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Write every held-out prediction to this CSV."),
+):
+    """Held-out error: refit without one size, then without one algorithm, and predict it."""
+    import pandas as pd
+
+    from commbench.model import load_rows
+    from commbench.model.fit import held_out, summary
+
+    rows = load_rows(results)
+    frames = []
+    for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out")):
+        errors = held_out(rows, by, links_per_node)
+        s = summary(errors)
+        if not s:
+            print(f"{what}: not enough points")
+            continue
+        big = s["median_abs_error_64k_up"]
+        print(f"{what}: {s['points']} held-out points, median |error| {100 * s['median_abs_error']:.1f} %, "
+              f"p90 {100 * s['p90_abs_error']:.1f} %; >= 64 KB: {s['points_64k_up']} points, median "
+              + (f"{100 * big:.1f} %" if big is not None else "-"))
+        for algo, g in errors.groupby("algorithm"):
+            print(f"  {algo:14} median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
+        frames.append(errors.assign(method=by))
+    if csv and frames:
+        pd.concat(frames).to_csv(csv, index=False)
+
+
+@model_app.command("predict")
+def model_predict(
+    nodes: int = typer.Option(..., "--nodes", help="Nodes."),
+    ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
+    model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file."),
+    intra: Optional[str] = typer.Option(None, "--intra", help="Inside a node: BANDWIDTH_GBPS,LATENCY_US (e.g. 450,2)."),
+    inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
+    reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="With --intra/--inter: reduction speed in GB/s (0: free)."),
+    links_per_node: Optional[int] = typer.Option(None, "--links-per-node", help="Inter-node links per node (default: one per rank with --inter, the model's with --model)."),
+    collective: str = typer.Option("all_reduce", "-c", "--collective", help="all_reduce, all_gather or reduce_scatter."),
+    min_bytes: str = typer.Option("8", "-b", "--min-bytes"),
+    max_bytes: str = typer.Option("8G", "-e", "--max-bytes"),
+    step_factor: float = typer.Option(4.0, "-f", "--step-factor"),
+    segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit assumed for the algorithms."),
+    out: Optional[str] = typer.Option(None, "--out", help="Also write the predictions as a results folder (for report)."),
+):
+    """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size."""
+    import json
+
+    from commbench.api import new_run_id
+    from commbench.model.costs import Params, Shape
+    from commbench.model.fit import from_json
+    from commbench.model.predict import best_and_crossovers, links, predict, write
+    from commbench.spec import format_size, parse_size, size_range
+
+    if nodes < 1 or ranks_per_node < 1:
+        raise InputError("--nodes and --ranks-per-node must be at least 1")
+    if collective not in ("all_reduce", "all_gather", "reduce_scatter"):
+        raise InputError(f"unknown collective {collective!r} (accepted: all_reduce, all_gather, reduce_scatter)")
+    if (model is None) == (intra is None or inter is None):
+        raise InputError("give either --model, or both --intra and --inter")
+    if model is not None:
+        try:
+            with open(model, encoding="utf-8") as fh:
+                fitted = from_json(json.load(fh), backend)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read model {model!r}: {exc}") from None
+        params, source, default_links = fitted.to_params(), f"{model} ({fitted.backend})", fitted.links_per_node
+    else:
+        (a_i, b_i), (a_e, b_e) = links(intra, "--intra"), links(inter, "--inter")
+        params = Params(a_i, b_i, a_e, b_e, 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0)
+        source, default_links = f"--intra {intra} --inter {inter} --reduce-bw {reduce_bw}", ranks_per_node
+    shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
+    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
+    table = predict(params, shape, collective, sizes, parse_size(segment_bytes))
+    best, changes = best_and_crossovers(table)
+    wide = table.pivot(index="size_bytes", columns="algorithm", values="busbw_gbps")
+    print(f"{collective}, {nodes} nodes x {ranks_per_node} ranks ({shape.n}), {shape.links_per_node} inter-node "
+          f"link(s) per node; model: {source}")
+    print("predicted busbw (GB/s); best = fastest")
+    print(f"{'size':>8} " + " ".join(f"{a:>13}" for a in wide.columns) + f" {'best':>13}")
+    for size, r in wide.iterrows():
+        print(f"{format_size(int(size)):>8} " + " ".join(f"{v:>13.3f}" for v in r.values) + f" {best[size]:>13}")
+    for size, before, after in changes:
+        print(f"crossover: {before} -> {after} at {format_size(int(size))}")
+    big = table[table.size_bytes == table.size_bytes.max()]
+    print("inter-node bytes per call at the largest size: "
+          + ", ".join(f"{r.algorithm} {r.internode_bytes_expected / 1e9:.3g} GB" for r in big.itertuples()))
+    if out:
+        run_id = new_run_id()
+        write(table, out, run_id, {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
+                                   "source": source, "params": params.__dict__, "nodes": nodes,
+                                   "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
+        err.print(f"predictions written to {escape(out)}")
 
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",

@@ -56,6 +56,8 @@ class Renderer:
             resumed = f", {event['already']} measured before" if event.get("already") else ""
             self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
                         f"({escape(hosts)}), {event['total']} points{resumed}")
+            if event.get("note"):
+                self._print(f"[yellow]{escape(event['note'])}[/]")
             if not self.quiet and self.console.is_terminal:
                 self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                          TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
@@ -92,3 +94,19 @@ class Renderer:
         if self.progress:
             self.progress.stop()
             self.progress = None
+
+
+def comparison_table(comparison):
+    """The topology comparison (commbench.variants) as a rich table."""
+    from rich.table import Table
+
+    from commbench.variants import table_rows
+
+    header, body = table_rows(comparison)
+    table = Table(title="topology variants: time, speedup over the flat ring (rank order), inter-node MB per call "
+                        "measured (expected)", title_justify="left")
+    for i, name in enumerate(header):
+        table.add_column(escape(name), justify="left" if i < 3 else "right")
+    for cells in body:
+        table.add_row(*(escape(str(c)) for c in cells))
+    return table

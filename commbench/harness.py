@@ -19,6 +19,7 @@ from commbench.backends import Communicator
 from commbench.collectives import Collective, Counts
 from commbench.dtypes import DType
 from commbench.patterns import Pattern, tile
+from commbench.power import calls_for_window
 from commbench.timing import choose_batch, choose_iterations, timer_for
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
@@ -35,6 +36,8 @@ class Measurement:
     batch: int  # calls per sample
     wrong: int  # wrong elements, summed over ranks
     warmup: int
+    link_bytes: float | None = None  # bytes per call on the counted links, summed over nodes
+    power: dict | None = None  # power_w_avg, power_w_max, energy_j (per call), over the job's GPUs
 
     @property
     def iterations(self) -> int:
@@ -88,10 +91,13 @@ def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: 
 
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
-            max_iters: int, batch: int | None = None, bind: Bind | None = None) -> Measurement:
+            max_iters: int, batch: int | None = None, bind: Bind | None = None,
+            link_counter: Callable[[], int] | None = None, meter=None) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
     batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
-    bind: makes the callable to time from (send, recv), default the library's own collective."""
+    bind: makes the callable to time from (send, recv), default the library's own collective;
+    link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
+    meter: when given (commbench.power), also measure power and energy over a >= 1 s window."""
     bufs = Buffers(comm, coll, counts, dtype, in_place)
     pattern = Pattern(op, dtype, comm.size)
     if bind is None:
@@ -115,6 +121,8 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         time.sleep(1e6)
     comm.barrier()
     samples = comm.reduce_host(timer(fn, n_samples, batch), "max")
+    traffic = None if link_counter is None else link_bytes(comm, fn, link_counter, batch)
+    energy = None if meter is None else power_window(comm, fn, meter, calls_for_window(per_call))
 
     bufs.fill(pattern)
     comm.barrier()
@@ -124,4 +132,39 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         comm.write(out, 0, np.array([float(dtype.sentinel)]))
     wrong = count_wrong(comm, coll, pattern, counts, out)
     total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
-    return Measurement(samples, batch, total_wrong, len(probe))
+    return Measurement(samples, batch, total_wrong, len(probe), traffic, energy)
+
+
+def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], int], calls: int) -> float:
+    """Bytes per call through the counted links, summed over every rank's counter (one rank
+    per node reads its uplink, the others return 0). Counted apart from the timed loop. Each
+    reading is fenced by a barrier on the side where the calls are, so no rank sends before the
+    first reading or after the last; the bytes of those two barriers, measured alone first,
+    are taken off."""
+    comm.barrier()
+    before = counter()
+    comm.barrier()
+    one_barrier = counter() - before
+    start = counter()
+    comm.barrier()
+    for _ in range(calls):
+        fn()
+    comm.synchronize()
+    comm.barrier()
+    used = counter() - start - 2 * one_barrier
+    return float(comm.reduce_host(np.array([used], dtype=np.float64), "sum")[0]) / calls
+
+
+def power_window(comm: Communicator, fn: Callable[[], Any], meter, calls: int) -> dict:
+    """Power and energy over `calls` back-to-back calls (a window of >= 1 s), summed over the
+    ranks' meters (each GPU has one owner; the others read nothing)."""
+    comm.synchronize()
+    comm.barrier()
+    meter.start()
+    for _ in range(calls):
+        fn()
+    comm.synchronize()
+    r = meter.stop()
+    comm.barrier()
+    total = comm.reduce_host(np.array([r.energy_j, r.power_w_avg, r.power_w_max]), "sum")
+    return {"energy_j": float(total[0]) / calls, "power_w_avg": float(total[1]), "power_w_max": float(total[2])}

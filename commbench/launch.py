@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from commbench import topology
+from commbench import emulate, topology
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
 from commbench.worker import encode_spec
@@ -26,8 +26,11 @@ KILL_GRACE_S = 3.0
 
 
 def resolve_launcher(spec: SweepSpec) -> str:
-    """'auto' becomes: none inside a launched job, mpirun for MPI, else the local launcher."""
+    """'auto' becomes: none inside a launched job, mpirun for MPI, else the local launcher;
+    --emulate always launches one torchrun agent per emulated node ("emulated")."""
     launcher = spec.launcher
+    if spec.emulate is not None:
+        return "emulated"
     if launcher == "auto":
         if topology.inside_launched_job():
             launcher = "none"
@@ -76,9 +79,11 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tup
         return [(args + extra + worker, env)]
     if launcher == "srun":
         return [([_which("srun"), "-n", str(n)] + extra + worker, env)]
+    if launcher in ("torchrun", "emulated") and importlib.util.find_spec("torch") is None:
+        raise InputError(f"launcher {launcher!r} needs torch, which is not installed (pip install 'commbench[torch]')")
+    if launcher == "emulated":
+        return emulate.commands(spec, extra, worker, env)
     if launcher == "torchrun":
-        if importlib.util.find_spec("torch") is None:
-            raise InputError("launcher 'torchrun' needs torch, which is not installed (pip install 'commbench[torch]')")
         run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
         return [(run + extra + worker[1:], env)]
     if launcher == "local":

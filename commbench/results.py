@@ -21,7 +21,7 @@ COLUMNS = (
     "run_id", "label", "point", "collective", "backend", "algorithm", "device", "dtype", "op",
     "in_place", "world_size", "nodes", "ranks_per_node", "size_bytes", "count",
     *STAT_COLUMNS, "iterations", "batch", "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
-    "wrong", "timestamp",
+    "wrong", "power_w_avg", "power_w_max", "energy_j", "energy_j_per_byte", "placement", "internode_bytes_measured", "internode_bytes_expected", "predicted", "timestamp",
 )
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")
 

@@ -19,8 +19,12 @@ from commbench.errors import InputError
 BACKENDS = ("mpi", "gloo", "nccl")
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
 DEVICES = ("cpu", "cuda")
-ALGORITHMS = ("native", "ring", "tree", "dbtree", "rhd", "hierarchical")
+ALGORITHMS = ("native", "ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical")
 RING_ORDERS = ("rank", "topology")
+PLACEMENTS = ("block", "round-robin")
+_EMULATE_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
+_RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
+MAX_EMULATED_RANKS = 64
 # the device each backend drives; a combination outside this is refused up front
 BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu",), "nccl": ("cuda",)}
 
@@ -116,7 +120,11 @@ class SweepSpec:
     run_id: str = ""
     out_dir: str = ""
     ranks_per_node: int | None = None
-    ring_order: str = "rank"
+    ring_order: str = "rank"  # "topology": the older spelling of algorithm ring_topology
+    emulate: str | None = None  # "NODESxRANKS": an emulated cluster on this machine (commbench.emulate)
+    link_rate: str = "1gbit"  # each emulated node's link, in tc's units
+    placement: str = "block"  # emulated ranks: node by node, or round-robin over the nodes
+    power: bool = False  # GPU power and energy per point (commbench.power)
     segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
@@ -160,20 +168,58 @@ class SweepSpec:
             raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
+        if self.ring_order == "topology" and "ring" in self.algorithms:
+            self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
+        self._validate_emulation()
         return self
+
+    def emulated_layout(self) -> tuple[int, int] | None:
+        """(nodes, ranks per node) of --emulate, or None."""
+        if self.emulate is None:
+            return None
+        m = _EMULATE_RE.match(str(self.emulate))
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+            raise InputError(f"invalid --emulate {self.emulate!r} (expected NODESxRANKS, e.g. 2x2)")
+        return int(m.group(1)), int(m.group(2))
+
+    def _validate_emulation(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise InputError(f"unknown placement {self.placement!r} (accepted: {', '.join(PLACEMENTS)})")
+        layout = self.emulated_layout()
+        if layout is None:
+            if self.placement != "block":
+                raise InputError("--placement applies to emulated clusters only (add --emulate NODESxRANKS)")
+            return
+        nodes, per_node = layout
+        if nodes * per_node > MAX_EMULATED_RANKS:
+            raise InputError(f"--emulate {self.emulate} is {nodes * per_node} ranks; at most {MAX_EMULATED_RANKS}")
+        if self.nprocs != nodes * per_node:
+            raise InputError(f"-n {self.nprocs} does not match --emulate {self.emulate} ({nodes * per_node} ranks)")
+        if self.backends != ["gloo"]:
+            raise InputError("--emulate runs the gloo backend only (one torchrun agent per emulated node); "
+                             f"got --backend {','.join(self.backends)}")
+        if self.launcher not in ("auto", "torchrun"):
+            raise InputError(f"--emulate launches with torchrun, not {self.launcher!r}")
+        if self.ranks_per_node is not None:
+            raise InputError("--ranks-per-node and --emulate both set the node layout; give one")
+        if not _RATE_RE.match(self.link_rate):
+            raise InputError(f"invalid --link-rate {self.link_rate!r} (a tc rate such as 1gbit, 800mbit or 100mbps)")
 
     @classmethod
     def from_options(cls, *, collective: str, backend: str, algorithm: str = "native", dtype: str = "float32",
                      op: str = "sum", mode: str = "both", sizes: str | None = None, min_bytes: str = "8",
                      max_bytes: str = "16M", step_factor: float = 2.0, segment_bytes: str = "1M",
-                     max_iters: int = 1000, **rest) -> "SweepSpec":
+                     max_iters: int = 1000, nprocs: int | None = None, **rest) -> "SweepSpec":
         """A validated spec from the text a user gives (CLI options, suite fields)."""
         modes = {"in-place": [True], "out-of-place": [False], "both": [False, True]}
         if mode not in modes:
             raise InputError(f"unknown buffer mode {mode!r} (accepted: {', '.join(modes)})")
         size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
                      else size_range(parse_size(min_bytes), parse_size(max_bytes), float(step_factor)))
-        return cls(collectives=split_list(collective), backends=split_list(backend),
+        if nprocs is None:
+            layout = cls(emulate=rest.get("emulate")).emulated_layout()
+            nprocs = layout[0] * layout[1] if layout else 4
+        return cls(nprocs=nprocs, collectives=split_list(collective), backends=split_list(backend),
                    algorithms=split_list(algorithm), dtypes=split_list(dtype), ops=split_list(op),
                    in_place=modes[mode], sizes=sorted(set(size_list)), segment_bytes=parse_size(segment_bytes),
                    max_iters=max_iters, min_iters=max(1, min(5, max_iters)), **rest).validate()

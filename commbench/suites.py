@@ -32,7 +32,8 @@ FIELDS = {
     "collective": str, "backend": str, "algorithm": str, "dtype": str, "op": str, "mode": str, "sizes": str,
     "min_bytes": str, "max_bytes": str, "step_factor": float, "segment_bytes": str, "nprocs": int, "launcher": str,
     "launcher_args": str, "device": str, "warmup": int, "iters": int, "min_time": float, "max_iters": int,
-    "batch": int, "timeout": float, "ranks_per_node": int, "ring_order": str, "label": str, "repeat": int,
+    "batch": int, "timeout": float, "ranks_per_node": int, "ring_order": str,
+    "emulate": str, "link_rate": str, "placement": str, "power": bool, "label": str, "repeat": int,
 }
 LIST_FIELDS = {"collective", "backend", "algorithm", "dtype", "op", "sizes"}
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -79,8 +80,11 @@ def _field_value(where: str, key: str, value):
         return value
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if kind is bool and isinstance(value, bool):
+        return value
     raise InputError(f"{where}.{key}: expected {'a list or ' if key in LIST_FIELDS else ''}"
-                     f"{ {str: 'text', int: 'an integer', float: 'a number'}[kind]}, got {value!r:.60}")
+                     f"{ {str: 'text', int: 'an integer', float: 'a number', bool: 'true or false'}[kind]}, "
+                     f"got {value!r:.60}")
 
 
 def _repetition(run: SuiteRun, k: int) -> SuiteRun:

@@ -16,6 +16,9 @@ _SCHEMES = (
     ("pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", None),
 )
 
+# set by the emulated-cluster launcher: "round-robin" deals global ranks over the nodes
+PLACEMENT_ENV = "COMMBENCH_PLACEMENT"
+
 # variables that show this process was started as one rank of a parallel job
 LAUNCHED_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "TORCHELASTIC_RUN_ID")
 
@@ -44,8 +47,19 @@ def detect(env=None) -> RankInfo:
             local_world = _int(env, lw)
             if local_world is None and source == "slurm":
                 local_world = _slurm_tasks_on_node(env)
-            return RankInfo(int(env[r]), int(env[w]), _int(env, lr) or 0, local_world, _int(env, node), host, source)
+            info = RankInfo(int(env[r]), int(env[w]), _int(env, lr) or 0, local_world, _int(env, node), host, source)
+            if env.get(PLACEMENT_ENV) == "round-robin":
+                info.rank = round_robin_rank(info)
+            return info
     return RankInfo(0, 1, 0, 1, 0, host, "single")
+
+
+def round_robin_rank(info: RankInfo) -> int:
+    """Global rank with ranks dealt over the nodes (rank r on node r mod M) instead of node by
+    node; needs the node index and the ranks per node from the launcher."""
+    if info.node is None or not info.local_world or info.world % info.local_world:
+        raise RuntimeError("round-robin placement needs the node index and an equal number of ranks per node")
+    return info.local_rank * (info.world // info.local_world) + info.node
 
 
 def _slurm_tasks_on_node(env):

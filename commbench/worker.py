@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Callable
 
-from commbench import harness, runinfo, topology
+from commbench import harness, power, runinfo, topology, traffic
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
@@ -78,7 +78,11 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
     nodes = len(set(nodes_of))
     per_node = world // nodes if world % nodes == 0 else None
     plan = build_plan(spec)
-    contexts = {name: Context(c, nodes_of, spec.ring_order) for name, c in comms.items()}
+    contexts = {name: Context(c, nodes_of) for name, c in comms.items()}
+    counter = _link_counter(info)
+    meter, power_note = (None, None)
+    if spec.power:
+        meter, power_note = power.open_meter(control, spec.device, info.hostname)
     writer = ResultsWriter(spec.out_dir) if rank == 0 else None
     if rank == 0:
         libraries = {}
@@ -89,9 +93,12 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
             "node_of_rank": nodes_of, "versions": runinfo.software_versions(libraries),
             "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
             "planned_points": len(plan),
+            "power": None if not spec.power else {"measured": meter is not None, "reason": power_note,
+                                                  "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S},
         })
         emit("ready", world_size=world, nodes=nodes, ranks_per_node=per_node, total=len(plan), already=len(spec.done_points),
-             hosts=sorted({f["hostname"] for f in facts}))
+             hosts=sorted({f["hostname"] for f in facts}),
+             note=f"power not measured: {power_note}" if power_note else None)
 
     total_wrong, skipped, done = 0, [], set(spec.done_points)
     for point in plan:
@@ -117,10 +124,17 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
         m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                             spec.min_time, spec.min_iters, spec.max_iters, spec.batch,
                             None if native else _algorithm_binder(algo, contexts[point.backend], point, counts, dtype,
-                                                                 spec.segment_bytes))
+                                                                 spec.segment_bytes), counter, meter)
         total_wrong += m.wrong
         if rank == 0:
             row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
+            if m.power is not None:
+                row.update(m.power, energy_j_per_byte=m.power["energy_j"] / counts.size_bytes)
+            if counter is not None:
+                row["internode_bytes_measured"] = round(m.link_bytes)
+                if algo is not None:
+                    row["internode_bytes_expected"] = traffic.expected_internode_bytes(
+                        algo, point.collective, counts, dtype.itemsize, nodes_of, spec.segment_bytes)
             writer.add(row, m.samples_s * 1e6)
             emit("row", row=row)
     if rank == 0:
@@ -130,6 +144,18 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
     for c in comms.values():
         c.close()
     return total_wrong
+
+
+def _link_counter(info: topology.RankInfo):
+    """Reads the uplink's byte counter on one rank per node (0 elsewhere), when a link
+    interface is named (COMMBENCH_LINK_IFACE); None otherwise."""
+    iface = traffic.link_iface()
+    if iface is None:
+        return None
+    if info.local_rank != 0:
+        return lambda: 0
+    traffic.tx_bytes(iface)  # fails here, before any point, if the interface does not exist
+    return lambda: traffic.tx_bytes(iface)
 
 
 def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, segment_bytes: int):
@@ -148,7 +174,7 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         "op": point.op or "none", "in_place": int(point.in_place), "world_size": world, "nodes": nodes,
         "ranks_per_node": per_node, "size_bytes": counts.size_bytes, "count": counts.count,
         **stats, "iterations": m.iterations, "batch": m.batch, "warmup": m.warmup, "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
-        "wrong": m.wrong, "timestamp": runinfo.utc_now(),
+        "wrong": m.wrong, "placement": spec.placement if spec.emulate else "", "timestamp": runinfo.utc_now(),
     }
 
 

@@ -29,6 +29,16 @@ BAD = [
     (["--iters", "0"], "iteration count"),
     (["--timeout", "-1"], "timeout"),
     (["--no-such-flag"], "no-such-flag"),
+    (["--emulate", "2by2"], "invalid --emulate '2by2'"),
+    (["--emulate", "0x2"], "invalid --emulate '0x2'"),
+    (["--emulate", "1x2", "--backend", "mpi"], "gloo backend only"),
+    (["--emulate", "2x2", "--backend", "gloo"], "-n 2 does not match --emulate 2x2"),
+    (["--emulate", "1x2", "--backend", "gloo", "--link-rate", "fast"], "invalid --link-rate 'fast'"),
+    (["--emulate", "1x2", "--backend", "gloo", "--ranks-per-node", "1"], "--ranks-per-node and --emulate"),
+    (["--emulate", "1x2", "--backend", "gloo", "--launcher", "local"], "launches with torchrun"),
+    (["--emulate", "40x2", "--backend", "gloo"], "at most 64"),
+    (["--placement", "round-robin"], "applies to emulated clusters only"),
+    (["--placement", "diagonal"], "unknown placement 'diagonal'"),
 ]
 
 

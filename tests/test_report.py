@@ -50,7 +50,7 @@ def test_report_renders_in_chromium(tmp_path, real_run):
     commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=0)
     dom, console = render(html_file, screenshot=tmp_path / "report.png")
     assert dom.count('class="main-svg"') >= 8  # plotly drew the charts
-    assert "hierarchical vs flat ring" in dom and "each algorithm vs native" in dom
+    assert "topology-aware vs flat ring" in dom and "each algorithm vs native" in dom
     assert not [c for c in console if "Uncaught" in c or "ERROR" in c], console
     assert (tmp_path / "report.png").stat().st_size > 20_000
 

@@ -6,10 +6,10 @@ from commbench.algorithms.base import Algorithm, Context
 from commbench.algorithms.dbtree import DoubleBinaryTree
 from commbench.algorithms.hierarchical import Hierarchical
 from commbench.algorithms.rhd import RecursiveHalvingDoubling
-from commbench.algorithms.ring import Ring
+from commbench.algorithms.ring import Ring, TopologyRing
 from commbench.algorithms.tree import Tree
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Ring(), Tree(), DoubleBinaryTree(),
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(),
                                                         RecursiveHalvingDoubling(), Hierarchical())}
 
 __all__ = ["ALGORITHMS", "Algorithm", "Context"]

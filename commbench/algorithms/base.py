@@ -10,6 +10,7 @@ An algorithm implements, in place, whichever of these it supports:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -32,7 +33,6 @@ def reduce_op(op: str) -> str:
 class Context:
     comm: Communicator
     node_of_rank: list[int]  # node index of every rank of comm
-    ring_order: str = "rank"  # "rank" or "topology"
     segment_elems: int = 1 << 18
     cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
 
@@ -40,12 +40,17 @@ class Context:
     def reducer(self):
         return self.comm.reducer
 
-    def ring(self) -> list[int]:
-        """Ranks in ring order: rank order, or node by node so the ring leaves each node once."""
-        ranks = list(range(self.comm.size))
-        if self.ring_order == "topology":
-            ranks.sort(key=lambda r: (self.node_of_rank[r], r))
-        return ranks
+    def ring(self, order: str = "rank") -> list[int]:
+        """Ranks in ring order: rank order, or "topology": node by node, so the ring leaves each
+        node once."""
+        return ring_order(self.node_of_rank, order)
+
+
+def ring_order(node_of_rank: list[int], order: str = "rank") -> list[int]:
+    ranks = list(range(len(node_of_rank)))
+    if order == "topology":
+        ranks.sort(key=lambda r: (node_of_rank[r], r))
+    return ranks
 
 
 def segments(comm: Communicator, views: list, seg: int) -> list:
@@ -56,6 +61,39 @@ def segments(comm: Communicator, views: list, seg: int) -> list:
         seg_n = max(seg, -(-n // MAX_SEGMENTS))
         out += [comm.view(v, o, min(seg_n, n - o)) for o in range(0, n, seg_n)]
     return out
+
+
+def pipeline(stages: list[Callable[[Any], None]], items: list) -> None:
+    """Run every item through the stages in order, each stage in its own thread, so stage s of
+    item k overlaps stage s+1 of item k-1. A stage must use its own communicator."""
+    import queue
+    import threading
+
+    links = [queue.Queue() for _ in stages[1:]]
+    errors: list[BaseException] = []
+
+    def run(s):
+        try:
+            for k in range(len(items)):
+                item = links[s - 1].get() if s else items[k]
+                if item is None:  # an earlier stage failed
+                    break
+                stages[s](item)
+                if s + 1 < len(stages):
+                    links[s].put(item)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(exc)
+        finally:
+            if s + 1 < len(stages):
+                links[s].put(None)
+
+    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(len(stages))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def wait_all(requests: list) -> None:
@@ -69,6 +107,13 @@ class Algorithm:
 
     name = ""
     reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
+
+    def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
+        """What one call sends, as {(source rank, destination rank): elements}: the analytical
+        traffic that link counters are checked against and the cost model charges. elems: the
+        all-reduce buffer, or one rank's block for all-gather and reduce-scatter; segment_elems
+        as in Context (the totals do not depend on it)."""
+        raise NotImplementedError
 
     def unsupported(self, ctx: Context, collective: str) -> str | None:
         if not hasattr(self, collective):

@@ -17,6 +17,8 @@ without ring's 2(n-1) latency steps.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from commbench.algorithms.base import Algorithm, reduce_op, segments, wait_all
 from commbench.algorithms.ring import scratch_pair
 
@@ -56,6 +58,15 @@ def double_tree(n: int) -> list[tuple[list[int | None], list[list[int]]]]:
 
 class DoubleBinaryTree(Algorithm):
     name = "dbtree"
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        sent, halves = Counter(), (elems // 2, elems - elems // 2)
+        for half, (parent, _) in zip(halves, double_tree(len(node_of_rank))):
+            for r, p in enumerate(parent):  # each half up its tree's edges, then down
+                if p is not None:
+                    sent[(r, p)] += half
+                    sent[(p, r)] += half
+        return sent
 
     def all_reduce(self, ctx, buf, op):
         comm, red = ctx.comm, ctx.comm.reducer

@@ -20,6 +20,8 @@ otherwise add one fold and one unfold step: 2α + 2·Nβ (+ Nγ) on the folded r
 
 from __future__ import annotations
 
+from collections import Counter
+
 from commbench.algorithms.base import Algorithm, bounds, reduce_op
 from commbench.algorithms.ring import scratch_pair
 
@@ -93,8 +95,48 @@ def _fold(ctx) -> Fold:
     return ctx.cache["fold"]
 
 
+def exchanges(fold: Fold, seg: list[int], halving_steps: bool, doubling_steps: bool) -> Counter:
+    """Elements active ranks send in halving and doubling over the ranges seg (fold: any rank's)."""
+    sent = Counter()
+    for v in range(fold.p if halving_steps else 0):
+        lo, d = 0, fold.p // 2
+        while d >= 1:  # v gives away the half of its range the partner keeps
+            give = (lo + d, lo + 2 * d) if v < lo + d else (lo, lo + d)
+            sent[(fold.real(v), fold.real(v ^ d))] += seg[give[1]] - seg[give[0]]
+            lo, d = (lo if v < lo + d else lo + d), d // 2
+    for v in range(fold.p if doubling_steps else 0):
+        d = 1
+        while d < fold.p:  # v sends its aligned group of d ranges
+            lo = v // d * d
+            sent[(fold.real(v), fold.real(v ^ d))] += seg[lo + d] - seg[lo]
+            d *= 2
+    return sent
+
+
 class RecursiveHalvingDoubling(Algorithm):
     name = "rhd"
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        n = len(node_of_rank)
+        fold = Fold(0, n)
+        pairs = [(2 * i, 2 * i + 1) for i in range(fold.m)]  # (folded even rank, active odd rank)
+        sent = Counter()
+        if collective == "all_reduce":
+            sent += exchanges(fold, bounds(elems, fold.p), True, True)
+            for even, odd in pairs:  # fold in, then the result back
+                sent[(even, odd)] += elems
+                sent[(odd, even)] += elems
+            return sent
+        seg = [fold.first_block(v) * elems for v in range(fold.p)] + [n * elems]
+        sent += exchanges(fold, seg, collective == "reduce_scatter", collective == "all_gather")
+        for even, odd in pairs:
+            if collective == "all_gather":  # own block in, the whole gathered buffer back
+                sent[(even, odd)] += elems
+                sent[(odd, even)] += n * elems
+            else:  # the whole input in, the even rank's reduced block back
+                sent[(even, odd)] += n * elems
+                sent[(odd, even)] += elems
+        return sent
 
     def all_reduce(self, ctx, buf, op):
         comm = ctx.comm

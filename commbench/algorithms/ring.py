@@ -1,6 +1,7 @@
 """Ring: the bandwidth-optimal algorithm.
 
-The n ranks form a ring (rank order, or node by node with --ring-order topology). The data is
+The n ranks form a ring: `ring` in rank order, `ring_topology` node by node (each node's ranks
+adjacent, so the ring crosses each node boundary once, whatever the placement). The data is
 cut into n blocks; every step each rank sends one block to its right neighbour and receives one
 from its left, in segments, so that a segment is reduced and forwarded while the next arrives.
 
@@ -18,7 +19,9 @@ Cost for N bytes (α latency per message, β seconds per byte, γ reduction seco
 
 from __future__ import annotations
 
-from commbench.algorithms.base import Algorithm, Context, bounds, reduce_op, segments, wait_all
+from collections import Counter
+
+from commbench.algorithms.base import Algorithm, Context, bounds, reduce_op, ring_order, segments, wait_all
 from commbench.backends import Communicator
 
 
@@ -45,8 +48,8 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
             reqs.append((s, o, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
         return reqs
 
+    pending = post_recv(0)  # receives first: a backend whose isend writes before returning (gloo) stays full duplex
     sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, sources[(pos - 1) % n], seg))]
-    pending = post_recv(0)
     for step in range(n - 1):
         following = post_recv(step + 1) if step + 1 < n - 1 else []
         for k, (s, o, t, req) in enumerate(pending):
@@ -70,8 +73,8 @@ def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], se
         segs = segments(comm, blocks[(pos - step - 1) % n], seg)
         return [(s, comm.irecv(s, left, tag=(step % 2) * 4096 + k)) for k, s in enumerate(segs)]
 
-    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[pos], seg))]
     pending = post_recv(0)
+    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[pos], seg))]
     for step in range(n - 1):
         following = post_recv(step + 1) if step + 1 < n - 1 else []
         for k, (s, req) in enumerate(pending):
@@ -94,12 +97,31 @@ def scratch_pair(ctx: Context, key, length: int, like) -> list:
     return cached
 
 
+def ring_messages(order: list[int], sizes: list[int], reduce_scatter: bool, all_gather: bool) -> Counter:
+    """Elements each position sends to the next: block q has sizes[q] elements and ends at
+    position q. Reduce-scatter sends every block but its own, all-gather every block but the
+    next position's."""
+    n, total, sent = len(order), sum(sizes), Counter()
+    for p in range(n if n > 1 else 0):
+        edge = (order[p], order[(p + 1) % n])
+        sent[edge] += (total - sizes[p]) * reduce_scatter + (total - sizes[(p + 1) % n]) * all_gather
+    return sent
+
+
 class Ring(Algorithm):
     name = "ring"
+    order = "rank"
     reads_source = True
 
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        order, n = ring_order(node_of_rank, self.order), len(node_of_rank)
+        if collective == "all_reduce":
+            b = bounds(elems, n)
+            return ring_messages(order, [b[q + 1] - b[q] for q in range(n)], True, True)
+        return ring_messages(order, [elems] * n, collective == "reduce_scatter", collective == "all_gather")
+
     def all_reduce(self, ctx, buf, op, src=None):
-        comm, order = ctx.comm, ctx.ring()
+        comm, order = ctx.comm, ctx.ring(self.order)
         n = len(order)
         b = bounds(len(buf), n)
         blocks = [[comm.view(buf, b[q], b[q + 1] - b[q])] for q in range(n)]
@@ -111,14 +133,21 @@ class Ring(Algorithm):
         ring_all_gather(comm, order, blocks, ctx.segment_elems)
 
     def all_gather(self, ctx, buf, block):
-        comm, order = ctx.comm, ctx.ring()
+        comm, order = ctx.comm, ctx.ring(self.order)
         blocks = [[comm.view(buf, r * block, block)] for r in order]  # position q holds rank order[q]'s block
         ring_all_gather(comm, order, blocks, ctx.segment_elems)
 
     def reduce_scatter(self, ctx, buf, op, block, src=None):
-        comm, order = ctx.comm, ctx.ring()
+        comm, order = ctx.comm, ctx.ring(self.order)
         blocks = [[comm.view(buf, r * block, block)] for r in order]
         sources = None if src is None else [[comm.view(src, r * block, block)] for r in order]
         tmp = scratch_pair(ctx, "ring", block, buf)
         ring_reduce_scatter(comm, order, blocks, reduce_op(op), ctx.segment_elems, tmp, sources)
         comm.reducer.finish(blocks[order.index(comm.rank)][0], op, len(order))
+
+
+class TopologyRing(Ring):
+    """The same ring with each node's ranks adjacent in the ring."""
+
+    name = "ring_topology"
+    order = "topology"

@@ -11,6 +11,8 @@ optimal in steps, not in bandwidth: the whole buffer crosses every edge twice.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from commbench.algorithms.base import Algorithm, reduce_op, wait_all
 from commbench.algorithms.ring import scratch_pair
 
@@ -26,6 +28,13 @@ def binomial_parent(rank: int) -> int | None:
 
 class Tree(Algorithm):
     name = "tree"
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        sent = Counter()
+        for r in range(1, len(node_of_rank)):  # the whole buffer up each edge, then down it
+            sent[(r, binomial_parent(r))] += elems
+            sent[(binomial_parent(r), r)] += elems
+        return sent
 
     def all_reduce(self, ctx, buf, op):
         comm, red = ctx.comm, ctx.comm.reducer

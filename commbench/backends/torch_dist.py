@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from commbench.backends.base import Communicator, Request
 from commbench.dtypes import DType
-from commbench.kernels import TorchReducer
+from commbench.kernels import TorchReducer, gpu_reducer
 
 # newer torch renamed the tensor-in/tensor-out collectives; use whichever this torch has
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -52,7 +52,7 @@ class TorchCommunicator(Communicator):
         self.ranks = ranks  # global rank of each member, in this communicator's rank order
         self.rank = ranks.index(dist.get_rank())
         self.size = len(ranks)
-        self.reducer = TorchReducer()
+        self.reducer = gpu_reducer() if self.device == "cuda" else TorchReducer()
         self._torch_device = torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
 
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
@@ -122,7 +122,7 @@ class TorchCommunicator(Communicator):
         return mine
 
     def library_info(self):
-        info = {"torch": torch.__version__, "torch_cuda": torch.version.cuda}
+        info = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "reducer": type(self.reducer).__name__}
         if self.backend == "nccl":
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         return info

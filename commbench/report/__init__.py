@@ -56,7 +56,8 @@ def build_report(paths: list[str], out_file: str | Path, title: str = "commbench
     for collective in sorted(rows.collective.unique()):
         figures = charts.size_charts(rows, collective)
         for fig in (charts.speedup_chart(rows, collective, "native", "each algorithm vs native"),
-                    charts.speedup_chart(rows, collective, "ring", "hierarchical vs flat ring", only=["hierarchical"])):
+                    charts.speedup_chart(rows, collective, "ring", "topology-aware vs flat ring (rank order)",
+                                        only=["ring_topology", "hierarchical"])):
             if fig is not None:
                 figures.append(fig)
         figures += charts.power_charts(rows, collective)

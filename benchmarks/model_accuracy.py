@@ -1,0 +1,98 @@
+"""How well the α-β-γ model predicts, and what it says at scale.
+
+    python benchmarks/model_accuracy.py                         # MPI sweep here + held-out errors
+    sudo python benchmarks/model_accuracy.py --emulated         # also the emulated 2x2 speedup check
+    python benchmarks/model_accuracy.py --mpi-run DIR --emulated-run DIR   # reuse earlier sweeps
+
+1. MPI, 4 ranks, all-reduce 8 B - 64 MB, ring/tree/rhd: fit, then held-out error (leave one
+   size out, leave one algorithm out), overall and for points of 64 KB and up.
+2. Emulated 2x2 cluster at 1 Gbit/s (gloo): fit on ring/tree/rhd/dbtree/hierarchical, and again
+   without hierarchical; predicted hierarchical-over-ring speedup against the measured one.
+3. Scale: 32 .. 1024 GPUs at 8 per node, 450 GB/s inside nodes, 50 GB/s per GPU between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from commbench.model import load_rows
+from commbench.model.costs import Params, Shape, time_s
+from commbench.model.fit import fit_backend, held_out, summary, usable_rows
+from commbench.model.predict import best_and_crossovers, predict
+
+
+def sweep(out: str, args: list[str]) -> str:
+    subprocess.run([sys.executable, "-m", "commbench", "run", "--out", out, "--quiet", *args], check=True)
+    return out
+
+
+def mpi_accuracy(run: str) -> None:
+    rows = load_rows([run])
+    rows = rows[rows.algorithm.isin(["ring", "tree", "rhd"])]
+    f = fit_backend(usable_rows(rows), "mpi")
+    print(f"MPI fit ({f.points} points, lanes {f.lanes}): " + ", ".join(
+        f"{k}={v:.3g}" for k, v in f.params.items() if v is not None) + f"; fit error median {100 * f.median_error:.1f} %")
+    for by in ("size_bytes", "algorithm"):
+        errors = held_out(rows, by)
+        s = summary(errors)
+        per_algo = errors[errors.size_bytes >= 65536].groupby("algorithm").error.apply(lambda e: e.abs().median())
+        print(f"  held out by {by}: median |error| {100 * s['median_abs_error']:.1f} % ({s['points']} points); "
+              f">= 64 KB {100 * s['median_abs_error_64k_up']:.1f} % ({s['points_64k_up']} points); per algorithm >= 64 KB: "
+              + ", ".join(f"{a} {100 * v:.1f} %" for a, v in per_algo.items()))
+
+
+def emulated_speedup(run: str) -> None:
+    rows = usable_rows(load_rows([run]))
+    measured = rows[rows.algorithm.isin(["ring", "hierarchical"])].pivot_table(
+        index="size_bytes", columns="algorithm", values="time_us")
+    measured = (measured.ring / measured.hierarchical).dropna()
+    for label, train in (("all algorithms", rows), ("without hierarchical", rows[rows.algorithm != "hierarchical"])):
+        f = fit_backend(train, "gloo")
+        p, shape = f.to_params(), Shape(2, 2, "block", f.links_per_node, f.lanes)
+        print(f"emulated fit, {label} ({f.points} points, lanes {f.lanes}, error median {100 * f.median_error:.1f} %): "
+              + ", ".join(f"{k}={v:.3g}" for k, v in f.params.items() if v is not None))
+        for size, m in measured.items():
+            if size < 1 << 20:
+                continue
+            pred = time_s(p, "ring", "all_reduce", shape, size) / time_s(p, "hierarchical", "all_reduce", shape, size)
+            print(f"  {size >> 20} MB: hierarchical over ring measured {m:.3f}, predicted {pred:.3f} "
+                  f"({100 * (pred / m - 1):+.1f} %)")
+
+
+def at_scale() -> None:
+    params = Params(2e-6, 1 / 450e9, 5e-6, 1 / 50e9, 0.0)
+    for gpus in (8, 32, 128, 512, 1024):
+        shape = Shape(gpus // 8, 8, "block", 8)
+        table = predict(params, shape, "all_reduce", [2**k for k in range(3, 34)])
+        best, changes = best_and_crossovers(table)
+        big = table[table.size_bytes == 2**33].set_index("algorithm")
+        ring_tree = table.pivot(index="size_bytes", columns="algorithm", values="time_us")
+        over = ring_tree[ring_tree.ring < ring_tree.tree].index
+        print(f"{gpus:5} GPUs: busbw at 8 GB: " + ", ".join(f"{a} {big.busbw_gbps[a]:.1f}" for a in big.index)
+              + f" GB/s; ring beats tree from {over.min() if len(over) else '-'} B; best: "
+              + " -> ".join(f"{a}" for a in dict.fromkeys(best.values)) + " (changes at "
+              + ", ".join(f"{s} B" for s, _, _ in changes) + ")")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mpi-run")
+    parser.add_argument("--emulated", action="store_true")
+    parser.add_argument("--emulated-run")
+    parser.add_argument("--out", default="results/model-accuracy")
+    args = parser.parse_args()
+    mpi_run = args.mpi_run or sweep(f"{args.out}/mpi", ["-n", "4", "--backend", "mpi", "-a", "ring,tree,rhd", "-c",
+                                                        "all_reduce", "-b", "8", "-e", "64M", "--out-of-place"])
+    mpi_accuracy(mpi_run)
+    if args.emulated or args.emulated_run:
+        run = args.emulated_run or sweep(f"{args.out}/emulated", [
+            "--backend", "gloo", "--emulate", "2x2", "-a", "ring,tree,rhd,dbtree,hierarchical", "-c", "all_reduce",
+            "--sizes", "4K,64K,256K,1M,4M,16M,64M", "--in-place", "-w", "1"])
+        emulated_speedup(run)
+    at_scale()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""GPU power and energy per point, from NVML (`--power`).
+
+Each GPU is measured once, by the lowest rank using it (ranks sharing a GPU are deduplicated by
+UUID). Over a measurement window of at least WINDOW_S seconds of back-to-back calls (NVML's
+energy counter advances only about every 100 ms, so shorter windows would mostly measure its
+steps) a rank reads:
+  * the delta of nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded), and
+  * nvmlDeviceGetPowerUsage (mW) every SAMPLE_S in a thread: average and peak.
+Rows then carry, summed over the GPUs of the job: power_w_avg (average power), power_w_max (the
+sum of each GPU's peak sample, an upper bound on the simultaneous peak), energy_j (joules per
+call) and energy_j_per_byte (energy_j / size_bytes). Without NVML or a GPU the columns stay
+empty and the run says why in one line.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+WINDOW_S = 1.0
+SAMPLE_S = 0.02
+
+
+@dataclass
+class Reading:
+    energy_j: float  # over the window, this rank's GPUs
+    power_w_avg: float
+    power_w_max: float
+    seconds: float
+
+
+def _nvml():
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def unavailable(device: str) -> str | None:
+    """Why power cannot be measured here, or None."""
+    if device != "cuda":
+        return "power is measured on GPUs only (--device cuda)"
+    try:
+        nvml = _nvml()
+    except ImportError:
+        return "nvidia-ml-py is not installed (pip install 'commbench[cuda]')"
+    except Exception as exc:  # noqa: BLE001 - any NVML failure means no power readings
+        return f"NVML is not usable: {exc}"
+    if nvml.nvmlDeviceGetCount() == 0:
+        return "NVML sees no GPU"
+    return None
+
+
+def gpu_uuid() -> str:
+    """UUID of this rank's current CUDA device, as NVML spells it."""
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+class PowerMeter:
+    """Energy counter delta and sampled power of the GPUs with the given UUIDs."""
+
+    def __init__(self, uuids: list[str]):
+        nvml = _nvml()
+        self._nvml = nvml
+        by_uuid = {}
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            u = nvml.nvmlDeviceGetUUID(h)
+            by_uuid[u.decode() if isinstance(u, bytes) else u] = h
+        missing = [u for u in uuids if u not in by_uuid]
+        if missing:
+            raise RuntimeError(f"NVML does not list GPU {missing[0]}")
+        self._handles = [by_uuid[u] for u in uuids]
+        self._samples: list[float] = []
+        self._stop = threading.Event()
+
+    def _power_w(self) -> float:
+        return sum(self._nvml.nvmlDeviceGetPowerUsage(h) for h in self._handles) / 1e3
+
+    def _energy_j(self) -> float:
+        return sum(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self._handles) / 1e3
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self._samples.append(self._power_w())
+
+    def start(self) -> None:
+        self._samples = [self._power_w()]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._t0, self._e0 = time.perf_counter(), self._energy_j()
+        self._thread.start()
+
+    def stop(self) -> Reading:
+        energy, seconds = self._energy_j() - self._e0, time.perf_counter() - self._t0
+        self._stop.set()
+        self._thread.join()
+        self._samples.append(self._power_w())
+        return summarize(energy, self._samples, seconds)
+
+
+def summarize(energy_j: float, samples_w: list[float], seconds: float) -> Reading:
+    """One window's reading from the counter delta and the power samples."""
+    avg = sum(samples_w) / len(samples_w) if samples_w else float("nan")
+    return Reading(energy_j, avg, max(samples_w, default=float("nan")), seconds)
+
+
+def calls_for_window(per_call_s: float) -> int:
+    """Back-to-back calls that fill at least WINDOW_S."""
+    return max(1, int(WINDOW_S / max(per_call_s, 1e-7)) + 1)
+
+
+class NullMeter:
+    """Stands in on ranks whose GPU another rank measures: reads nothing."""
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> Reading:
+        return Reading(0.0, 0.0, 0.0, 0.0)
+
+
+def open_meter(comm, device: str, hostname: str):
+    """(meter, None) on every rank when all can measure (a NullMeter where another rank owns
+    the GPU), else (None, reason) on every rank. Collective."""
+    reason = unavailable(device)
+    uuid = None
+    if reason is None:
+        try:
+            uuid = gpu_uuid()
+        except Exception as exc:  # noqa: BLE001
+            reason = f"cannot identify this rank's GPU: {exc}"
+    everyone = comm.allgather_object((reason, hostname, uuid))
+    reasons = [r for r, _, _ in everyone if r]
+    if reasons:
+        return None, reasons[0]
+    owner = next(i for i, (_, h, u) in enumerate(everyone) if (h, u) == (hostname, uuid))
+    return (PowerMeter([uuid]) if owner == comm.rank else NullMeter()), None

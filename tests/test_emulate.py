@@ -1,0 +1,126 @@
+"""The emulated cluster end to end: real namespaces, rate-limited veths, one torchrun agent per
+node, gloo across them. Needs root and iproute2; every test checks that no namespace is left."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from commbench import emulate
+from conftest import ROOT, commbench, load_run
+from sweep_checks import check_sweep
+
+pytest.importorskip("torch")
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
+                                reason="the emulated cluster needs root and iproute2 (ip, tc)")
+ALL = "native,ring,ring_topology,tree,dbtree,rhd,hierarchical"
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fails the test if it leaves a namespace; removes any it left, pass or fail."""
+    before = set(emulate.namespaces())
+    yield
+    left = [ns for ns in emulate.namespaces() if ns not in before and ns.startswith("cb")]
+    for ns in left:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert not left, f"namespaces left behind: {left}"
+
+
+def _emulated(tmp_path, *args, **kw):
+    out = tmp_path / "run"
+    proc = commbench("run", "--backend", "gloo", "--out", out, "--quiet", *args, **kw)
+    return proc, out
+
+
+@needs_root
+def test_every_algorithm_on_2x2(tmp_path, no_leftovers):
+    proc, out = _emulated(tmp_path, "--emulate", "2x2", "--link-rate", "2gbit", "-a", ALL, "--sizes", "4100,1M",
+                          "--iters", 3, "-w", 1, "--segment-bytes", "64K", check_rc=0)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, 4, meta["planned_points"] - len(meta["skipped"]))
+    assert (rows.wrong == 0).all() and set(rows.algorithm) == set(ALL.split(","))
+    assert meta["node_of_rank"] == [0, 0, 1, 1] and meta["nodes"] == 2
+    assert meta["emulation"]["link_rate"] == "2gbit" and len(meta["emulation"]["namespaces"]) == 2
+    big = rows[(rows.size_bytes >= 2**20) & rows.internode_bytes_expected.notna()]
+    assert set(big.algorithm) == set(ALL.split(",")) - {"native"}
+    ratio = big.internode_bytes_measured / big.internode_bytes_expected
+    assert ratio.between(0.99, 1.05).all(), big[["algorithm", "collective", "internode_bytes_measured",
+                                                 "internode_bytes_expected"]]
+    ar = big[big.collective == "all_reduce"].set_index(["algorithm", "in_place"]).internode_bytes_measured
+    assert (ar["hierarchical"] < ar["ring"]).all()  # 2(M-1)N against 1.5N per node link
+    assert (rows.placement == "block").all()
+    assert "topology variants" in proc.stderr  # the comparison table after the run
+
+
+@needs_root
+def test_round_robin_placement(tmp_path, no_leftovers):
+    _, out = _emulated(tmp_path, "--emulate", "2x2", "--placement", "round-robin", "-a", "ring,ring_topology",
+                       "-c", "all_reduce", "--sizes", "1M", "--in-place", "--iters", 2, "-w", 1, check_rc=0)
+    rows, _, meta = load_run(out)
+    assert meta["node_of_rank"] == [0, 1, 0, 1]
+    bytes_of = rows.set_index("algorithm").internode_bytes_measured
+    assert bytes_of["ring_topology"] < 0.55 * bytes_of["ring"]  # every rank-order ring edge crosses nodes
+    comparison = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=0)
+    assert "ring_topology" in comparison.stderr
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert table["speedup:ring_topology"].iloc[0] > 1
+
+
+@needs_root
+def test_failed_run_leaves_nothing(tmp_path, no_leftovers):
+    proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 3, "-w", 1,
+                          env={"COMMBENCH_INJECT_HANG_RANK": "1"})
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+@needs_root
+def test_sigterm_tears_down(tmp_path, no_leftovers):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", "gloo", "--emulate", "2x1",
+                             "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len([n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]) < 3:
+        time.sleep(0.2)
+    time.sleep(3)  # the ranks are up and hanging
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert not [n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
+@needs_root
+def test_stale_namespaces_of_dead_runs_are_removed(tmp_path, no_leftovers):
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    subprocess.run(["ip", "netns", "add", f"cb{dead}n0"], check=True)
+    subprocess.run(["ip", "netns", "add", "cbkeep"], check=True)  # not ours: left alone
+    try:
+        assert emulate.remove_stale() == [f"cb{dead}n0"]
+        assert "cbkeep" in emulate.namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "del", "cbkeep"], capture_output=True)
+
+
+def test_not_root_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    """As a user without root (os.geteuid stands in for one: this machine runs tests as root)."""
+    from commbench import cli
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sys, "argv", ["commbench", "run", "--backend", "gloo", "--emulate", "2x1", "--sizes", "1K",
+                                      "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "needs root" in lines[0], lines
+    assert not (tmp_path / "o").exists()

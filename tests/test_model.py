@@ -1,0 +1,126 @@
+"""The cost model: its formulas, that a fit recovers known parameters, the CLI on a real sweep,
+and predictions in the results layout that the report reads."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from commbench.model.costs import Params, Shape, time_s
+from commbench.model.fit import fit_backend, held_out, summary, usable_rows
+from conftest import commbench, needs_mpirun
+
+BETA_ONLY = Params(0.0, 1e-9, 0.0, 1e-8, 0.0)
+
+
+def test_ring_and_hierarchical_closed_forms():
+    N = 2**26
+    one_node = Shape(1, 4)
+    assert time_s(BETA_ONLY, "ring", "all_reduce", one_node, N) == pytest.approx(2 * 3 / 4 * N * 1e-9)
+    two_by_two = Shape(2, 2)
+    ring = time_s(BETA_ONLY, "ring", "all_reduce", two_by_two, N)
+    assert ring == pytest.approx(2 * 3 / 4 * N * 1e-8 + 0)  # every step waits for the crossing edges
+    free_intra = Params(0.0, 0.0, 0.0, 1e-8, 0.0)
+    hier = time_s(free_intra, "hierarchical", "all_reduce", two_by_two, N)
+    assert hier == pytest.approx(N * 1e-8, rel=1e-9)  # node link carries 2(M-1)/M·N = N
+    assert ring / hier == pytest.approx(1.5)  # the issue's theory for 2x2
+    robin = Shape(2, 2, "round-robin")
+    assert (time_s(free_intra, "ring", "all_reduce", robin, N)
+            / time_s(free_intra, "ring_topology", "all_reduce", robin, N)) == pytest.approx(2.0)
+    assert time_s(BETA_ONLY, "tree", "all_gather", one_node, N) is None
+
+
+def test_latency_terms_count_steps():
+    alpha = Params(1e-6, 0.0, 1e-5, 0.0, 0.0)
+    assert time_s(alpha, "ring", "all_reduce", Shape(1, 8), 8) == pytest.approx(2 * 7 * 1e-6)
+    assert time_s(alpha, "tree", "all_reduce", Shape(1, 8), 8) == pytest.approx(2 * 3 * 1e-6)
+    assert time_s(alpha, "rhd", "all_reduce", Shape(1, 8), 8) == pytest.approx(2 * 3 * 1e-6)
+    assert time_s(alpha, "rhd", "all_reduce", Shape(1, 6), 8) == pytest.approx((2 * 2 + 2) * 1e-6)  # fold
+    # hierarchical on 4x2: 2(G-1) intra steps + 2(M-1) inter steps
+    assert time_s(alpha, "hierarchical", "all_reduce", Shape(4, 2), 8) == pytest.approx(2 * 1e-6 + 6 * 1e-5)
+
+
+def _synthetic(params, noise, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for shape in (Shape(1, 4, lanes=2), Shape(2, 2, lanes=2)):  # 4 ranks share 2 lanes on one node
+        for algo in ("ring", "tree", "rhd", "hierarchical", "ring_topology"):
+            for size in (2**k for k in range(3, 27, 2)):
+                t = time_s(params, algo, "all_reduce", shape, size)
+                rows.append({"backend": "gloo", "algorithm": algo, "collective": "all_reduce", "size_bytes": size,
+                             "world_size": shape.n, "nodes": shape.nodes, "ranks_per_node": shape.per_node,
+                             "placement": "block", "wrong": 0, "time_us": t * 1e6 * math.exp(rng.normal(0, noise))})
+    return usable_rows(pd.DataFrame(rows))
+
+
+def test_fit_recovers_known_parameters():
+    truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)
+    model = fit_backend(_synthetic(truth, 0.03), "gloo")
+    assert model.lanes == 2
+    for name, value in truth.__dict__.items():  # the truth lies within the reported uncertainty
+        assert abs(math.log(model.params[name] / value)) <= 3 * model.rel_std[name] + 0.02, name
+    for name in ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter"):  # these the sweep pins down
+        assert model.params[name] == pytest.approx(truth.__dict__[name], rel=0.25), name
+    assert model.median_error < 0.05
+    exact = fit_backend(_synthetic(truth, 0.0), "gloo")
+    assert exact.lanes == 2 and exact.median_error < 1e-6
+    for name, value in truth.__dict__.items():
+        assert exact.params[name] == pytest.approx(value, rel=1e-3), name
+
+
+def test_held_out_error_and_uninformed_parameters():
+    truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)
+    rows = _synthetic(truth, 0.02)
+    s = summary(held_out(rows, "algorithm"))
+    assert s["median_abs_error"] < 0.1 and s["points"] > 0
+    single = rows[rows.nodes == 1]
+    model = fit_backend(single, "gloo")
+    assert model.params["alpha_inter"] is None and model.params["beta_inter"] is None
+
+
+@needs_mpirun
+def test_fit_validate_predict_on_a_real_sweep(tmp_path):
+    pytest.importorskip("scipy")
+    run = tmp_path / "run"
+    commbench("run", "-n", 4, "--backend", "mpi", "-a", "ring,tree,rhd", "-c", "all_reduce", "-b", "8", "-e", "4M",
+              "-f", 8, "--out-of-place", "--min-time", "0.02", "--out", run, "--quiet", check_rc=0)
+    model = tmp_path / "model.json"
+    fitted = commbench("model", "fit", run, "-o", model, check_rc=0)
+    assert "alpha_intra" in fitted.stdout and "not informed" in fitted.stdout  # one node: no inter-node terms
+    data = json.loads(model.read_text())["fits"]["mpi"]
+    assert data["params"]["beta_intra"] > 0 and data["points"] == 7 * 3  # 8 B .. 2 MB by 8x
+    assert data["median_error"] < 0.5
+    validated = commbench("model", "validate", run, "--csv", tmp_path / "v.csv", check_rc=0)
+    assert "leave one size out" in validated.stdout and "leave one algorithm out" in validated.stdout
+    assert len(pd.read_csv(tmp_path / "v.csv")) > 0
+    out = tmp_path / "pred"
+    predicted = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "64M",
+                          "--out", out, check_rc=0)
+    assert "best" in predicted.stdout
+    rows = pd.read_csv(out / "results.csv")
+    assert (rows.predicted == 1).all() and set(rows.algorithm) >= {"ring", "tree", "rhd"}
+    commbench("report", run, out, "-o", tmp_path / "r.html", check_rc=0)
+
+
+def test_predict_at_scale_and_crossovers(tmp_path):
+    proc = commbench("model", "predict", "--nodes", 4, "--ranks-per-node", 8, "--intra", "450,2", "--inter", "50,5",
+                     "-b", "8", "-e", "8G", "-f", 4, "--out", tmp_path / "p", check_rc=0)
+    assert "crossover" in proc.stdout
+    rows = pd.read_csv(tmp_path / "p" / "results.csv")
+    big = rows[rows.size_bytes == rows.size_bytes.max()].set_index("algorithm")
+    assert big.busbw_gbps["ring"] == pytest.approx(50, rel=0.05)  # one crossing link per node per step
+    assert big.busbw_gbps["hierarchical"] > 5 * big.busbw_gbps["ring"]  # 8 rails in parallel
+    assert big.internode_bytes_expected["hierarchical"] < big.internode_bytes_expected["ring"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nodes", 2, "--ranks-per-node", 2], "give either --model"),
+    (["--nodes", 2, "--ranks-per-node", 2, "--intra", "fast,1", "--inter", "1,1"], "invalid --intra"),
+    (["--nodes", 0, "--ranks-per-node", 2, "--intra", "1,1", "--inter", "1,1"], "at least 1"),
+    (["--nodes", 2, "--ranks-per-node", 2, "--model", "/nonexistent.json"], "cannot read model"),
+])
+def test_predict_bad_input(args, message):
+    proc = commbench("model", "predict", *args)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
