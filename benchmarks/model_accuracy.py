@@ -72,8 +72,8 @@ def at_scale() -> None:
         over = ring_tree[ring_tree.ring < ring_tree.tree].index
         print(f"{gpus:5} GPUs: busbw at 8 GB: " + ", ".join(f"{a} {big.busbw_gbps[a]:.1f}" for a in big.index)
               + f" GB/s; ring beats tree from {over.min() if len(over) else '-'} B; best: "
-              + " -> ".join(f"{a}" for a in dict.fromkeys(best.values)) + " (changes at "
-              + ", ".join(f"{s} B" for s, _, _ in changes) + ")")
+              + " -> ".join(f"{a}" for a in dict.fromkeys(best.values))
+              + (" (changes at " + ", ".join(f"{s} B" for s, _, _ in changes) + ")" if changes else ""))
 
 
 def main() -> None:

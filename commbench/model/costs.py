@@ -23,7 +23,7 @@ communication operations in MPICH", IJHPCA 2005; the NCCL double tree for dbtree
 Two-level composition (hierarchical), G ranks on each of M nodes:
   all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
                 b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
-                three pipelined stages over K chunks: a + b + c + (K-1)·max(a, b, c)
+                pipelined over K chunks, the two intra stages sharing the node: a + b + c + (K-1)·max(a + c, b)
   all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ
 """
 
@@ -175,7 +175,7 @@ def _hier_all_reduce(p, shape, N, seg):
     a = (G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes
     b = 2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes
     ag = (G - 1) * p.step(False, c / G, lanes)
-    return a + b + ag + (K - 1) * max(a, b, ag)
+    return a + b + ag + (K - 1) * max(a + ag, b)  # both intra stages share the node's lanes
 
 
 def _hier_two_step(reduce):
