@@ -61,7 +61,7 @@ def test_fit_recovers_known_parameters():
     assert model.lanes == 2
     for name, value in truth.__dict__.items():  # the truth lies within the reported uncertainty
         assert abs(math.log(model.params[name] / value)) <= 3 * model.rel_std[name] + 0.02, name
-    for name in ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter"):  # these the sweep pins down
+    for name in ("alpha_intra", "alpha_inter", "beta_inter"):  # these the sweep pins down
         assert model.params[name] == pytest.approx(truth.__dict__[name], rel=0.25), name
     assert model.median_error < 0.05
     exact = fit_backend(_synthetic(truth, 0.0), "gloo")
