@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Callable
 
-from commbench import harness, power, runinfo, topology, traffic
+from commbench import harness, machine, power, runinfo, topology, traffic
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
@@ -73,6 +73,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
     rank, world = control.rank, control.size
     facts = control.allgather_object(runinfo.rank_facts(spec.device, info.local_rank)
                                      | {"rank": rank, "launcher_node": info.node, "local_rank": info.local_rank})
+    machines = [m for m in control.allgather_object(machine.describe() if info.local_rank == 0 else None) if m]
     nodes_of = topology.node_layout([f["hostname"] for f in facts], spec.ranks_per_node,
                                     [f["launcher_node"] for f in facts])
     nodes = len(set(nodes_of))
@@ -92,7 +93,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
             "ranks": facts, "world_size": world, "nodes": nodes, "ranks_per_node": per_node,
             "node_of_rank": nodes_of, "versions": runinfo.software_versions(libraries),
             "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
-            "planned_points": len(plan),
+            "planned_points": len(plan), "machines": machines,
             "power": None if not spec.power else {"measured": meter is not None, "reason": power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S},
         })

@@ -48,6 +48,7 @@ def test_every_algorithm_on_2x2(tmp_path, no_leftovers):
     assert (rows.wrong == 0).all() and set(rows.algorithm) == set(ALL.split(","))
     assert meta["node_of_rank"] == [0, 0, 1, 1] and meta["nodes"] == 2
     assert meta["emulation"]["link_rate"] == "2gbit" and len(meta["emulation"]["namespaces"]) == 2
+    assert [[n["mtu"] for n in m["nics"]] for m in meta["machines"]] == [[9000], [9000]]  # each node's veth
     big = rows[(rows.size_bytes >= 2**20) & rows.internode_bytes_expected.notna()]
     assert set(big.algorithm) == set(ALL.split(",")) - {"native"}
     ratio = big.internode_bytes_measured / big.internode_bytes_expected

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from commbench.algorithms.base import ring_order
 from commbench.algorithms.dbtree import double_tree
-from commbench.algorithms.hierarchical import MAX_CHUNKS
+from commbench.algorithms.hierarchical import pipeline_chunks
 from commbench.algorithms.rhd import Fold
 
 MODELLED = ("ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical")
@@ -163,13 +163,9 @@ def _rhd(halving, doubling):
     return cost
 
 
-def hierarchical_chunks(size_bytes: float, per_node: int, segment_bytes: int) -> int:
-    return max(1, min(MAX_CHUNKS, int(size_bytes // (per_node * segment_bytes))))
-
-
 def _hier_all_reduce(p, shape, N, seg):
     G, M = shape.per_node, shape.nodes
-    K = hierarchical_chunks(N, G, seg)
+    K = len(pipeline_chunks(int(N), G, M, seg)) - 1  # the algorithm's own chunking (bytes as units)
     c = N / K
     load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
     a = (G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes

@@ -120,7 +120,7 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
                 model = fit_backend(train, backend, links_per_node)
             except InputError:
                 continue
-            if any(model.params[k] is None for k in NAMES if _needs(k, test, model)):
+            if any(model.params[k] is None for k in NAMES if _needs(k, test)):
                 continue  # the rest cannot inform a parameter the left-out points need
             pred = _predict(model.to_params(), test, links_per_node, model.lanes)
             out.append(test.assign(predicted_us=pred * 1e6, held_out=f"{by}={value}"))
@@ -131,7 +131,7 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
     return result
 
 
-def _needs(name: str, test: pd.DataFrame, model: Fit) -> bool:
+def _needs(name: str, test: pd.DataFrame) -> bool:
     if "inter" in name:
         return bool((test.nodes > 1).any())
     if "intra" in name:

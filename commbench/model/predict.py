@@ -5,7 +5,6 @@ measured runs."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -77,7 +76,3 @@ def write(table: pd.DataFrame, out_dir: str | Path, run_id: str, description: di
                           "status": "completed", "end_time": runinfo.utc_now()})
     return out
 
-
-def describe(params: Params, shape: Shape, source: str) -> str:
-    return json.dumps({"source": source, "params": params.__dict__, "nodes": shape.nodes,
-                       "ranks_per_node": shape.per_node, "links_per_node": shape.links_per_node})

@@ -1,0 +1,18 @@
+"""`commbench topo` on a GPU machine (skipped without one): NVML lists the GPUs and their links."""
+
+import json
+
+import pytest
+
+from conftest import commbench
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("pynvml")
+
+
+def test_topo_lists_gpus():
+    info = json.loads(commbench("topo", "--json", check_rc=0).stdout)
+    assert info["gpus"] and info["gpus_unavailable"] is None
+    for g in info["gpus"]:
+        assert g["uuid"].startswith("GPU-") and g["memory_gib"] > 1 and g["nvlinks_up"] >= 0
+    assert len(info["gpu_pairs"]) == len(info["gpus"]) * (len(info["gpus"]) - 1) // 2
