@@ -142,7 +142,7 @@ def _threshold(text: str) -> float:
 
 @app.command()
 def sweep(
-    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, emulated, cluster)."),
+    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, emulated, power, cluster)."),
     out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),
