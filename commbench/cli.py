@@ -352,19 +352,29 @@ def model_predict(
         raise InputError("--nodes and --ranks-per-node must be at least 1")
     if collective not in ("all_reduce", "all_gather", "reduce_scatter"):
         raise InputError(f"unknown collective {collective!r} (accepted: all_reduce, all_gather, reduce_scatter)")
-    if (model is None) == (intra is None or inter is None):
-        raise InputError("give either --model, or both --intra and --inter")
+    if model is None and (intra is None or inter is None):
+        raise InputError("give --model, or both --intra and --inter")
     if model is not None:
         try:
             with open(model, encoding="utf-8") as fh:
                 fitted = from_json(json.load(fh), backend)
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read model {model!r}: {exc}") from None
-        params, source, default_links = fitted.to_params(), f"{model} ({fitted.backend})", fitted.links_per_node
+        values, source, default_links = dict(fitted.params), f"{model} ({fitted.backend})", fitted.links_per_node
     else:
-        (a_i, b_i), (a_e, b_e) = links(intra, "--intra"), links(inter, "--inter")
-        params = Params(a_i, b_i, a_e, b_e, 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0)
-        source, default_links = f"--intra {intra} --inter {inter} --reduce-bw {reduce_bw}", ranks_per_node
+        values = {"gamma": 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0}
+        source, default_links = f"--reduce-bw {reduce_bw}", ranks_per_node
+    for cls, text in (("intra", intra), ("inter", inter)):  # given links replace the model's
+        if text is not None:
+            values[f"alpha_{cls}"], values[f"beta_{cls}"] = links(text, f"--{cls}")
+            source += f" --{cls} {text}"
+    needed = (["intra"] if ranks_per_node > 1 else []) + (["inter"] if nodes > 1 else [])
+    for cls in needed:
+        if values.get(f"beta_{cls}") is None:
+            raise InputError(f"the model has no {cls}-node parameters (its runs had no {cls}-node links); "
+                             f"give --{cls} BANDWIDTH_GBPS,LATENCY_US")
+    params = Params(**{k: values.get(k) or 0.0 for k in ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter",
+                                                         "gamma")})
     shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
     sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     table = predict(params, shape, collective, sizes, parse_size(segment_bytes))

@@ -99,6 +99,11 @@ def test_fit_validate_predict_on_a_real_sweep(tmp_path):
     predicted = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "64M",
                           "--out", out, check_rc=0)
     assert "best" in predicted.stdout
+    no_inter = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model)
+    assert no_inter.returncode == 2 and "no inter-node parameters" in no_inter.stderr  # fitted on one node
+    mixed = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model, "--inter", "0.125,50",
+                      check_rc=0)
+    assert "--inter 0.125,50" in mixed.stdout
     rows = pd.read_csv(out / "results.csv")
     assert (rows.predicted == 1).all() and set(rows.algorithm) >= {"ring", "tree", "rhd"}
     commbench("report", run, out, "-o", tmp_path / "r.html", check_rc=0)
@@ -116,7 +121,7 @@ def test_predict_at_scale_and_crossovers(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--nodes", 2, "--ranks-per-node", 2], "give either --model"),
+    (["--nodes", 2, "--ranks-per-node", 2], "give --model, or both --intra and --inter"),
     (["--nodes", 2, "--ranks-per-node", 2, "--intra", "fast,1", "--inter", "1,1"], "invalid --intra"),
     (["--nodes", 0, "--ranks-per-node", 2, "--intra", "1,1", "--inter", "1,1"], "at least 1"),
     (["--nodes", 2, "--ranks-per-node", 2, "--model", "/nonexistent.json"], "cannot read model"),
