@@ -9,7 +9,6 @@ and returns what was measured. Script it directly:
 from __future__ import annotations
 
 import json
-import os
 import platform
 import secrets
 import shutil
@@ -19,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import emulate, launch, runinfo, topology, watchdog
+from commbench import emulate, launch, processes, runinfo, topology, watchdog
 from commbench.errors import InputError, JobError
 from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
 from commbench.spec import SweepSpec
@@ -109,13 +108,7 @@ def _alive(meta: dict) -> bool:
     """Is the process that started this run still running (on this host)?"""
     if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
         return False
-    try:
-        os.kill(int(meta["launch_pid"]), 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    return processes.alive(int(meta["launch_pid"]))
 
 
 def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:

@@ -261,9 +261,8 @@ app.add_typer(model_app, name="model")
 def _fmt_param(name: str, value, rel) -> str:
     if value is None:
         return f"{name:12} not informed by these points"
-    unit = ("µs", 1e6) if name.startswith("alpha") else ("GB/s", None)
-    shown = f"{value * unit[1]:.3f} µs" if unit[1] else f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
-    return f"{name:12} {shown}  ± {100 * rel:.0f} %" if rel is not None else f"{name:12} {shown}"
+    shown = f"{value * 1e6:.3f} µs" if name.startswith("alpha") else f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
+    return f"{name:12} {shown}" + (f"  ± {100 * rel:.0f} %" if rel is not None else "")
 
 
 @model_app.command("fit")
@@ -373,8 +372,7 @@ def model_predict(
         if values.get(f"beta_{cls}") is None:
             raise InputError(f"the model has no {cls}-node parameters (its runs had no {cls}-node links); "
                              f"give --{cls} BANDWIDTH_GBPS,LATENCY_US")
-    params = Params(**{k: values.get(k) or 0.0 for k in ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter",
-                                                         "gamma")})
+    params = Params.from_values(values)
     shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
     sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     table = predict(params, shape, collective, sizes, parse_size(segment_bytes))

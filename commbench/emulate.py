@@ -28,6 +28,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+from commbench import processes
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
 from commbench.topology import PLACEMENT_ENV
@@ -83,20 +84,10 @@ def remove_stale() -> list[str]:
     removed = []
     for name in namespaces():
         m = _NAME_RE.match(name)
-        if m and not _alive(int(m.group(1))):
+        if m and not processes.alive(int(m.group(1))):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)
             removed.append(name)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def _shape(ns: str, dev: str, rate: str) -> None:

@@ -81,6 +81,12 @@ class CudaReducer:
         self._module = _reduce_module()
         self._blocks = 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
         self._torch_reducer = TorchReducer()
+        self._kernels: dict = {}
+
+    def _kernel(self, name: str):
+        if name not in self._kernels:
+            self._kernels[name] = self._module.get_function(name)
+        return self._kernels[name]
 
     def reduce(self, dst, src, op: str, other=None) -> None:
         a = dst if other is None else other
@@ -89,7 +95,7 @@ class CudaReducer:
             return
         dtype = str(dst.dtype).replace("torch.", "")
         aligned = all(t.data_ptr() % 16 == 0 for t in (dst, a, src))
-        kernel = self._module.get_function(f"reduce_{dtype}_{'sum' if op == 'avg' else op}{'' if aligned else '_scalar'}")
+        kernel = self._kernel(f"reduce_{dtype}_{'sum' if op == 'avg' else op}{'' if aligned else '_scalar'}")
         per_thread = 16 // dst.element_size() if aligned else 1
         grid = max(1, min(self._blocks, -(-n // (per_thread * self.THREADS))))
         cp = self._cp

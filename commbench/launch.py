@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from commbench import emulate, topology
+from commbench import emulate, processes, topology
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
 from commbench.worker import encode_spec
@@ -159,15 +159,6 @@ class Job:
             end = time.monotonic() + KILL_GRACE_S
             while time.monotonic() < end and any(p.poll() is None for p in self.procs):
                 time.sleep(0.05)
-            if all(p.poll() is not None for p in self.procs) and not _group_alive(self.pgid):
+            if all(p.poll() is not None for p in self.procs) and not processes.group_alive(self.pgid):
                 return
 
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True

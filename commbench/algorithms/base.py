@@ -10,6 +10,8 @@ An algorithm implements, in place, whichever of these it supports:
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -66,9 +68,6 @@ def segments(comm: Communicator, views: list, seg: int) -> list:
 def pipeline(stages: list[Callable[[Any], None]], items: list) -> None:
     """Run every item through the stages in order, each stage in its own thread, so stage s of
     item k overlaps stage s+1 of item k-1. A stage must use its own communicator."""
-    import queue
-    import threading
-
     links = [queue.Queue() for _ in stages[1:]]
     errors: list[BaseException] = []
 

@@ -50,6 +50,11 @@ class Params:
     beta_inter: float
     gamma: float
 
+    @classmethod
+    def from_values(cls, values: dict) -> "Params":
+        """From a name -> value mapping; a missing or None parameter costs nothing."""
+        return cls(**{f: values.get(f) or 0.0 for f in cls.__dataclass_fields__})
+
     def step(self, inter: bool, nbytes: float, load: int = 1) -> float:
         if inter:
             return self.alpha_inter + nbytes * load * self.beta_inter

@@ -20,7 +20,7 @@ from scipy.optimize import least_squares
 from commbench.errors import InputError
 from commbench.model.costs import MODELLED, Params, Shape, time_s
 
-NAMES = ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter", "gamma")
+NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10}
 HELD_OUT_MIN_BYTES = 64 * 1024
 
@@ -38,7 +38,7 @@ class Fit:
     algorithms: list = field(default_factory=list)
 
     def to_params(self) -> Params:
-        return Params(**{k: (v or 0.0) for k, v in self.params.items()})
+        return Params.from_values(self.params)
 
 
 def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -62,10 +62,6 @@ def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None =
                             r.size_bytes, int(r.segment_bytes)) for r in rows.itertuples()])
 
 
-def _params(values: dict) -> Params:
-    return Params(**{k: values.get(k, 0.0) for k in NAMES})
-
-
 def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
     """Least squares for one backend; lanes (intra-node contention) is tried at every power of
     two up to the ranks per node, and the best kept, unless given."""
@@ -79,12 +75,12 @@ def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes
         return min((fit_backend(rows, backend, links_per_node, c) for c in candidates),
                    key=lambda f: (f.p90_error + f.median_error))
     measured = rows.time_us.to_numpy() / 1e6
-    base = _predict(_params(START), rows, links_per_node, lanes)
+    base = _predict(Params.from_values(START), rows, links_per_node, lanes)
     active = [k for k in NAMES  # a parameter no point depends on cannot be fitted
-              if np.any(np.abs(_predict(_params(START | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
+              if np.any(np.abs(_predict(Params.from_values(START | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
 
     def residual(x):
-        pred = _predict(_params(dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
+        pred = _predict(Params.from_values(dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
         return np.log(np.maximum(pred, 1e-15) / measured)
 
     x0 = np.log([START[k] for k in active])

@@ -10,6 +10,7 @@ from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
+from commbench.traffic import block_elems
 
 
 def counting(comm, to_global, log):
@@ -54,8 +55,7 @@ def main():
                         counted = Counter()
                         for one in logs:
                             counted.update(one)
-                        elems = counts.in_count if coll_name != "reduce_scatter" else counts.out_count
-                        expected = algo.messages(coll_name, elems, nodes, 7)
+                        expected = algo.messages(coll_name, block_elems(coll_name, counts), nodes, 7)
                         print(json.dumps({"case": f"{name} {coll_name} n={n} {layout_name} count={counts.count}",
                                           "counted": sorted(map(list, ((*k, v) for k, v in counted.items() if v))),
                                           "expected": sorted(map(list, ((*k, v) for k, v in expected.items() if v)))}))
