@@ -1,11 +1,12 @@
 """How well the α-β-γ model predicts, and what it says at scale.
 
-    python benchmarks/model_accuracy.py                         # MPI sweep here + held-out errors
+    python benchmarks/model_accuracy.py                         # 3 MPI sweeps here + held-out errors
     sudo python benchmarks/model_accuracy.py --emulated         # also the emulated 2x2 speedup check
     python benchmarks/model_accuracy.py --mpi-run DIR --emulated-run DIR   # reuse earlier sweeps
 
-1. MPI, 4 ranks, all-reduce 8 B - 64 MB, ring/tree/rhd: fit, then held-out error (leave one
-   size out, leave one algorithm out), overall and for points of 64 KB and up.
+1. MPI, 4 ranks, all-reduce 8 B - 64 MB, ring/tree/rhd, each point timed for at least 0.3 s, in
+   --repeat independent sweeps: fit, then held-out error (leave one size out, leave one
+   algorithm out), overall and for points of 64 KB and up, per sweep.
 2. Emulated 2x2 cluster at 1 Gbit/s (gloo): fit on ring/tree/rhd/dbtree/hierarchical, and again
    without hierarchical; predicted hierarchical-over-ring speedup against the measured one.
 3. Scale: 32 .. 1024 GPUs at 8 per node, 450 GB/s inside nodes, 50 GB/s per GPU between them.
@@ -17,9 +18,11 @@ import argparse
 import subprocess
 import sys
 
+import pandas as pd
+
 from commbench.model import load_rows
 from commbench.model.costs import Params, Shape, time_s
-from commbench.model.fit import fit_backend, held_out, summary, usable_rows
+from commbench.model.fit import HELD_OUT_MIN_BYTES, fit_backend, held_out, summary, usable_rows
 from commbench.model.predict import best_and_crossovers, predict
 
 
@@ -28,19 +31,23 @@ def sweep(out: str, args: list[str]) -> str:
     return out
 
 
-def mpi_accuracy(run: str) -> None:
+def mpi_accuracy(run: str) -> dict:
+    """Fit and held-out errors of one sweep; returns the held-out points >= 64 KB by method."""
     rows = load_rows([run])
     rows = rows[rows.algorithm.isin(["ring", "tree", "rhd"])]
     f = fit_backend(usable_rows(rows), "mpi")
-    print(f"MPI fit ({f.points} points, lanes {f.lanes}): " + ", ".join(
+    print(f"MPI fit of {run} ({f.points} points, lanes {f.lanes}): " + ", ".join(
         f"{k}={v:.3g}" for k, v in f.params.items() if v is not None) + f"; fit error median {100 * f.median_error:.1f} %")
+    held = {}
     for by in ("size_bytes", "algorithm"):
         errors = held_out(rows, by)
         s = summary(errors)
-        per_algo = errors[errors.size_bytes >= 65536].groupby("algorithm").error.apply(lambda e: e.abs().median())
+        held[by] = errors[errors.size_bytes >= HELD_OUT_MIN_BYTES]
+        per_algo = held[by].groupby("algorithm").error.apply(lambda e: e.abs().median())
         print(f"  held out by {by}: median |error| {100 * s['median_abs_error']:.1f} % ({s['points']} points); "
               f">= 64 KB {100 * s['median_abs_error_64k_up']:.1f} % ({s['points_64k_up']} points); per algorithm >= 64 KB: "
               + ", ".join(f"{a} {100 * v:.1f} %" for a, v in per_algo.items()))
+    return held
 
 
 def emulated_speedup(run: str) -> None:
@@ -78,14 +85,21 @@ def at_scale() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mpi-run")
+    parser.add_argument("--mpi-run", action="append", help="Reuse an MPI sweep (repeatable).")
+    parser.add_argument("--repeat", type=int, default=3, help="Independent MPI sweeps to measure (default 3).")
     parser.add_argument("--emulated", action="store_true")
     parser.add_argument("--emulated-run")
     parser.add_argument("--out", default="results/model-accuracy")
     args = parser.parse_args()
-    mpi_run = args.mpi_run or sweep(f"{args.out}/mpi", ["-n", "4", "--backend", "mpi", "-a", "ring,tree,rhd", "-c",
-                                                        "all_reduce", "-b", "8", "-e", "64M", "--out-of-place"])
-    mpi_accuracy(mpi_run)
+    mpi_runs = args.mpi_run or [sweep(f"{args.out}/mpi-{i}", [
+        "-n", "4", "--backend", "mpi", "-a", "ring,tree,rhd", "-c", "all_reduce", "-b", "8", "-e", "64M",
+        "--out-of-place", "--min-time", "0.3"]) for i in range(args.repeat)]
+    results = [mpi_accuracy(run) for run in mpi_runs]
+    for by in ("size_bytes", "algorithm") if results else ():
+        pooled = pd.concat([r[by] for r in results]).error.abs()
+        print(f"held out by {by}, >= 64 KB: median |error| per sweep "
+              + ", ".join(f"{100 * r[by].error.abs().median():.1f} %" for r in results)
+              + f"; all {len(pooled)} points {100 * pooled.median():.1f} % (p90 {100 * pooled.quantile(0.9):.1f} %)")
     if args.emulated or args.emulated_run:
         run = args.emulated_run or sweep(f"{args.out}/emulated", [
             "--backend", "gloo", "--emulate", "2x2", "-a", "ring,tree,rhd,dbtree,hierarchical", "-c", "all_reduce",

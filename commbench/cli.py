@@ -261,7 +261,14 @@ app.add_typer(model_app, name="model")
 def _fmt_param(name: str, value, rel) -> str:
     if value is None:
         return f"{name:12} not informed by these points"
-    shown = f"{value * 1e6:.3f} µs" if name.startswith("alpha") else f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
+    if name.startswith("alpha"):
+        shown = f"{value * 1e6:.3f} µs"
+    elif name == "mem_factor":
+        shown = f"+{100 * value:.0f} % on β_intra and γ for bytes beyond the cache"
+    elif name == "cache_bytes":
+        shown = f"{value / 1e6:.1f} MB per node"
+    else:
+        shown = f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
     return f"{name:12} {shown}" + (f"  ± {100 * rel:.0f} %" if rel is not None else "")
 
 

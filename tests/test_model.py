@@ -47,7 +47,7 @@ def _synthetic(params, noise, seed=0):
     rows = []
     for shape in (Shape(1, 4, lanes=2), Shape(2, 2, lanes=2)):  # 4 ranks share 2 lanes on one node
         for algo in ("ring", "tree", "rhd", "hierarchical", "ring_topology"):
-            for size in (2**k for k in range(3, 27, 2)):
+            for size in (2**k for k in range(3, 29, 2)):  # 8 B .. 128 MB: two sizes beyond the cache
                 t = time_s(params, algo, "all_reduce", shape, size)
                 rows.append({"backend": "gloo", "algorithm": algo, "collective": "all_reduce", "size_bytes": size,
                              "world_size": shape.n, "nodes": shape.nodes, "ranks_per_node": shape.per_node,
@@ -56,7 +56,7 @@ def _synthetic(params, noise, seed=0):
 
 
 def test_fit_recovers_known_parameters():
-    truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)
+    truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10, mem_factor=1.0, cache_bytes=64e6)
     model = fit_backend(_synthetic(truth, 0.03), "gloo")
     assert model.lanes == 2
     for name, value in truth.__dict__.items():  # the truth lies within the reported uncertainty

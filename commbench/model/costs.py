@@ -2,12 +2,16 @@
 
 A message of m bytes over a link of class c costs α_c + m·β_c; reducing m bytes costs m·γ.
 Class `intra` joins ranks of one node, `inter` ranks of different nodes. Messages of one step
-share what they cross, so the bytes are multiplied by a load:
-  inter  ⌈messages leaving the node / links per node⌉ (1 link per node on the emulated cluster,
+share what they cross, which multiplies their cost by a load L (written β·L below):
+  inter  ⌈messages leaving the node / links per node⌉ on the bytes (1 link per node on the emulated cluster,
          one NIC per GPU on a rail-optimised GPU cluster);
-  intra  ⌈messages inside the node / lanes⌉, and reductions ⌈ranks reducing on the node / lanes⌉,
-         lanes = how many copies or reductions a node runs at full speed at once (its cores for
-         CPU ranks that outnumber them, G with NVSwitch: no contention).
+  intra  ⌈messages inside the node / lanes⌉ on the whole message, α + m·β (a CPU rank's α is
+         mostly its own CPU time, which waits for a core like the copy does), and reductions
+         ⌈ranks reducing on the node / lanes⌉; lanes = how many copies or reductions a node runs
+         at full speed at once (its cores for CPU ranks that outnumber them, G with NVSwitch: no
+         contention).
+Memory: a call whose buffers on one node (ranks × footprint) exceed the cache C streams the
+fraction 1 - C/W of its bytes from memory, at (1 + mem_factor) times β_intra and γ.
 A ring step, a tree level or a halving step lasts as long as its slowest class.
 
 Flat algorithms, n ranks, N bytes (Thakur, Rabenseifner & Gropp, "Optimization of collective
@@ -30,7 +34,7 @@ Two-level composition (hierarchical), G ranks on each of M nodes:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commbench.algorithms.base import ring_order
 from commbench.algorithms.dbtree import double_tree
@@ -49,6 +53,17 @@ class Params:
     alpha_inter: float
     beta_inter: float
     gamma: float
+    mem_factor: float = 0.0  # extra β_intra and γ, relative, on bytes a node's cache cannot hold
+    cache_bytes: float = 0.0
+
+    def in_memory(self, working_set: float) -> "Params":
+        """The parameters for a call touching `working_set` bytes on a node: the fraction
+        1 - C/W of its bytes that no longer fits the cache C streams from memory, which costs
+        copies (β_intra) and reductions (γ) mem_factor more. Links between nodes are not
+        memory-bound and keep their β."""
+        miss = max(0.0, 1.0 - self.cache_bytes / working_set) if working_set > 0 else 0.0
+        slow = 1.0 + self.mem_factor * miss
+        return replace(self, beta_intra=self.beta_intra * slow, gamma=self.gamma * slow)
 
     @classmethod
     def from_values(cls, values: dict) -> "Params":
@@ -58,7 +73,7 @@ class Params:
     def step(self, inter: bool, nbytes: float, load: int = 1) -> float:
         if inter:
             return self.alpha_inter + nbytes * load * self.beta_inter
-        return self.alpha_intra + nbytes * load * self.beta_intra
+        return (self.alpha_intra + nbytes * self.beta_intra) * load  # a busy node's CPU time, α too
 
 
 @dataclass(frozen=True)
@@ -107,14 +122,23 @@ class Shape:
         return self.contention(max(per.values(), default=1))
 
 
+def footprint(collective: str, size_bytes: float, n: int, in_place: bool) -> float:
+    """Bytes of the harness' buffers one rank touches per call (N as in nccl-tests: the
+    all-reduce buffer, the gathered output, the reduce-scatter input)."""
+    if collective == "all_reduce":
+        return size_bytes * (1 if in_place else 2)
+    return size_bytes + (0 if in_place else size_bytes / n)
+
+
 def time_s(p: Params, algorithm: str, collective: str, shape: Shape, size_bytes: float,
-           segment_bytes: int = 1 << 20) -> float | None:
+           segment_bytes: int = 1 << 20, in_place: bool = True) -> float | None:
     """Modelled seconds of one call; None where the algorithm has no such collective."""
     fn = _COSTS.get((algorithm, collective))
     if fn is None or shape.n < 1:
         return None
     if shape.n == 1:
         return 0.0
+    p = p.in_memory(shape.per_node * footprint(collective, size_bytes, shape.n, in_place))
     return fn(p, shape, float(size_bytes), segment_bytes)
 
 

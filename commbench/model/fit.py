@@ -2,7 +2,8 @@
 log(predicted / measured), so a 10 % miss weighs the same at 8 B and at 64 MB, over log
 parameters, so each stays positive. Uncertainty from the Jacobian at the optimum
 (σ² (JᵀJ)⁻¹, a relative standard error per parameter). Parameters the rows cannot inform (no
-multi-node points: no inter-node α, β) are left out and reported as such.
+multi-node points: no inter-node α, β; no working set beyond the cache: no memory term) are
+left out and reported as such.
 
 `validate` refits without one size (then without one algorithm) at a time and predicts what
 was left out: held-out error, the honest measure of a model.
@@ -21,7 +22,9 @@ from commbench.errors import InputError
 from commbench.model.costs import MODELLED, Params, Shape, time_s
 
 NAMES = tuple(Params.__dataclass_fields__)
-START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10}
+START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
+         "mem_factor": 1.0, "cache_bytes": 64e6}
+MEMORY = ("mem_factor", "cache_bytes")
 HELD_OUT_MIN_BYTES = 64 * 1024
 
 
@@ -53,13 +56,14 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     rows["placement"] = rows.get("placement", pd.Series("block", index=rows.index)).fillna("").replace("", "block")
     if "segment_bytes" not in rows:
         rows["segment_bytes"] = 1 << 20
+    rows["in_place"] = pd.to_numeric(rows.get("in_place", pd.Series(1, index=rows.index)), errors="coerce").fillna(1).astype(bool)
     return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
 
 
 def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
     return np.array([time_s(params, r.algorithm, r.collective,
                             Shape(r.nodes, r.ranks_per_node, r.placement, links, lanes),
-                            r.size_bytes, int(r.segment_bytes)) for r in rows.itertuples()])
+                            r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
 
 
 def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
@@ -85,11 +89,13 @@ def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes
 
     x0 = np.log([START[k] for k in active])
     best = min((least_squares(residual, x0 + shift, method="trf") for shift in (0.0, 3.0)), key=lambda r: r.cost)
-    values = dict(zip(active, np.exp(best.x)))
+    # a cache larger than every working set leaves the memory term without any effect
+    informed = (np.linalg.norm(best.jac, axis=0) > 1e-9) | ~np.isin(active, MEMORY)
+    values = {k: v for k, v, used in zip(active, np.exp(best.x), informed) if used}
     dof = max(1, len(rows) - len(active))
     s2 = 2 * best.cost / dof
     cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
-    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active)}
+    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active) if k in values}
     errors = np.abs(np.exp(best.fun) - 1)
     return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
                {k: rel.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
@@ -128,6 +134,8 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
 
 
 def _needs(name: str, test: pd.DataFrame) -> bool:
+    if name in MEMORY:
+        return False  # uninformed, the memory term is left out: every byte costs the cached β, γ
     if "inter" in name:
         return bool((test.nodes > 1).any())
     if "intra" in name:
