@@ -19,14 +19,14 @@ from commbench.errors import InputError
 BACKENDS = ("mpi", "gloo", "nccl")
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
 DEVICES = ("cpu", "cuda")
-ALGORITHMS = ("native", "ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical")
+ALGORITHMS = ("native", "ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical", "peer_oneshot", "peer_twoshot")
 RING_ORDERS = ("rank", "topology")
 PLACEMENTS = ("block", "round-robin")
 _EMULATE_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
 _RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
 MAX_EMULATED_RANKS = 64
 # the device each backend drives; a combination outside this is refused up front
-BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu",), "nccl": ("cuda",)}
+BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu", "cuda"), "nccl": ("cuda",)}  # gloo + cuda: peer algorithms
 
 MAX_SIZES = 10_000
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -144,6 +144,8 @@ class SweepSpec:
                     f"backend {b!r} cannot run on device {self.device!r} "
                     f"(it runs on: {', '.join(BACKEND_DEVICES[b])})"
                 )
+        if "gloo" in self.backends and self.device == "cuda" and not any(a.startswith("peer_") for a in self.algorithms):
+            raise InputError("gloo with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
         if not self.sizes:
             raise InputError("no sizes given")
         if self.nprocs < 1:

@@ -60,7 +60,7 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
     for name in spec.backends:
         if name not in comms:
             _torch_rendezvous(info, comms.get("mpi"))
-            comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S)
+            comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, spec.device)
     return comms
 
 

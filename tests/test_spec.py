@@ -58,10 +58,17 @@ def test_validate_rejects_with_accepted_values(field, value, message):
         spec.validate()
 
 
-@pytest.mark.parametrize("backend,device", [("nccl", "cpu"), ("gloo", "cuda"), ("mpi", "cuda")])
+@pytest.mark.parametrize("backend,device", [("nccl", "cpu"), ("mpi", "cuda")])
 def test_backend_device_mismatch(backend, device):
     with pytest.raises(InputError, match="cannot run on device"):
         SweepSpec(backends=[backend], device=device).validate()
+
+
+def test_gloo_on_cuda_runs_the_peer_algorithms_only():
+    with pytest.raises(InputError, match="peer algorithms only"):
+        SweepSpec(backends=["gloo"], device="cuda", algorithms=["native", "ring"]).validate()
+    spec = SweepSpec(backends=["gloo"], device="cuda", algorithms=["peer_oneshot"]).validate()
+    assert spec.algorithms == ["peer_oneshot"]
 
 
 def test_spec_json_round_trip():

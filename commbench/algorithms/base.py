@@ -57,6 +57,8 @@ def ring_order(node_of_rank: list[int], order: str = "rank") -> list[int]:
 
 def segments(comm: Communicator, views: list, seg: int) -> list:
     """Split views into pieces of at most `seg` elements (empty views give none)."""
+    if len(views) == 1 and 0 < len(views[0]) <= seg:
+        return views  # the common small case, kept cheap: it runs every step
     out = []
     for v in views:
         n = len(v)
@@ -95,6 +97,16 @@ def pipeline(stages: list[Callable[[Any], None]], items: list) -> None:
         raise errors[0]
 
 
+def scratch_pair(ctx: Context, key, length: int, like) -> list:
+    """Two scratch buffers of `length` elements, allocated once and reused across calls."""
+    cache_key = ("scratch", key, like.dtype)
+    cached = ctx.cache.get(cache_key)
+    if cached is None or len(cached[0]) < length:
+        cached = [ctx.comm.alloc(max(length, 1), _dtype_of(like)) for _ in range(2)]
+        ctx.cache[cache_key] = cached
+    return cached
+
+
 def wait_all(requests: list) -> None:
     for r in requests:
         r.wait()
@@ -106,6 +118,7 @@ class Algorithm:
 
     name = ""
     reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
+    one_node = False  # runs only when every rank is on one node (the peer-memory algorithms)
 
     def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
         """What one call sends, as {(source rank, destination rank): elements}: the analytical
@@ -117,6 +130,9 @@ class Algorithm:
     def unsupported(self, ctx: Context, collective: str) -> str | None:
         if not hasattr(self, collective):
             return f"{self.name} has no {collective.replace('_', '-')} (it is an all-reduce algorithm)"
+        if not self.one_node and not ctx.comm.carries_device_buffers:
+            return (f"{ctx.comm.backend} cannot send {ctx.comm.device} buffers point to point; "
+                    "the peer algorithms need no sends")
         return None
 
     def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,

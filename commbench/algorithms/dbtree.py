@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, segments, wait_all
-from commbench.algorithms.ring import scratch_pair
+from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair, segments, wait_all
 
 
 def inorder_tree(n: int) -> tuple[list[int | None], list[list[int]]]:

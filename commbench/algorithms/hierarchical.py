@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op
-from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter, scratch_pair
+from commbench.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
+from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
 
 
 def node_members(node_of_rank: list[int]) -> list[list[int]]:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, bounds, reduce_op
-from commbench.algorithms.ring import scratch_pair
+from commbench.algorithms.base import Algorithm, bounds, reduce_op, scratch_pair
 
 
 class Fold:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, Context, bounds, reduce_op, ring_order, segments, wait_all
+from commbench.algorithms.base import Algorithm, bounds, reduce_op, ring_order, scratch_pair, segments, wait_all
 from commbench.backends import Communicator
 
 
@@ -83,18 +83,6 @@ def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], se
                 sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
         pending = following
     wait_all(sends)
-
-
-def scratch_pair(ctx: Context, key, length: int, like) -> list:
-    """Two scratch buffers of `length` elements, allocated once and reused across calls."""
-    from commbench.algorithms.base import _dtype_of
-
-    cache_key = ("scratch", key, like.dtype)
-    cached = ctx.cache.get(cache_key)
-    if cached is None or len(cached[0]) < length:
-        cached = [ctx.comm.alloc(max(length, 1), _dtype_of(like)) for _ in range(2)]
-        ctx.cache[cache_key] = cached
-    return cached
 
 
 def ring_messages(order: list[int], sizes: list[int], reduce_scatter: bool, all_gather: bool) -> Counter:

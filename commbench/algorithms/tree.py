@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, wait_all
-from commbench.algorithms.ring import scratch_pair
+from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair, wait_all
 
 
 def binomial_children(rank: int, n: int) -> list[int]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from commbench.backends.base import Buffer, Communicator, Request
 
 
-def open_backend(name: str, rank: int, world: int, local_rank: int, timeout_s: float) -> Communicator:
+def open_backend(name: str, rank: int, world: int, local_rank: int, timeout_s: float,
+                 device: str = "cpu") -> Communicator:
     if name == "mpi":
         from commbench.backends.mpi import MPICommunicator
 
@@ -14,7 +15,7 @@ def open_backend(name: str, rank: int, world: int, local_rank: int, timeout_s: f
     if name in ("gloo", "nccl"):
         from commbench.backends.torch_dist import TorchCommunicator
 
-        return TorchCommunicator(name, rank, world, local_rank, timeout_s)
+        return TorchCommunicator(name, rank, world, local_rank, timeout_s, device=device)
     raise ValueError(f"unknown backend {name!r}")
 
 

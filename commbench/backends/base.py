@@ -28,6 +28,7 @@ class Communicator(ABC):
     rank: int = 0
     size: int = 1
     device: str = "cpu"
+    carries_device_buffers: bool = True  # its isend / irecv take this device's buffers
 
     # --- what this backend can do -------------------------------------------------------
     reducer: Any = None  # the arithmetic on this backend's buffers (commbench.kernels)

@@ -1,4 +1,6 @@
-"""torch.distributed: gloo on CPU tensors, NCCL on CUDA tensors.
+"""torch.distributed: gloo on CPU tensors, NCCL on CUDA tensors; gloo with CUDA tensors too, for
+the peer algorithms only (their data never goes through the library, and NCCL refuses several
+ranks on one GPU, which is how a one-GPU machine runs them).
 
 The process group is created from the usual environment (MASTER_ADDR, MASTER_PORT) with the
 rank and world size commbench's topology found; `commbench.worker` fills MASTER_* in first
@@ -40,11 +42,12 @@ class _TorchRequest(Request):
 
 class TorchCommunicator(Communicator):
     def __init__(self, backend: str, rank: int, world: int, local_rank: int, timeout_s: float,
-                 group=None, ranks: list[int] | None = None):
+                 group=None, ranks: list[int] | None = None, device: str = "cpu"):
         self.backend = backend
-        self.device = "cuda" if backend == "nccl" else "cpu"
+        self.device = "cuda" if backend == "nccl" else device
+        self.carries_device_buffers = not (backend == "gloo" and self.device == "cuda")
         if group is None:
-            if backend == "nccl":
+            if self.device == "cuda":
                 torch.cuda.set_device(local_rank % torch.cuda.device_count())
             dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
             ranks = list(range(world))
@@ -56,6 +59,8 @@ class TorchCommunicator(Communicator):
         self._torch_device = torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
 
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
+        if native and not self.carries_device_buffers:
+            return "gloo with --device cuda runs the peer algorithms only (gloo's own CUDA support is partial)"
         if native and collective == "all_reduce" and not in_place:
             return "torch.distributed.all_reduce works in place only (use --in-place or --both)"
         if op == "avg" and not dtype.is_float:
@@ -85,18 +90,20 @@ class TorchCommunicator(Communicator):
         raise ValueError(f"{self.backend} backend has no collective {collective!r}")
 
     def barrier(self):
-        if self.device == "cuda":
+        if self.device == "cuda" and self.backend == "nccl":
             dist.barrier(group=self.group, device_ids=[torch.cuda.current_device()])
             torch.cuda.synchronize()
         else:
             dist.barrier(group=self.group)
+            self.synchronize()
 
     def synchronize(self):
         if self.device == "cuda":
             torch.cuda.synchronize()
 
     def reduce_host(self, values, op):
-        t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(self._torch_device)
+        t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64))
+        t = t.to(self._torch_device) if self.backend == "nccl" else t  # gloo reduces host tensors
         dist.all_reduce(t, dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=self.group)
         return t.cpu().numpy()
 
@@ -118,7 +125,7 @@ class TorchCommunicator(Communicator):
             ranks = [g for _, _, g in sorted(m for m in members if m[0] == c)]
             group = dist.new_group(ranks=ranks)
             if c == color:
-                mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks)
+                mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks, device=self.device)
         return mine
 
     def library_info(self):

@@ -1,0 +1,30 @@
+"""The peer algorithms on a real GPU (skipped without one): 2 and 4 processes share one GPU,
+open each other's staging buffers by CUDA IPC and reduce them with commbench's kernels; exact
+for every collective, dtype and op; the latency next to the reduction kernel's is a benchmark
+(benchmarks/peer_latency.py)."""
+
+import glob
+
+import pytest
+
+from conftest import commbench, load_run
+from sweep_checks import check_sweep
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_peer_algorithms_on_one_gpu(tmp_path, world):
+    before = set(glob.glob("/dev/shm/commbench-*"))
+    out = tmp_path / "run"
+    commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", "peer_oneshot,peer_twoshot",
+              "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1028,1M,64M",
+              "-d", "float32,bfloat16,float16,int32", "-o", "sum,max,avg", "--both", "--iters", 10,
+              "--out", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
+    assert (rows.device == "cuda").all()
+    assert set(rows[rows.algorithm == "peer_oneshot"].collective) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert set(rows[rows.algorithm == "peer_twoshot"].collective) == {"all_reduce"}
+    assert meta["ranks"][0]["gpu"]
+    assert set(glob.glob("/dev/shm/commbench-*")) == before
