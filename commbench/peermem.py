@@ -58,7 +58,7 @@ class PeerMemory:
     def __init__(self, comm, slot_bytes: int, like):
         self.comm, self.rank, self.size = comm, comm.rank, comm.size
         self.slot_bytes = -(-max(slot_bytes, 1) // FLAG_BYTES) * FLAG_BYTES
-        self.cuda = _is_cuda(like)
+        self.cuda = is_cuda(like)
         self.epoch, self.calls = 0, 0
         token = comm.allgather_object(uuid.uuid4().hex[:12])[0]
         path = os.path.join(SHM_DIR, f"commbench-{token}-{self.rank}")
@@ -78,7 +78,7 @@ class PeerMemory:
     def slot(self, rank: int, parity: int, like, count: int):
         """Elements [0, count) of `rank`'s slot `parity`, as a buffer of `like`'s kind."""
         offset = parity * self.slot_bytes
-        nbytes = count * _itemsize(like)
+        nbytes = count * itemsize(like)
         if self.cuda:
             return self._device.view(rank, offset, nbytes, like)
         buf = memoryview(self._maps[rank])[FLAG_BYTES + offset:FLAG_BYTES + offset + nbytes]
@@ -119,11 +119,13 @@ class PeerMemory:
         self._maps = {}
 
 
-def _is_cuda(like) -> bool:
+def is_cuda(like) -> bool:
+    """Whether `like` is a CUDA tensor (numpy arrays and CPU tensors are not)."""
     return getattr(getattr(like, "device", None), "type", "cpu") == "cuda"
 
 
-def _itemsize(like) -> int:
+def itemsize(like) -> int:
+    """Bytes per element of a numpy array or a torch tensor."""
     return like.itemsize if isinstance(like, np.ndarray) else like.element_size()
 
 

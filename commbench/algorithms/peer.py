@@ -33,7 +33,7 @@ MIN_SLOT_BYTES = 1 << 16
 def memory(ctx, nbytes: int, like) -> peermem.PeerMemory:
     """The job's peer memory for buffers like `like`, grown (by powers of two) to nbytes a slot.
     Every rank calls it with the same size at the same point (from bind), collectively."""
-    key = ("peer-memory", peermem._is_cuda(like))
+    key = ("peer-memory", peermem.is_cuda(like))
     mem = ctx.cache.get(key)
     if mem is None or mem.slot_bytes < nbytes:
         if mem is not None:
@@ -64,12 +64,12 @@ class _PeerMemoryAlgorithm(Algorithm):
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         like = recv if len(recv) else send
-        memory(ctx, max(in_count, out_count) * peermem._itemsize(like), like)  # before timing
+        memory(ctx, max(in_count, out_count) * peermem.itemsize(like), like)  # before timing
         return super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
 
     def _stage(self, ctx, data):
         """Copy this rank's input into its slot and meet the others: the slots of every rank."""
-        mem = memory(ctx, len(data) * peermem._itemsize(data), data)
+        mem = memory(ctx, len(data) * peermem.itemsize(data), data)
         parity = mem.next_parity()
         ctx.reducer.copy(mem.slot(ctx.comm.rank, parity, data, len(data)), data)
         mem.barrier()
