@@ -91,7 +91,7 @@ def test_fit_validate_predict_on_a_real_sweep(tmp_path):
     assert "alpha_intra" in fitted.stdout and "not informed" in fitted.stdout  # one node: no inter-node terms
     data = json.loads(model.read_text())["fits"]["mpi"]
     assert data["params"]["beta_intra"] > 0 and data["points"] == 7 * 3  # 8 B .. 2 MB by 8x
-    assert data["median_error"] < 1.0  # this machine: ~40 % median (README); noise with --min-time 0.02
+    assert data["median_error"] < 1.0  # this machine: 12-27 % over 8 B - 64 MB at 0.3 s a point; noisier at 0.02 s
     validated = commbench("model", "validate", run, "--csv", tmp_path / "v.csv", check_rc=0)
     assert "leave one size out" in validated.stdout and "leave one algorithm out" in validated.stdout
     assert len(pd.read_csv(tmp_path / "v.csv")) > 0
