@@ -60,6 +60,7 @@ class PeerMemory:
         self.slot_bytes = -(-max(slot_bytes, 1) // FLAG_BYTES) * FLAG_BYTES
         self.cuda = is_cuda(like)
         self.epoch, self.calls = 0, 0
+        self._views: dict = {}
         token = comm.allgather_object(uuid.uuid4().hex[:12])[0]
         path = os.path.join(SHM_DIR, f"commbench-{token}-{self.rank}")
         host_bytes = FLAG_BYTES + (0 if self.cuda else 2 * self.slot_bytes)
@@ -76,9 +77,16 @@ class PeerMemory:
         self.flags = [np.frombuffer(self._maps[r], dtype=np.int64, count=1) for r in range(self.size)]
 
     def slot(self, rank: int, parity: int, like, count: int):
-        """Elements [0, count) of `rank`'s slot `parity`, as a buffer of `like`'s kind."""
-        offset = parity * self.slot_bytes
-        nbytes = count * itemsize(like)
+        """Elements [0, count) of `rank`'s slot `parity`, as a buffer of `like`'s kind. The
+        whole slot's view is built once per dtype; a call only slices it (it runs every call)."""
+        key = (rank, parity, like.dtype)
+        whole = self._views.get(key)
+        if whole is None:
+            whole = self._views[key] = self._whole_slot(rank, parity * self.slot_bytes, like)
+        return whole[:count]
+
+    def _whole_slot(self, rank: int, offset: int, like):
+        nbytes = self.slot_bytes  # a multiple of 64: whole elements of any dtype
         if self.cuda:
             return self._device.view(rank, offset, nbytes, like)
         buf = memoryview(self._maps[rank])[FLAG_BYTES + offset:FLAG_BYTES + offset + nbytes]
@@ -86,7 +94,7 @@ class PeerMemory:
             return np.frombuffer(buf, dtype=like.dtype)
         import torch
 
-        return torch.frombuffer(buf, dtype=like.dtype) if nbytes else torch.empty(0, dtype=like.dtype)
+        return torch.frombuffer(buf, dtype=like.dtype)
 
     def next_parity(self) -> int:
         self.calls += 1
@@ -110,7 +118,7 @@ class PeerMemory:
         self.comm.barrier()  # nobody reads anyone's slots any more
         if self._device is not None:
             self._device.close(self.comm)
-        self.flags = []
+        self.flags, self._views = [], {}
         for m in self._maps.values():
             try:
                 m.close()

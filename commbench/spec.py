@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
@@ -19,7 +20,7 @@ from commbench.errors import InputError
 BACKENDS = ("mpi", "gloo", "nccl")
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
 DEVICES = ("cpu", "cuda")
-ALGORITHMS = ("native", "ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical", "peer_oneshot", "peer_twoshot")
+ALGORITHMS = ("native", *OWN_ALGORITHMS)  # native: the library's own call
 RING_ORDERS = ("rank", "topology")
 PLACEMENTS = ("block", "round-robin")
 _EMULATE_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
@@ -144,7 +145,8 @@ class SweepSpec:
                     f"backend {b!r} cannot run on device {self.device!r} "
                     f"(it runs on: {', '.join(BACKEND_DEVICES[b])})"
                 )
-        if "gloo" in self.backends and self.device == "cuda" and not any(a.startswith("peer_") for a in self.algorithms):
+        if ("gloo" in self.backends and self.device == "cuda"
+                and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
             raise InputError("gloo with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
         if not self.sizes:
             raise InputError("no sizes given")

@@ -23,8 +23,8 @@ def test_messages_match_what_ranks_send(world):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    one_node = {name for name, a in ALGORITHMS.items() if a.one_node}  # tests/test_peer.py
-    assert {c["case"].split()[0] for c in cases} == set(ALGORITHMS) - one_node - ({"hierarchical"} if world % 2 else set())
+    silent = {name for name, a in ALGORITHMS.items() if not a.sends_messages}  # tests/test_peer.py
+    assert {c["case"].split()[0] for c in cases} == set(ALGORITHMS) - silent - ({"hierarchical"} if world % 2 else set())
     for case in cases:
         assert case["counted"] == case["expected"], case["case"]
         assert case["counted"], case["case"]

@@ -118,7 +118,7 @@ class Algorithm:
 
     name = ""
     reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
-    one_node = False  # runs only when every rank is on one node (the peer-memory algorithms)
+    sends_messages = True  # its data goes through the communicator's point-to-point calls (not so: peer)
 
     def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
         """What one call sends, as {(source rank, destination rank): elements}: the analytical
@@ -130,7 +130,7 @@ class Algorithm:
     def unsupported(self, ctx: Context, collective: str) -> str | None:
         if not hasattr(self, collective):
             return f"{self.name} has no {collective.replace('_', '-')} (it is an all-reduce algorithm)"
-        if not self.one_node and not ctx.comm.carries_device_buffers:
+        if self.sends_messages and not ctx.comm.carries_device_buffers:
             return (f"{ctx.comm.backend} cannot send {ctx.comm.device} buffers point to point; "
                     "the peer algorithms need no sends")
         return None

@@ -57,7 +57,7 @@ def reduce_slots(red, dst, slots: list, op: str) -> None:
 
 class _PeerMemoryAlgorithm(Algorithm):
     reads_source = True
-    one_node = True
+    sends_messages = False
 
     def unsupported(self, ctx, collective):
         return super().unsupported(ctx, collective) or peermem.unsupported(ctx.node_of_rank)
