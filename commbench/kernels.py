@@ -2,7 +2,11 @@
 
 One Reducer per buffer kind: numpy arrays (MPI), torch tensors (gloo, and NCCL without CuPy),
 and torch CUDA tensors through commbench's own kernels in cuda/reduce.cu (NCCL with CuPy).
-All work in place on `dst`, with the same three methods.
+All work in place on `dst`, with the same four methods.
+
+Which kernel a CUDA reduction launches, on what grid and with which arguments is decided in
+plain Python (`launch`, `many_chunks`), apart from the launch itself (CudaReducer._run), so that
+tests/test_kernels_on_host.py runs CudaReducer on CPU tensors with cuda/reduce.cu built for the CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +23,23 @@ CUDA_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "i
 CUDA_OPS = ("sum", "prod", "min", "max")
 
 
-class NumpyReducer:
+MANY = 8  # inputs of one reduce_many launch (cuda/reduce.cu)
+VECTOR_BYTES = 16  # one vectorised load or store
+
+
+class _Reducer:
+    def reduce_many(self, dst, srcs: list, op: str) -> None:
+        """dst = srcs[0] op srcs[1] op ... op srcs[-1], left to right, rounding after every op.
+        dst may be srcs[0], no other input. This one is the chain of reduce calls."""
+        if len(srcs) == 1:
+            self.copy(dst, srcs[0])
+            return
+        self.reduce(dst, srcs[1], op, other=srcs[0])
+        for s in srcs[2:]:
+            self.reduce(dst, s, op)
+
+
+class NumpyReducer(_Reducer):
     _UFUNCS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
     def reduce(self, dst, src, op: str, other=None) -> None:
@@ -36,7 +56,7 @@ class NumpyReducer:
             np.divide(dst, world, out=dst)
 
 
-class TorchReducer:
+class TorchReducer(_Reducer):
     def __init__(self):
         import torch  # only where a torch backend runs
 
@@ -56,7 +76,37 @@ class TorchReducer:
 
 def kernel_names() -> list[str]:
     """Every entry point CudaReducer may launch (each must exist in cuda/reduce.cu)."""
-    return [f"reduce_{d}_{o}{v}" for d in CUDA_DTYPES for o in CUDA_OPS for v in ("", "_scalar")]
+    return [f"{family}_{d}_{o}{v}" for family in ("reduce", "reduce_many") for d in CUDA_DTYPES for o in CUDA_OPS
+            for v in ("", "_scalar")]
+
+
+def launch(dtype: str, op: str, n: int, itemsize: int, dst: int, srcs: list[int], max_blocks: int,
+           threads: int) -> tuple[str, int, tuple]:
+    """One kernel launch for dst = srcs[0] op srcs[1] (op ...) over n elements at these device
+    addresses: (entry point, blocks, arguments). Two inputs take reduce_*, up to MANY take
+    reduce_many_*. The vectorised variant needs every address 16-byte aligned, else _scalar; the
+    grid covers n at that width, capped at max_blocks (the kernels' grid-stride loops do the rest)."""
+    if not 2 <= len(srcs) <= MANY:
+        raise ValueError(f"a launch reduces 2 to {MANY} inputs, not {len(srcs)}")
+    aligned = all(a % VECTOR_BYTES == 0 for a in (dst, *srcs))
+    per_thread = VECTOR_BYTES // itemsize if aligned else 1
+    blocks = max(1, min(max_blocks, -(-n // (per_thread * threads))))
+    name = f"{dtype}_{'sum' if op == 'avg' else op}{'' if aligned else '_scalar'}"
+    ptrs = [np.uint64(a) for a in srcs]
+    if len(srcs) == 2:
+        return f"reduce_{name}", blocks, (np.uint64(dst), *ptrs, np.int64(n))
+    padding = [ptrs[0]] * (MANY - len(ptrs))  # read by no thread
+    return f"reduce_many_{name}", blocks, (np.uint64(dst), np.int64(n), np.int32(len(srcs)), *ptrs, *padding)
+
+
+def many_chunks(dst, srcs: list) -> list[list]:
+    """The inputs of each launch that reduces len(srcs) > 1 inputs into dst: the first MANY, then
+    dst (the result so far) and up to MANY - 1 more, until none is left."""
+    chunks, rest = [list(srcs[:MANY])], list(srcs[MANY:])
+    while rest:
+        chunks.append([dst] + rest[:MANY - 1])
+        rest = rest[MANY - 1:]
+    return chunks
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +119,8 @@ def _reduce_module():
 
 class CudaReducer:
     """Reductions in commbench's own kernels on torch CUDA tensors, launched on torch's current
-    stream; copies and the final division of avg stay torch's."""
+    stream (device addresses passed as 64-bit integers); copies and the final division of avg
+    stay torch's."""
 
     THREADS = 256
 
@@ -89,18 +140,27 @@ class CudaReducer:
         return self._kernels[name]
 
     def reduce(self, dst, src, op: str, other=None) -> None:
-        a = dst if other is None else other
-        n = dst.numel()
-        if n == 0:
+        self._launch(dst, [dst if other is None else other, src], op)
+
+    def reduce_many(self, dst, srcs: list, op: str) -> None:
+        """As _Reducer's, in one pass over dst per MANY inputs (reduce_many_* kernels)."""
+        if len(srcs) == 1:
+            self.copy(dst, srcs[0])
             return
-        dtype = str(dst.dtype).replace("torch.", "")
-        aligned = all(t.data_ptr() % 16 == 0 for t in (dst, a, src))
-        kernel = self._kernel(f"reduce_{dtype}_{'sum' if op == 'avg' else op}{'' if aligned else '_scalar'}")
-        per_thread = 16 // dst.element_size() if aligned else 1
-        grid = max(1, min(self._blocks, -(-n // (per_thread * self.THREADS))))
-        cp = self._cp
-        with cp.cuda.ExternalStream(self._torch.cuda.current_stream().cuda_stream):
-            kernel((grid,), (self.THREADS,), (cp.from_dlpack(dst), cp.from_dlpack(a), cp.from_dlpack(src), np.int64(n)))
+        for chunk in many_chunks(dst, srcs):
+            self._launch(dst, chunk, op)
+
+    def _launch(self, dst, srcs: list, op: str) -> None:
+        if dst.numel() == 0:
+            return
+        name, blocks, args = launch(str(dst.dtype).replace("torch.", ""), op, dst.numel(), dst.element_size(),
+                                    dst.data_ptr(), [t.data_ptr() for t in srcs], self._blocks, self.THREADS)
+        self._run(name, blocks, args)
+
+    def _run(self, name: str, blocks: int, args: tuple) -> None:
+        """The launch itself (the CPU tests replace only this, with the kernels built for the host)."""
+        with self._cp.cuda.ExternalStream(self._torch.cuda.current_stream().cuda_stream):
+            self._kernel(name)((blocks,), (self.THREADS,), args)
 
     def copy(self, dst, src) -> None:
         dst.copy_(src)

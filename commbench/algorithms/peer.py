@@ -2,7 +2,8 @@
 
 Each call, a rank copies its input into its own staging slot; the ranks meet at a barrier; then
 each computes its output by reading the peers' slots (commbench.peermem: a /dev/shm mapping on
-the CPU, CUDA IPC on the GPU, where the reductions are commbench's kernels reading peer memory).
+the CPU, CUDA IPC on the GPU, where the reductions are commbench's kernels reading peer memory;
+the reducer's reduce_many reads all n slots in one pass over the output there).
 No message goes through the communicator.
 
 * peer_oneshot  all-reduce: barrier; out = x_0 op x_1 op ... op x_(n-1), every rank reading all
@@ -45,16 +46,6 @@ def memory(ctx, nbytes: int, like) -> peermem.PeerMemory:
     return mem
 
 
-def reduce_slots(red, dst, slots: list, op: str) -> None:
-    """dst = slots[0] op slots[1] op ... in this order (dst may be slots[0])."""
-    if len(slots) == 1:
-        red.copy(dst, slots[0])
-        return
-    red.reduce(dst, slots[1], op, other=slots[0])
-    for s in slots[2:]:
-        red.reduce(dst, s, op)
-
-
 class _PeerMemoryAlgorithm(Algorithm):
     reads_source = True
     sends_messages = False
@@ -86,7 +77,7 @@ class PeerOneShot(_PeerMemoryAlgorithm):
 
     def all_reduce(self, ctx, buf, op, src=None):
         _, slots = self._stage(ctx, buf if src is None else src)
-        reduce_slots(ctx.reducer, buf, slots, reduce_op(op))
+        ctx.reducer.reduce_many(buf, slots, reduce_op(op))
         ctx.reducer.finish(buf, op, ctx.comm.size)
 
     def all_gather(self, ctx, buf, block):
@@ -100,7 +91,7 @@ class PeerOneShot(_PeerMemoryAlgorithm):
         comm = ctx.comm
         _, slots = self._stage(ctx, buf if src is None else src)
         mine = comm.view(buf, comm.rank * block, block)
-        reduce_slots(ctx.reducer, mine, [comm.view(s, comm.rank * block, block) for s in slots], reduce_op(op))
+        ctx.reducer.reduce_many(mine, [comm.view(s, comm.rank * block, block) for s in slots], reduce_op(op))
         ctx.reducer.finish(mine, op, comm.size)
 
 
@@ -119,7 +110,7 @@ class PeerTwoShot(_PeerMemoryAlgorithm):
         block = [[comm.view(s, b[q], b[q + 1] - b[q]) for s in slots] for q in range(comm.size)]
         mine = block[comm.rank]
         own = mine[comm.rank]  # reduced in place: starting from its own slot, no other input is overwritten
-        reduce_slots(red, own, [own] + [s for r, s in enumerate(mine) if r != comm.rank], reduce_op(op))
+        red.reduce_many(own, [own] + [s for r, s in enumerate(mine) if r != comm.rank], reduce_op(op))
         red.finish(own, op, comm.size)
         mem.barrier()
         for q in range(comm.size):

@@ -31,3 +31,21 @@ def test_matches_torch(dtype, op, n, offset):
     red.reduce(inplace, b, op)
     torch.cuda.synchronize()
     assert torch.equal(out, expected) and torch.equal(inplace, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8"])
+@pytest.mark.parametrize("k", [3, 8, 11])
+def test_reduce_many_is_the_chain_of_reduces(dtype, k):
+    """The n-ary kernels on the GPU: bit-identical to the chain of binary reductions (torch's own
+    arithmetic), one input misaligned, in place on the first input and across two launches."""
+    red = CudaReducer()
+    srcs = [_values(100003 + 1, dtype, 10 + i)[1 if i == 1 else 0:][:100003] for i in range(k)]
+    expected = srcs[0].clone()
+    for s in srcs[1:]:
+        expected = REFERENCE["sum"](expected, s)
+    out = torch.empty_like(srcs[0])
+    red.reduce_many(out, srcs, "sum")
+    first = srcs[0].clone()
+    red.reduce_many(first, [first] + srcs[1:], "sum")
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected) and torch.equal(first, expected)
