@@ -3,8 +3,9 @@
     python benchmarks/peer_latency.py                  # CPU: 2 and 4 MPI ranks, /dev/shm slots
     python benchmarks/peer_latency.py --device cuda    # GPU: 2 and 4 processes on one GPU, CUDA IPC
 
-Each world size is one `commbench run` (all-reduce, float32, in place, 8 B - 1 MB by 8x) of
-peer_oneshot and peer_twoshot, with native and ring beside them on the CPU (MPI). The reference
+Each world size is one `commbench run` (all-reduce, float32, in place, 8 B - 2 MB by 8x) of
+peer_oneshot and peer_twoshot, with native and ring beside them on the CPU (MPI) and the
+_gpuflags variants (the GPU waits at the barriers) beside them on the GPU. The reference
 is one element-wise reduction of the same size on this device (numpy on the CPU, commbench's
 CUDA kernel on the GPU, timed with CUDA events): the floor that a one-rank "all-reduce" costs.
 """
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--worlds", default="2,4")
     args = parser.parse_args()
     backend, algos = ("mpi", "native,ring,peer_oneshot,peer_twoshot") if args.device == "cpu" else \
-        ("gloo", "peer_oneshot,peer_twoshot")
+        ("gloo", "peer_oneshot,peer_twoshot,peer_oneshot_gpuflags,peer_twoshot_gpuflags")
     reference = {s: reduction_us(args.device, s) for s in SIZES}
     for world in map(int, args.worlds.split(",")):
         with tempfile.TemporaryDirectory() as out:

@@ -53,7 +53,8 @@ def run(
     max_bytes: str = typer.Option("16M", "-e", "--max-bytes", help="Largest size."),
     step_factor: float = typer.Option(2.0, "-f", "--step-factor", help="Multiply the size by this each step (> 1)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f)."),
-    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, ring_topology, tree, dbtree, rhd, hierarchical."),
+    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, ring_topology, tree, dbtree, rhd, hierarchical, "
+                                   "peer_oneshot, peer_twoshot, peer_oneshot_gpuflags, peer_twoshot_gpuflags."),
     ring_order: str = typer.Option("rank", "--ring-order", help="topology: run ring as ring_topology (each node's ranks adjacent)."),
     segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit of the own algorithms (messages are at most this long)."),
     dtype: str = typer.Option("float32", "-d", "--dtype", help="Comma list: float32, float64, float16, bfloat16, int32, int64, int8, uint8."),

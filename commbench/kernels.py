@@ -74,12 +74,6 @@ class TorchReducer(_Reducer):
             dst.div_(world)
 
 
-def kernel_names() -> list[str]:
-    """Every entry point CudaReducer may launch (each must exist in cuda/reduce.cu)."""
-    return [f"{family}_{d}_{o}{v}" for family in ("reduce", "reduce_many") for d in CUDA_DTYPES for o in CUDA_OPS
-            for v in ("", "_scalar")]
-
-
 def launch(dtype: str, op: str, n: int, itemsize: int, dst: int, srcs: list[int], max_blocks: int,
            threads: int) -> tuple[str, int, tuple]:
     """One kernel launch for dst = srcs[0] op srcs[1] (op ...) over n elements at these device
@@ -109,12 +103,19 @@ def many_chunks(dst, srcs: list) -> list[list]:
     return chunks
 
 
+def entry_points() -> dict[str, list[str]]:
+    """Every kernel the Python side launches, by the file in cuda/ that must define it."""
+    reducer = [f"{family}_{d}_{o}{v}" for family in ("reduce", "reduce_many") for d in CUDA_DTYPES for o in CUDA_OPS
+               for v in ("", "_scalar")]
+    return {REDUCE_SOURCE.name: reducer, "peer_flags.cu": ["peer_barrier"]}
+
+
 @functools.lru_cache(maxsize=None)
-def _reduce_module():
-    """cuda/reduce.cu compiled once per process by NVRTC (CuPy caches the binary on disk too)."""
+def cuda_module(source: str):
+    """cuda/<source> compiled once per process by NVRTC (CuPy caches the binary on disk too)."""
     import cupy
 
-    return cupy.RawModule(code=REDUCE_SOURCE.read_text(), options=("-std=c++17",))
+    return cupy.RawModule(code=(CUDA_DIR / source).read_text(), options=("-std=c++17",))
 
 
 class CudaReducer:
@@ -129,7 +130,7 @@ class CudaReducer:
         import torch
 
         self._cp, self._torch = cupy, torch
-        self._module = _reduce_module()
+        self._module = cuda_module(REDUCE_SOURCE.name)
         self._blocks = 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
         self._torch_reducer = TorchReducer()
         self._kernels: dict = {}

@@ -12,6 +12,9 @@ line of its /dev/shm file) and spins, yielding the core, until every peer's flag
 A GPU rank synchronises its stream first, so what it wrote is complete before its flag says so.
 The flags are aligned 8-byte stores and loads, single-copy atomic and, on x86-64 (total store
 order), seen in program order; other CPUs are refused. Setup and teardown use the communicator.
+`barrier(on_gpu=True)` lets the GPU wait instead: every rank's flag page is registered with CUDA
+(cudaHostRegister) and cuda/peer_flags.cu stores and waits on the same words with system-scope
+release/acquire, queued on the rank's stream, so the host never waits for the stream.
 
 Two slots make one barrier per phase enough: a rank writes slot s again at call k+2 only after
 passing call k+1's first barrier, which every rank reaches only after finishing call k.
@@ -61,6 +64,7 @@ class PeerMemory:
         self.cuda = is_cuda(like)
         self.epoch, self.calls = 0, 0
         self._views: dict = {}
+        self._gpu_flags: _GpuFlags | None = None
         token = comm.allgather_object(uuid.uuid4().hex[:12])[0]
         path = os.path.join(SHM_DIR, f"commbench-{token}-{self.rank}")
         host_bytes = FLAG_BYTES + (0 if self.cuda else 2 * self.slot_bytes)
@@ -100,12 +104,18 @@ class PeerMemory:
         self.calls += 1
         return self.calls % 2
 
-    def barrier(self) -> None:
+    def barrier(self, on_gpu: bool = False) -> None:
+        """Wait until every rank has reached this barrier (see the module); on_gpu: the GPU waits."""
+        self.epoch += 1
+        if on_gpu:
+            if self._gpu_flags is None:
+                self._gpu_flags = _GpuFlags(self.flags, self._device.device)
+            self._gpu_flags.wait(self.rank, self.size, self.epoch)
+            return
         if self.cuda:
             import torch
 
             torch.cuda.current_stream().synchronize()
-        self.epoch += 1
         self.flags[self.rank][0] = self.epoch
         for flag in self.flags:
             spins = 0
@@ -116,9 +126,11 @@ class PeerMemory:
 
     def close(self) -> None:
         self.comm.barrier()  # nobody reads anyone's slots any more
+        if self._gpu_flags is not None:
+            self._gpu_flags.close()
         if self._device is not None:
             self._device.close(self.comm)
-        self.flags, self._views = [], {}
+        self.flags, self._views, self._gpu_flags = [], {}, None
         for m in self._maps.values():
             try:
                 m.close()
@@ -170,3 +182,40 @@ class _DeviceSlots:
             self.ptrs = []
             comm.barrier()  # no rank holds this buffer open any more
             rt.free(self._own)
+
+
+class _GpuFlags:
+    """Every rank's flag page registered with CUDA in this process, and the barrier kernel
+    (cuda/peer_flags.cu) that waits on them from this rank's stream."""
+
+    REGISTER_PORTABLE, REGISTER_MAPPED = 1, 2  # cudaHostRegisterPortable, cudaHostRegisterMapped
+
+    def __init__(self, flags: list, device):
+        import cupy
+
+        from commbench.kernels import cuda_module
+
+        self._cp, self.device = cupy, device
+        rt = cupy.cuda.runtime
+        self._hosts = [f.ctypes.data for f in flags]  # each the start of its rank's mapping
+        with device:
+            for ptr in self._hosts:
+                rt.hostRegister(ptr, FLAG_BYTES, self.REGISTER_PORTABLE | self.REGISTER_MAPPED)
+            table = [rt.pointerGetAttributes(ptr).devicePointer for ptr in self._hosts]
+            self._table = cupy.asarray(np.array(table, dtype=np.uint64))
+            self._kernel = cuda_module("peer_flags.cu").get_function("peer_barrier")
+
+    def wait(self, rank: int, size: int, epoch: int) -> None:
+        import torch
+
+        with self._cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            self._kernel((1,), (1,), (self._table, np.int32(rank), np.int32(size), np.int64(epoch)))
+
+    def close(self) -> None:
+        import torch
+
+        torch.cuda.current_stream().synchronize()  # no barrier kernel still reads the pages
+        with self.device:
+            for ptr in self._hosts:
+                self._cp.cuda.runtime.hostUnregister(ptr)
+        self._hosts = []

@@ -1,14 +1,16 @@
 // Lets the host compiler build cuda/*.cu for the CPU (tests/host_cuda.py): a __global__ function
 // becomes a plain function, one call of which is one GPU thread; cb_host_thread says which thread
-// the next call is. Fit only for kernels whose threads do not cooperate (no __syncthreads, no
-// shared memory, no atomics), as commbench's element-wise reductions, where each element belongs
-// to one thread: running their threads one after another, in any order, computes what the GPU does.
+// the calling host thread's next call is (the indices are per host thread, so several host threads
+// can each run a kernel at once: the peer barrier's ranks). Fit only for kernels whose threads in
+// one launch do not cooperate (no __syncthreads, no shared memory), as commbench's element-wise
+// reductions, where each element belongs to one thread: running the threads one after another, in
+// any order, computes what the GPU does.
 #pragma once
 #include <cuda_runtime.h>
 
 namespace cb_host {
-inline uint3 thread_idx, block_idx;
-inline dim3 block_dim, grid_dim;
+inline thread_local uint3 thread_idx, block_idx;
+inline thread_local dim3 block_dim, grid_dim;
 }  // namespace cb_host
 
 #define threadIdx (::cb_host::thread_idx)

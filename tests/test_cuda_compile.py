@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from commbench.kernels import CUDA_DIR, kernel_names
+from commbench.kernels import CUDA_DIR, entry_points
 
 NVCC = shutil.which("nvcc")
 SOURCES = sorted(CUDA_DIR.glob("*.cu"))
@@ -27,5 +27,9 @@ def test_compiles(tmp_path, source, arch):
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr.lower(), proc.stderr
     entries = set(re.findall(r"\.entry\s+(\w+)", ptx.read_text()))
-    if source.name == "reduce.cu":
-        assert set(kernel_names()) <= entries, sorted(set(kernel_names()) - entries)
+    wanted = set(entry_points().get(source.name, []))
+    assert wanted <= entries, sorted(wanted - entries)
+
+
+def test_every_launched_kernel_has_a_source():
+    assert set(entry_points()) <= {s.name for s in SOURCES}

@@ -66,3 +66,15 @@ def test_peer_messages_and_reasons():
     sent = two.messages("all_reduce", 10, [0, 0, 0])  # blocks 3, 3, 4: own block from each, then theirs
     assert sent[(0, 1)] == 3 + 3 and sent[(2, 0)] == 3 + 4 and sum(sent.values()) == 2 * 2 * 10
     assert unsupported([0, 0, 1]) and unsupported([0, 0]) is None
+
+
+@needs_mpirun
+def test_gpu_flag_variants_need_cuda(tmp_path):
+    out = tmp_path / "run"
+    commbench("run", "-n", 2, "--backend", "mpi", "-a", "peer_oneshot,peer_oneshot_gpuflags,peer_twoshot_gpuflags",
+              "-c", "all_reduce", "--sizes", "4K", "--iters", 3, "--out", out, "--quiet", check_rc=0)
+    rows, _, meta = load_run(out)
+    assert set(rows.algorithm) == {"peer_oneshot"} and (rows.wrong == 0).all()
+    reasons = {s["algorithm"]: s["reason"] for s in meta["skipped"]}
+    assert set(reasons) == {"peer_oneshot_gpuflags", "peer_twoshot_gpuflags"}
+    assert all("runs with --device cuda" in r for r in reasons.values()), reasons

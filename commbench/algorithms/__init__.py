@@ -5,13 +5,14 @@ backend's `bind`."""
 from commbench.algorithms.base import Algorithm, Context
 from commbench.algorithms.dbtree import DoubleBinaryTree
 from commbench.algorithms.hierarchical import Hierarchical
-from commbench.algorithms.peer import PeerOneShot, PeerTwoShot
+from commbench.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags
 from commbench.algorithms.rhd import RecursiveHalvingDoubling
 from commbench.algorithms.ring import Ring, TopologyRing
 from commbench.algorithms.tree import Tree
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(),
                                                         RecursiveHalvingDoubling(), Hierarchical(),
-                                                        PeerOneShot(), PeerTwoShot())}
+                                                        PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(),
+                                                        PeerTwoShotGpuFlags())}
 
 __all__ = ["ALGORITHMS", "Algorithm", "Context"]

@@ -19,6 +19,10 @@ Cost for N bytes (β per byte read from a peer or copied, γ per reduced byte, �
   all-gather                 N/n·β + σ + (n-1)/n·N·β
   reduce-scatter             N·β + σ + (n-1)/n·N·(β + γ)         N = one rank's input
 One-shot wins while σ dominates (small buffers), two-shot once the n-fold reads do.
+
+peer_oneshot_gpuflags and peer_twoshot_gpuflags (--device cuda) are the same algorithms with σ
+waited on by the GPU (a kernel spinning on the flags, cuda/peer_flags.cu) instead of the host
+(a stream synchronisation per barrier): the whole call is queued without the host waiting.
 """
 
 from __future__ import annotations
@@ -49,8 +53,11 @@ def memory(ctx, nbytes: int, like) -> peermem.PeerMemory:
 class _PeerMemoryAlgorithm(Algorithm):
     reads_source = True
     sends_messages = False
+    flags_on_gpu = False  # barriers waited on by a GPU kernel instead of the host
 
     def unsupported(self, ctx, collective):
+        if self.flags_on_gpu and ctx.comm.device != "cuda":
+            return f"{self.name} waits on its flags in a GPU kernel: it runs with --device cuda"
         return super().unsupported(ctx, collective) or peermem.unsupported(ctx.node_of_rank)
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
@@ -63,7 +70,7 @@ class _PeerMemoryAlgorithm(Algorithm):
         mem = memory(ctx, len(data) * peermem.itemsize(data), data)
         parity = mem.next_parity()
         ctx.reducer.copy(mem.slot(ctx.comm.rank, parity, data, len(data)), data)
-        mem.barrier()
+        mem.barrier(self.flags_on_gpu)
         return mem, [mem.slot(r, parity, data, len(data)) for r in range(ctx.comm.size)]
 
 
@@ -112,6 +119,16 @@ class PeerTwoShot(_PeerMemoryAlgorithm):
         own = mine[comm.rank]  # reduced in place: starting from its own slot, no other input is overwritten
         red.reduce_many(own, [own] + [s for r, s in enumerate(mine) if r != comm.rank], reduce_op(op))
         red.finish(own, op, comm.size)
-        mem.barrier()
+        mem.barrier(self.flags_on_gpu)
         for q in range(comm.size):
             red.copy(comm.view(buf, b[q], b[q + 1] - b[q]), block[q][q])
+
+
+class PeerOneShotGpuFlags(PeerOneShot):
+    name = "peer_oneshot_gpuflags"
+    flags_on_gpu = True
+
+
+class PeerTwoShotGpuFlags(PeerTwoShot):
+    name = "peer_twoshot_gpuflags"
+    flags_on_gpu = True

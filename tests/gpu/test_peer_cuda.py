@@ -28,3 +28,17 @@ def test_peer_algorithms_on_one_gpu(tmp_path, world):
     assert set(rows[rows.algorithm == "peer_twoshot"].collective) == {"all_reduce"}
     assert meta["ranks"][0]["gpu"]
     assert set(glob.glob("/dev/shm/commbench-*")) == before
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_peer_algorithms_waiting_on_the_gpu(tmp_path, world):
+    """The _gpuflags variants: the barrier is a kernel spinning on the flag pages, mixed in one job
+    with the host-barrier variants (the same flag words and epochs)."""
+    out = tmp_path / "run"
+    algos = "peer_oneshot,peer_oneshot_gpuflags,peer_twoshot_gpuflags"
+    commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", algos,
+              "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1028,1M", "-d", "float32,bfloat16",
+              "-o", "sum,avg", "--both", "--iters", 5, "--out", out, "--quiet", check_rc=0)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
+    assert set(rows.algorithm) == set(algos.split(","))
