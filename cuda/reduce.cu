@@ -4,11 +4,13 @@
 // In place (dst == a, or dst == s0) is the usual call; out of place lets an algorithm read its
 // input buffer without a copy. The n-ary form serves the peer-memory collectives, which reduce
 // every rank's slot at once: one pass writing dst instead of k-1 passes over it. It rounds after
-// every OP, left to right, so its result is bit-identical to the chain of binary calls. Loaded at run time by CuPy (RawModule, NVRTC) from commbench/kernels.py,
-// compile-checked with nvcc for sm_80 and sm_90 by tests/test_cuda_compile.py.
+// every OP, left to right, so its result is bit-identical to the chain of binary calls.
+// Loaded at run time by CuPy (RawModule, NVRTC) from commbench/kernels.py, compile-checked with
+// nvcc for sm_80 and sm_90 by tests/test_cuda_compile.py, and run on the CPU (built by g++) by
+// tests/test_kernels_on_host.py.
 //
-// * vectorised: each thread moves 16 bytes per load and store (uint4) when all three pointers
-//   are 16-byte aligned (the *_scalar entry points serve the others);
+// * vectorised: each thread moves 16 bytes per load and store (uint4) when every pointer is
+//   16-byte aligned (the *_scalar entry points serve the others);
 // * grid-stride loops: any grid covers any length, so the launch picks a grid for the GPU
 //   (a few waves of blocks), not for the buffer;
 // * half and bfloat16 compute in float and round once: exactly the IEEE result of the
@@ -84,15 +86,20 @@ enum { MANY = 8 };  // inputs of one n-ary call; more take further calls with ds
 template <typename T> struct Sources { const T* p[MANY]; };
 
 template <typename T, int OP>
+__device__ __forceinline__ T reduce_at(const Sources<T>& s, int k, long long i) {
+    T acc = s.p[0][i];
+#pragma unroll
+    for (int j = 1; j < MANY; ++j) {
+        if (j < k) acc = combine<T, OP>(acc, s.p[j][i]);
+    }
+    return acc;
+}
+
+template <typename T, int OP>
 __device__ void reduce_many_scalar(T* dst, long long n, int k, const Sources<T>& s) {
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        T acc = s.p[0][i];
-#pragma unroll
-        for (int j = 1; j < MANY; ++j) {
-            if (j < k) acc = combine<T, OP>(acc, s.p[j][i]);
-        }
-        dst[i] = acc;
+        dst[i] = reduce_at<T, OP>(s, k, i);
     }
 }
 
@@ -117,12 +124,7 @@ __device__ void reduce_many_vector(T* dst, long long n, int k, const Sources<T>&
         reinterpret_cast<uint4*>(dst)[i] = acc;
     }
     for (long long i = vectors * V + first; i < n; i += stride) {  // the tail, under 16 bytes
-        T acc = s.p[0][i];
-#pragma unroll
-        for (int j = 1; j < MANY; ++j) {
-            if (j < k) acc = combine<T, OP>(acc, s.p[j][i]);
-        }
-        dst[i] = acc;
+        dst[i] = reduce_at<T, OP>(s, k, i);
     }
 }
 
