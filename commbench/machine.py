@@ -53,6 +53,9 @@ def _int_or_none(text):
 # NVML's answers for the path between two GPUs (nvmlGpuTopologyLevel_t), nearest first
 PATHS = {0: "same board", 10: "one PCIe switch", 20: "several PCIe switches", 30: "PCIe host bridge",
          40: "same CPU (NUMA node)", 50: "across CPUs (SMP interconnect)"}
+# the P2P capabilities asked of every pair (nvmlGpuP2PCapsIndex_t values, from nvml.h: not
+# pynvml's constants, since nvidia-ml-py 13 defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,))
+P2P_CAPS = {"p2p_read": 0, "p2p_nvlink": 2}
 
 
 def gpus() -> tuple[list[dict], list[dict], str | None]:
@@ -103,11 +106,10 @@ def _pair(nvml, i, j, handles) -> dict:
         out["path"] = PATHS.get(int(nvml.nvmlDeviceGetTopologyCommonAncestor(a, b)), "unknown")
     except nvml.NVMLError as exc:
         out["path"] = f"unknown ({exc})"
-    for name, index in (("p2p_read", "NVML_P2P_CAPS_INDEX_READ"), ("p2p_nvlink", "NVML_P2P_CAPS_INDEX_NVLINK")):
+    for name, index in P2P_CAPS.items():
         try:
-            status = nvml.nvmlDeviceGetP2PStatus(a, b, getattr(nvml, index))
-            out[name] = status == nvml.NVML_P2P_STATUS_OK
-        except (nvml.NVMLError, AttributeError):
+            out[name] = nvml.nvmlDeviceGetP2PStatus(a, b, index) == nvml.NVML_P2P_STATUS_OK
+        except nvml.NVMLError:
             out[name] = None
     return out
 
