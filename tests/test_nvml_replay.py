@@ -14,6 +14,20 @@ from commbench import machine, power
 RECORDINGS = nvml_replay.recordings()
 
 
+def each_recording(test):
+    """Run `test(path, ...)` once per recording; skipped, with the reason, while there is none."""
+    test = pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)(test)
+    return pytest.mark.skipif(not RECORDINGS, reason="no NVML recording yet: run python tests/gpu/record_nvml.py "
+                                                     "on a GPU machine")(test)
+
+
+def _play(path, replay) -> tuple[dict, dict]:
+    """The recording at `path` installed as pynvml: (recording, what the code computed there)."""
+    recording = json.loads(path.read_text())
+    replay(recording)
+    return recording, recording["results"]
+
+
 @pytest.fixture
 def replay(monkeypatch):
     def install(recording):
@@ -43,12 +57,9 @@ def test_an_unrecorded_question_fails(replay):
         fake.nvmlDeviceGetCount()
 
 
-@pytest.mark.skipif(not RECORDINGS, reason="no NVML recording yet: run python tests/gpu/record_nvml.py on a GPU machine")
-@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
+@each_recording
 def test_topology_from_a_recording(path, replay):
-    recording = json.loads(path.read_text())
-    expected = recording["results"]
-    replay(recording)
+    _, expected = _play(path, replay)
     gpus, pairs, reason = machine.gpus()
     assert reason is None and len(gpus) >= 1
     for got, want in zip(gpus, expected["gpus"], strict=True):
@@ -57,12 +68,9 @@ def test_topology_from_a_recording(path, replay):
     assert pairs == expected["gpu_pairs"]  # paths and P2P capabilities of every pair
 
 
-@pytest.mark.skipif(not RECORDINGS, reason="no NVML recording yet: run python tests/gpu/record_nvml.py on a GPU machine")
-@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
+@each_recording
 def test_power_from_a_recording(path, replay):
-    recording = json.loads(path.read_text())
-    expected = recording["results"]
-    replay(recording)
+    recording, expected = _play(path, replay)
     assert power.unavailable("cuda") is None
     meter = power.PowerMeter([expected["uuid"]])
     meter.start()
