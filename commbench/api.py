@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import emulate, launch, processes, runinfo, topology, watchdog
+from commbench import backends, emulate, launch, processes, runinfo, topology, watchdog
 from commbench.errors import InputError, JobError
 from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
 from commbench.spec import SweepSpec
@@ -31,6 +31,7 @@ class RunResult:
     skipped: list[dict] = field(default_factory=list)
     wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
     status: str = "running"
+    reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
 
 def new_run_id() -> str:
@@ -40,6 +41,10 @@ def new_run_id() -> str:
 def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
     spec.validate()
+    for backend in spec.backends:
+        reason = backends.missing(backend, spec.device)
+        if reason:
+            raise InputError(reason)
     spec.run_id = spec.run_id or new_run_id()
     out = Path(spec.out_dir or Path(results_root) / spec.run_id)
     if out.exists() and not out.is_dir():
@@ -191,7 +196,7 @@ def _run_in_process(spec: SweepSpec, on_event) -> RunResult:
     out = Path(spec.out_dir)
     if rank0:
         update_run_json(out, {"spec": spec.__dict__, "launcher": "none", "status": "running"})
-    result = RunResult(out)
+    result = RunResult(out, reports=rank0)
 
     def emit(kind, **data):
         event = {"event": kind, **data}

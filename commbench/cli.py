@@ -86,6 +86,7 @@ def run(
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
     from commbench.api import resume_sweep, run_sweep
     from commbench.console import Renderer
+    from commbench.results import RESULTS_CSV
 
     if sum((in_place, out_of_place, both)) > 1:
         raise InputError("choose one of --in-place, --out-of-place and --both")
@@ -107,7 +108,12 @@ def run(
             result = run_sweep(spec, launcher_args=shlex.split(launcher_args), on_event=renderer, argv=sys.argv)
     finally:
         renderer.close()
+    if not result.reports:
+        return
     summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"
+    if not (result.out_dir / RESULTS_CSV).exists():
+        reasons = "; ".join(dict.fromkeys(s["reason"] for s in result.skipped))
+        raise InputError(f"nothing measured: all {len(result.skipped)} points were skipped ({reasons})")
     if not json_rows:
         _print_comparison([str(result.out_dir)])
     if result.wrong:

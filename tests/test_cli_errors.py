@@ -1,10 +1,11 @@
 """Bad input: one line, exit code 2, no traceback, nothing written."""
 
+import json
 import shutil
 
 import pytest
 
-from conftest import commbench
+from conftest import commbench, has_gpu
 
 BAD = [
     (["-c", "allreduce,broadcastx"], "unknown collective 'broadcastx'"),
@@ -80,3 +81,58 @@ def test_version_and_help():
                  "--op", "--in-place", "--out-of-place", "--both", "--nprocs", "--launcher", "--device", "--warmup",
                  "--iters", "--min-time", "--timeout", "--out", "--label", "--quiet", "--json"):
         assert flag in help_text
+
+
+def _torch_has_cuda() -> bool:
+    import torch
+
+    return torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
+
+
+@pytest.mark.skipif(_torch_has_cuda(), reason="this torch is a CUDA build")
+@pytest.mark.parametrize("args", [["--backend", "nccl"], ["--backend", "gloo", "-a", "peer_oneshot"]])
+def test_cuda_with_a_cpu_build_of_torch(tmp_path, args):
+    """The ranks run this same Python: a CPU build of torch is refused before anything starts."""
+    import torch
+
+    proc = commbench("run", "-n", 2, *args, "--device", "cuda", "--out", tmp_path / "o")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"commbench: error: --device cuda needs a CUDA build of torch; this one ({torch.__version__}) is built without CUDA"]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(has_gpu(), reason="a GPU is visible here")
+def test_a_rank_that_sees_no_gpu_says_so(monkeypatch):
+    """Where the launching host has CUDA torch but a rank's host shows it no GPU."""
+    from commbench.backends.torch_dist import TorchCommunicator
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match=r"--device cuda, but this rank sees no CUDA GPU on .* \(CUDA_VISIBLE_DEVICES=''\)"):
+        TorchCommunicator("nccl", 0, 1, 0, 10.0, device="cuda")
+
+
+def test_every_point_skipped_is_an_error(tmp_path):
+    """A sweep that can measure nothing fails with the reasons, and says so in run.json."""
+    out = tmp_path / "o"
+    proc = commbench("run", "-n", 2, "--backend", "gloo", "-a", "peer_oneshot_gpuflags", "-c", "all_reduce",
+                     "--sizes", "1K", "--quiet", "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "commbench: error: nothing measured: all 2 points were skipped (peer_oneshot_gpuflags waits on its flags "
+        "in a GPU kernel: it runs with --device cuda)"]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["points_measured"] == 0 and len(meta["skipped"]) == 2
+    assert not (out / "results.csv").exists()
+
+
+@pytest.mark.parametrize("backend,package", [("mpi", "mpi4py"), ("gloo", "torch"), ("nccl", "torch")])
+def test_a_backend_whose_package_is_missing(monkeypatch, backend, package):
+    import importlib.util
+
+    from commbench.backends import missing
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    extra = "mpi" if backend == "mpi" else "torch"
+    assert missing(backend, "cpu") == f"backend {backend!r} needs {package}, which is not installed (pip install 'commbench[{extra}]')"

@@ -9,6 +9,8 @@ when the launcher did not (mpirun, srun).
 
 from __future__ import annotations
 
+import os
+import platform
 from datetime import timedelta
 
 import numpy as np
@@ -32,6 +34,16 @@ _OPS = {
 }
 
 
+def _gpu_count() -> int:
+    """GPUs this rank sees; an error that says where when it sees none."""
+    count = torch.cuda.device_count()
+    if count == 0:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(f"--device cuda, but this rank sees no CUDA GPU on {platform.node()}"
+                           + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""))
+    return count
+
+
 class _TorchRequest(Request):
     def __init__(self, work):
         self._work = work
@@ -48,7 +60,7 @@ class TorchCommunicator(Communicator):
         self.carries_device_buffers = not (backend == "gloo" and self.device == "cuda")
         if group is None:
             if self.device == "cuda":
-                torch.cuda.set_device(local_rank % torch.cuda.device_count())
+                torch.cuda.set_device(local_rank % _gpu_count())
             dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
             ranks = list(range(world))
         self.group = group
