@@ -225,16 +225,16 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
         raise InputError(f"output path {str(out)!r} is a file, not a folder")
     if not resume and any(out.glob(f"*/{RESULTS_CSV}")):
         raise InputError(f"{str(out)!r} already holds a sweep (use --resume to finish it, or another --out)")
-    for run in suite.runs:  # every launcher must be usable before anything starts
-        spec = prepare(SweepSpec.from_json(run.spec.to_json()))
-        launcher = launch.resolve_launcher(spec)
-        if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
-            raise InputError(f"{suite.path}: run {run.label!r} needs {launcher!r}, which is not installed")
-        if spec.emulate is not None:
-            try:
+    for run in suite.runs:  # every run must be able to start before anything starts
+        try:
+            spec = prepare(SweepSpec.from_json(run.spec.to_json()))
+            launcher = launch.resolve_launcher(spec)
+            if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
+                raise InputError(f"it needs {launcher!r}, which is not installed")
+            if spec.emulate is not None:
                 emulate.check_available()
-            except InputError as exc:
-                raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
+        except InputError as exc:
+            raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "suite.yaml").exists():
         shutil.copyfile(suite.path, out / "suite.yaml")

@@ -100,3 +100,17 @@ def test_sweep_and_resume(tmp_path):
     assert json.loads((out / "mpi" / "run.json").read_text())["run_id"] == first_id
     rows, _, _ = load_run(out / "gloo")
     assert len(rows) == 2
+
+
+def test_a_run_this_python_cannot_start_stops_the_suite_first(tmp_path):
+    """The bundled power suite (NCCL) with a CPU build of torch: refused before any run starts."""
+    import torch
+
+    if torch.version.cuda is not None:
+        pytest.skip("this torch is a CUDA build")
+    proc = commbench("sweep", "power", "--out", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("power.yaml: run 'nccl': --device cuda needs a CUDA build of torch; "
+                                                 f"this one ({torch.__version__}) is built without CUDA"), lines
+    assert not (tmp_path / "out").exists()
