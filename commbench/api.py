@@ -9,6 +9,7 @@ and returns what was measured. Script it directly:
 from __future__ import annotations
 
 import json
+import os
 import platform
 import secrets
 import shutil
@@ -41,6 +42,8 @@ def new_run_id() -> str:
 def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
     spec.validate()
+    if spec.nccl_tuning and os.environ.get("NCCL_DEBUG_FILE"):
+        raise InputError("--nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE")
     for backend in spec.backends:
         reason = backends.missing(backend, spec.device)
         if reason:

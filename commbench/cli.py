@@ -77,6 +77,7 @@ def run(
     link_rate: str = typer.Option("1gbit", "--link-rate", help="Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
     placement: str = typer.Option("block", "--placement", help="Emulated ranks: block (node by node) or round-robin over the nodes."),
     power: bool = typer.Option(False, "--power", help="GPU power and energy per point (NVML; windows of >= 1 s)."),
+    nccl_tuning: bool = typer.Option(False, "--nccl-tuning", help="Record NCCL's algorithm/protocol per point from its TUNING log (rank 0 logs every call, which its timings include)."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>-<id>/)."),
     label: str = typer.Option("", "--label", help="Free text stored with every row."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the summary."),
@@ -98,6 +99,7 @@ def run(
         nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
         max_iters=max_iters, batch=batch, timeout=timeout, label=label, out_dir=out or "",
         ranks_per_node=ranks_per_node, emulate=emulate, link_rate=link_rate, placement=placement, power=power,
+        nccl_tuning=nccl_tuning,
     )
     renderer = Renderer(quiet=quiet, json_rows=json_rows)
     try:

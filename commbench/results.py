@@ -21,13 +21,18 @@ COLUMNS = (
     "run_id", "label", "point", "collective", "backend", "algorithm", "device", "dtype", "op",
     "in_place", "world_size", "nodes", "ranks_per_node", "size_bytes", "count",
     *STAT_COLUMNS, "iterations", "batch", "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
-    "wrong", "power_w_avg", "power_w_max", "energy_j", "energy_j_per_byte", "placement", "internode_bytes_measured", "internode_bytes_expected", "predicted", "timestamp",
+    "wrong", "library_choice", "power_w_avg", "power_w_max", "energy_j", "energy_j_per_byte", "placement", "internode_bytes_measured", "internode_bytes_expected", "predicted", "timestamp",
 )
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")
 
 
 def _append(path: Path, columns, rows) -> None:
+    """Rows under the file's own header: a run resumed by a newer commbench keeps the columns it
+    started with (a column added since stays out of that file)."""
     new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as f:
+            columns = next(csv.reader(f))
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         if new:

@@ -126,6 +126,7 @@ class SweepSpec:
     link_rate: str = "1gbit"  # each emulated node's link, in tc's units
     placement: str = "block"  # emulated ranks: node by node, or round-robin over the nodes
     power: bool = False  # GPU power and energy per point (commbench.power)
+    nccl_tuning: bool = False  # NCCL's algorithm/protocol per point, from rank 0's log (commbench.nccl_log)
     segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
@@ -174,6 +175,8 @@ class SweepSpec:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
         if self.ring_order == "topology" and "ring" in self.algorithms:
             self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
+        if self.nccl_tuning and "nccl" not in self.backends:
+            raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
         self._validate_emulation()
         return self
 

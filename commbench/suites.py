@@ -33,7 +33,7 @@ FIELDS = {
     "min_bytes": str, "max_bytes": str, "step_factor": float, "segment_bytes": str, "nprocs": int, "launcher": str,
     "launcher_args": str, "device": str, "warmup": int, "iters": int, "min_time": float, "max_iters": int,
     "batch": int, "timeout": float, "ranks_per_node": int, "ring_order": str,
-    "emulate": str, "link_rate": str, "placement": str, "power": bool, "label": str, "repeat": int,
+    "emulate": str, "link_rate": str, "placement": str, "power": bool, "nccl_tuning": bool, "label": str, "repeat": int,
 }
 LIST_FIELDS = {"collective", "backend", "algorithm", "dtype", "op", "sizes"}
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"

@@ -12,12 +12,13 @@ import base64
 import os
 import socket
 import sys
+import tempfile
 import time
 import traceback
 import warnings
 from typing import Callable
 
-from commbench import harness, machine, power, runinfo, topology, traffic
+from commbench import harness, machine, nccl_log, power, runinfo, topology, traffic
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
@@ -69,6 +70,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
     """Run the sweep on this rank; returns the wrong-element total (same on every rank).
     emit: rank 0's events; progress: every rank's "enter" (so the parent can name stragglers)."""
     info = topology.detect()
+    tuning = _nccl_tuning_log(spec, info)
     comms = open_communicators(spec, info)
     control = comms[spec.backends[0]]
     rank, world = control.rank, control.size
@@ -123,6 +125,8 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
         progress("enter", rank=rank, point=point.as_dict())
         if rank == 0:
             emit("start", point=point.as_dict())
+        if tuning is not None:
+            tuning.read()  # what NCCL logged before this point
         m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                             spec.min_time, spec.min_iters, spec.max_iters, spec.batch,
                             None if native else _algorithm_binder(algo, contexts[point.backend], point, counts, dtype,
@@ -132,6 +136,8 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
             row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
             if m.power is not None:
                 row.update(m.power, energy_j_per_byte=m.power["energy_j"] / counts.size_bytes)
+            if tuning is not None and native and point.backend == "nccl":
+                row["library_choice"] = nccl_log.choice(tuning.read(), point.collective, counts.size_bytes)
             if counter is not None:
                 row["internode_bytes_measured"] = round(m.link_bytes)
                 if algo is not None:
@@ -145,7 +151,20 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
         emit("done", wrong=total_wrong)
     for c in comms.values():
         c.close()
+    if tuning is not None:
+        tuning.close()
     return total_wrong
+
+
+def _nccl_tuning_log(spec: SweepSpec, info: topology.RankInfo) -> nccl_log.TuningLog | None:
+    """--nccl-tuning: rank 0 has NCCL log its choices to a file of its own, set up before NCCL
+    starts (it reads its debug settings once); None on the other ranks and without the flag."""
+    if not spec.nccl_tuning or info.rank != 0:
+        return None
+    fd, path = tempfile.mkstemp(prefix="commbench-nccl-", suffix=".log")
+    os.close(fd)
+    os.environ.update(nccl_log.rank0_env(os.environ, path))
+    return nccl_log.TuningLog(path)
 
 
 def _link_counter(info: topology.RankInfo):

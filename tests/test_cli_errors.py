@@ -79,7 +79,7 @@ def test_version_and_help():
     help_text = commbench("run", "--help", check_rc=0).stdout
     for flag in ("--collective", "--backend", "--min-bytes", "--max-bytes", "--step-factor", "--sizes", "--dtype",
                  "--op", "--in-place", "--out-of-place", "--both", "--nprocs", "--launcher", "--device", "--warmup",
-                 "--iters", "--min-time", "--timeout", "--out", "--label", "--quiet", "--json"):
+                 "--iters", "--min-time", "--timeout", "--out", "--label", "--quiet", "--json", "--power", "--nccl-tuning"):
         assert flag in help_text
 
 

@@ -158,3 +158,29 @@ def test_resume_repairs_a_cut_short_folder(tmp_path):
 def test_resume_without_a_run_is_bad_input(tmp_path):
     proc = commbench("run", "--resume", tmp_path)
     assert proc.returncode == 2 and "nothing to resume" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+@needs_mpirun
+def test_resume_keeps_the_columns_the_run_started_with(tmp_path):
+    """A folder written by an older commbench (one column fewer) resumed by this one: the new
+    rows follow the file's header, so every value stays under its own column."""
+    import csv as csvlib
+
+    out = tmp_path / "r"
+    commbench("run", "-n", 2, "--sizes", "8,1K,64K", "-c", "all_reduce", "--in-place", "--iters", 4,
+              "--out", out, "--quiet", check_rc=0)
+    path = out / "results.csv"
+    with open(path, newline="") as f:
+        rows = list(csvlib.DictReader(f))
+    old_columns = [c for c in rows[0] if c != "library_choice"]
+    with open(path, "w", newline="") as f:  # the first point only, under the older header
+        writer = csvlib.DictWriter(f, fieldnames=old_columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerow(rows[0])
+    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    with open(path, newline="") as f:
+        lines = list(csvlib.reader(f))
+    assert lines[0] == old_columns and all(len(line) == len(old_columns) for line in lines)
+    resumed, _, _ = load_run(out)
+    assert sorted(resumed.size_bytes) == [8, 1024, 65536] and (resumed.wrong == 0).all()
+    assert (resumed.time_us > 0).all() and set(resumed.collective) == {"all_reduce"}

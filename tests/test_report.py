@@ -75,6 +75,24 @@ def test_wrong_points_are_red(tmp_path):
 
 
 @needs_mpirun
+def test_library_choice_column_when_a_run_recorded_one(tmp_path, real_run):
+    """--nccl-tuning rows name NCCL's choice: the table shows the column only then, escaped."""
+    import pandas as pd
+
+    commbench("report", real_run, "-o", tmp_path / "plain.html", check_rc=0)
+    assert "library&#x27;s choice" not in (tmp_path / "plain.html").read_text()
+    chosen = tmp_path / "chosen"
+    shutil.copytree(real_run, chosen)
+    rows = pd.read_csv(chosen / "results.csv")
+    rows["library_choice"] = ["RING/LL128, TREE/LL"] + [PAYLOAD] + [""] * (len(rows) - 2)
+    rows.to_csv(chosen / "results.csv", index=False)
+    commbench("report", chosen, "-o", tmp_path / "chosen.html", check_rc=0)
+    page = (tmp_path / "chosen.html").read_text()
+    assert "<th>library&#x27;s choice</th>" in page and ">RING/LL128, TREE/LL</td>" in page
+    assert "&lt;img src=x onerror" in page and "<img src=x" not in page
+
+
+@needs_mpirun
 @needs_chromium
 def test_script_injection_never_executes(tmp_path, real_run):
     """Payloads in the label, hostnames, environment, command line, dtype and folder name."""

@@ -64,13 +64,18 @@ def _cell(value) -> str:
     return f'<td data-v="{esc(value)}">{esc(value)}</td>'
 
 
+OPTIONAL_COLUMNS = [("library_choice", "library's choice")]  # shown when any row has one
+
+
 def points_table(rows: pd.DataFrame) -> str:
-    head = "".join(f"<th>{esc(title)}</th>" for _, title in TABLE_COLUMNS)
+    columns = TABLE_COLUMNS + [(col, title) for col, title in OPTIONAL_COLUMNS
+                               if col in rows and rows[col].replace("", pd.NA).notna().any()]
+    head = "".join(f"<th>{esc(title)}</th>" for _, title in columns)
     body = []
     for r in rows.to_dict("records"):
         wrong = r.get("wrong")
         bad = wrong not in (None, "") and not pd.isna(wrong) and float(wrong) > 0
-        cells = "".join(_cell(_native(r.get(col))) for col, _ in TABLE_COLUMNS)
+        cells = "".join(_cell(_native(r.get(col))) for col, _ in columns)
         body.append(f'<tr class="wrong">{cells}</tr>' if bad else f"<tr>{cells}</tr>")
     return f'<table class="sortable" id="points"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 

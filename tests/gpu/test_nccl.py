@@ -27,3 +27,25 @@ def test_nccl_several_ranks_share_one_gpu(tmp_path):
     assert proc.returncode in (0, 1)
     if proc.returncode == 1:
         assert "commbench: failed" in proc.stderr
+
+
+def test_nccl_tuning_records_the_library_choice(tmp_path):
+    """--nccl-tuning on every GPU here: with two or more ranks every row names ALGO/PROTO pairs;
+    with one, NCCL is expected to copy without choosing (an empty column), but a choice it does
+    log must still parse."""
+    import glob
+    import re
+
+    import torch
+
+    before = set(glob.glob("/tmp/commbench-nccl-*"))
+    n = min(torch.cuda.device_count(), 8)
+    out = tmp_path / "run"
+    commbench("run", "-n", n, "--backend", "nccl", "--device", "cuda", "--nccl-tuning", "--sizes", "8,64K,16M",
+              "--in-place", "--iters", 10, "--out", out, "--quiet", check_rc=0)
+    rows, _, meta = load_run(out)
+    assert meta["rank0_environment"]["NCCL_DEBUG_SUBSYS"].endswith("TUNING")
+    choices = rows.library_choice.fillna("")
+    pairs = r"[A-Z_]+/[A-Z0-9]+(, [A-Z_]+/[A-Z0-9]+)*"
+    assert all(re.fullmatch(pairs, c) or (n == 1 and c == "") for c in choices), choices
+    assert set(glob.glob("/tmp/commbench-nccl-*")) == before  # rank 0's log is gone
