@@ -10,7 +10,8 @@ each point the lines so far are dropped; after it, the point's lines give its ch
 (algorithm, protocol) pairs of its collective, most frequent first ("RING/LL128"). The bytes
 NCCL prints are one rank's count: the whole buffer for all-reduce (the barrier and host-side
 reductions between timed loops are all-reduces too, of 4 to 24 bytes: all-reduce lines count
-only at the point's size). The file is emptied after each read, so it holds one point at most.
+only at the point's size). The file is emptied after each read, so it holds one point at most;
+NCCL's warnings, which go to the same file, are passed on to stderr as they are read.
 
 The log line costs rank 0 a formatted write per call, so the timings of a run with
 --nccl-tuning include it: small sizes time a little slower than without.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import Counter
 
 _LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\S+) proto (\S+)")
@@ -77,7 +79,11 @@ class TuningLog:
             return []
         self._offset += len(data)
         os.truncate(self.path, 0)
-        return data.replace(b"\0", b"").decode(errors="replace").splitlines()
+        lines = data.replace(b"\0", b"").decode(errors="replace").splitlines()
+        for line in lines:  # NCCL's warnings go to this file too: pass them on
+            if " NCCL WARN " in line:
+                print(line, file=sys.stderr, flush=True)
+        return lines
 
     def close(self) -> None:
         try:

@@ -94,6 +94,15 @@ def test_the_log_is_read_point_by_point_and_stays_small(tmp_path):
     assert not os.path.exists(path)
 
 
+def test_nccl_warnings_in_the_log_reach_stderr(tmp_path, capsys):
+    path = tmp_path / "nccl.log"
+    warn = "gpu-node-3:41177:41190 [0] NCCL WARN NET/IB : Got async event : port error"
+    path.write_text(line("AllReduce", 8, "RING", "LL") + "\n" + warn + "\n")
+    log = nccl_log.TuningLog(str(path))
+    assert len(log.read()) == 2
+    assert capsys.readouterr().err == warn + "\n"
+
+
 def test_nccl_tuning_needs_the_nccl_backend(tmp_path):
     proc = commbench("run", "-n", 2, "--backend", "gloo", "--nccl-tuning", "--out", tmp_path / "o")
     assert proc.returncode == 2 and not (tmp_path / "o").exists()
