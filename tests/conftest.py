@@ -46,6 +46,18 @@ def _mpirun_missing() -> bool:
 needs_mpirun = pytest.mark.skipif(_mpirun_missing() and not os.environ.get("CI"), reason="mpirun is not installed")
 
 
+def _torch_is_a_gpu_build() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
+
+
+# tests of what a CPU build of torch refuses (CI installs one)
+needs_cpu_torch = pytest.mark.skipif(_torch_is_a_gpu_build(), reason="this torch is a CUDA build")
+
+
 def load_run(out: Path):
     import pandas as pd
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from conftest import commbench, has_gpu
+from conftest import commbench, has_gpu, needs_cpu_torch
 
 BAD = [
     (["-c", "allreduce,broadcastx"], "unknown collective 'broadcastx'"),
@@ -83,13 +83,7 @@ def test_version_and_help():
         assert flag in help_text
 
 
-def _torch_has_cuda() -> bool:
-    import torch
-
-    return torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
-
-
-@pytest.mark.skipif(_torch_has_cuda(), reason="this torch is a CUDA build")
+@needs_cpu_torch
 @pytest.mark.parametrize("args", [["--backend", "nccl"], ["--backend", "gloo", "-a", "peer_oneshot"]])
 def test_cuda_with_a_cpu_build_of_torch(tmp_path, args):
     """The ranks run this same Python: a CPU build of torch is refused before anything starts."""

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from commbench.errors import InputError
 from commbench.suites import SUITES_DIR, load_suite
-from conftest import commbench, load_run, needs_mpirun
+from conftest import commbench, load_run, needs_cpu_torch, needs_mpirun
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SUITES_DIR.glob("*.yaml")))
@@ -102,12 +102,11 @@ def test_sweep_and_resume(tmp_path):
     assert len(rows) == 2
 
 
+@needs_cpu_torch
 def test_a_run_this_python_cannot_start_stops_the_suite_first(tmp_path):
     """The bundled power suite (NCCL) with a CPU build of torch: refused before any run starts."""
     import torch
 
-    if torch.version.cuda is not None:
-        pytest.skip("this torch is a CUDA build")
     proc = commbench("sweep", "power", "--out", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

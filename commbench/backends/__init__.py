@@ -12,9 +12,8 @@ def missing(name: str, device: str) -> str | None:
     """What this Python lacks to run backend `name` on `device`, or None. The launchers start
     the ranks with this same Python, so what it lacks, every rank lacks (a GPU it cannot tell:
     the ranks may run on other hosts)."""
-    package = "mpi4py" if name == "mpi" else "torch"
+    package, extra = ("mpi4py", "mpi") if name == "mpi" else ("torch", "torch")
     if importlib.util.find_spec(package) is None:
-        extra = "mpi" if name == "mpi" else "torch"
         return f"backend {name!r} needs {package}, which is not installed (pip install 'commbench[{extra}]')"
     if package == "torch" and (device == "cuda" or name == "nccl"):
         import torch
