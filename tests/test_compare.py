@@ -17,9 +17,12 @@ from compare_false_positives import inject_slowdown  # noqa: E402
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
+    """A real run with the sample counts of the `ci` suite's kind (several hundred per point): under the
+    default --max-iters 1000, a 1 KB point is about 25 batched samples, too few for the 4% and 10% shifts
+    below to pass p < 0.01 on a busy runner (seen once in CI: one point of four judged unchanged)."""
     out = tmp_path_factory.mktemp("cmp") / "base"
     commbench("run", "-n", 2, "--sizes", "1K,64K", "-c", "all_reduce,reduce_scatter", "--out-of-place",
-              "--min-time", 0.1, "--out", out, "--quiet", check_rc=0)
+              "--min-time", 0.1, "--max-iters", 10000, "--out", out, "--quiet", check_rc=0)
     return out
 
 
@@ -31,6 +34,7 @@ def test_injected_slowdown_is_flagged(tmp_path, base):
     doc = json.loads(proc.stdout)
     assert doc["regressed"] and all(p["verdict"] == "regression" for p in doc["points"])
     assert all(abs(p["ratio"] - 1.10) < 1e-6 for p in doc["points"]) and len(doc["points"]) == 4
+    assert all(min(p["samples"]) >= 100 for p in doc["points"]), [p["samples"] for p in doc["points"]]
 
 
 @needs_mpirun
