@@ -42,12 +42,7 @@ def new_run_id() -> str:
 def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
     spec.validate()
-    if spec.nccl_tuning and os.environ.get("NCCL_DEBUG_FILE"):
-        raise InputError("--nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE")
-    for backend in spec.backends:
-        reason = backends.missing(backend, spec.device)
-        if reason:
-            raise InputError(reason)
+    _check_runnable(spec)
     spec.run_id = spec.run_id or new_run_id()
     out = Path(spec.out_dir or Path(results_root) / spec.run_id)
     if out.exists() and not out.is_dir():
@@ -63,6 +58,18 @@ def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     return spec
 
 
+def _check_runnable(spec: SweepSpec) -> None:
+    """Can this machine and this Python run the spec at all? (A new run and a resumed one alike.)"""
+    if spec.nccl_tuning and os.environ.get("NCCL_DEBUG_FILE"):
+        raise InputError("--nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE")
+    for backend in spec.backends:
+        reason = backends.missing(backend, spec.device)
+        if reason:
+            raise InputError(reason)
+    if spec.emulate is not None:
+        emulate.check_available()
+
+
 def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
               on_event: Callable[[dict], None] | None = None,
               relay: Callable[[launch.Line], None] | None = None,
@@ -70,8 +77,6 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     """Run one sweep to the end. Raises InputError before anything starts, JobError when the
     ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted."""
     spec = prepare(spec)
-    if spec.emulate is not None:
-        emulate.check_available()
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
     if launcher != "none" or topology.detect().rank == 0:
@@ -100,8 +105,7 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
                          "resume it once it has stopped")
     spec.out_dir = str(out)
     spec.done_points = sorted(measured_points(out))
-    if spec.emulate is not None:
-        emulate.check_available()
+    _check_runnable(spec)
     launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
@@ -234,8 +238,6 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
             launcher = launch.resolve_launcher(spec)
             if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
                 raise InputError(f"it needs {launcher!r}, which is not installed")
-            if spec.emulate is not None:
-                emulate.check_available()
         except InputError as exc:
             raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)

@@ -72,6 +72,29 @@ def test_launcher_not_installed(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@needs_cpu_torch
+def test_resume_checks_the_backend_again(tmp_path):
+    """A cut-short CUDA run carried to a machine whose torch is a CPU build: --resume refuses it the
+    way a new run is refused, and writes nothing."""
+    import json
+
+    import torch
+
+    out = tmp_path / "o"
+    commbench("run", "-n", 1, "--backend", "gloo", "--sizes", "1K", "-c", "all_reduce", "--in-place", "--iters", 2,
+              "--out", out, "--quiet", check_rc=0)
+    meta = json.loads((out / "run.json").read_text())
+    meta["spec"].update(device="cuda", backends=["nccl"])
+    meta["status"] = "interrupted"
+    (out / "run.json").write_text(json.dumps(meta))
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    proc = commbench("run", "--resume", out)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"commbench: error: --device cuda needs a CUDA build of torch; this one ({torch.__version__}) is built without CUDA"]
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+
+
 def test_version_and_help():
     import commbench as pkg
 
