@@ -58,6 +58,13 @@ def _torch_is_a_gpu_build() -> bool:
 needs_cpu_torch = pytest.mark.skipif(_torch_is_a_gpu_build(), reason="this torch is a CUDA build")
 
 
+def cpu_torch_refusal() -> str:
+    """What `--device cuda` with this (CPU) build of torch is refused with."""
+    import torch
+
+    return f"--device cuda needs a CUDA build of torch; this one ({torch.__version__}) is built without CUDA"
+
+
 def load_run(out: Path):
     import pandas as pd
 
