@@ -26,6 +26,16 @@ CUDA_OPS = ("sum", "prod", "min", "max")
 MANY = 8  # inputs of one reduce_many launch (cuda/reduce.cu)
 VECTOR_BYTES = 16  # one vectorised load or store
 
+# NVRTC compiles cuda/*.cu with commbench's options, then -ftz=true, which CuPy appends to every
+# RawModule's options (cupy/cuda/compiler.py, _compile_with_cache_cuda, every CuPy since 2017).
+# -ftz=true flushes float32 subnormals to zero and wins over a --ftz=false of ours (the later
+# option does; NVRTC only warns, cupy/cupy#9576), so cuda/reduce.cu keeps subnormals by itself:
+# its float arithmetic and comparisons are PTX without .ftz. tests/test_cuda_compile.py compiles
+# with both tuples (nvcc spells them alike). --fmad=false: every + and * rounds on its own, as on
+# the CPU (NVRTC's default contracts a*b+c into one fma).
+NVRTC_OPTIONS = ("-std=c++17", "--fmad=false")
+CUPY_NVRTC_OPTIONS = ("-ftz=true",)
+
 
 class _Reducer:
     def reduce_many(self, dst, srcs: list, op: str) -> None:
@@ -115,7 +125,7 @@ def cuda_module(source: str):
     """cuda/<source> compiled once per process by NVRTC (CuPy caches the binary on disk too)."""
     import cupy
 
-    return cupy.RawModule(code=(CUDA_DIR / source).read_text(), options=("-std=c++17",))
+    return cupy.RawModule(code=(CUDA_DIR / source).read_text(), options=NVRTC_OPTIONS)
 
 
 class CudaReducer:
