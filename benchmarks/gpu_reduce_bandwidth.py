@@ -4,33 +4,21 @@
 
 Bandwidth counts bytes read plus written per second: a copy moves 2 x N (read N, write N), a
 three-operand reduction 3 x N (read a and b, write dst), the n-ary reduction of k inputs (what
-peer_oneshot runs, k = --inputs) (k + 1) x N. CUDA events, median of 50 calls after 10 warm-up
-calls. The target: reduction >= 90 % of copy bandwidth for float32 and bfloat16 at >= 64 MB.
+peer_oneshot runs, k = --inputs) (k + 1) x N. CUDA events around batches of back-to-back calls
+(>= 1 ms each, queued behind a spin kernel so no launch is timed: cuda_timing.py), the median of
+20 batches after 10 warm-up calls. The target: reduction >= 90 % of copy bandwidth for float32 and
+bfloat16 at >= 64 MB.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
+from cuda_timing import seconds_per_call as timed
 
 from commbench.kernels import CudaReducer
 from commbench.spec import parse_size, split_list
-
-
-def timed(fn, reps=50, warmup=10) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ Each world size is one `commbench run` (all-reduce, float32, in place, 8 B - 2 M
 peer_oneshot and peer_twoshot, with native and ring beside them on the CPU (MPI) and the
 _gpuflags variants (the GPU waits at the barriers) beside them on the GPU. The reference
 is one element-wise reduction of the same size on this device (numpy on the CPU, commbench's
-CUDA kernel on the GPU, timed with CUDA events): the floor that a one-rank "all-reduce" costs.
+CUDA kernel on the GPU, its time per call in batches of back-to-back calls between CUDA events,
+launches not counted: cuda_timing.py): the floor that a one-rank "all-reduce" costs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 import time
 
 import numpy as np
+from cuda_timing import seconds_per_call
 
 from commbench.model import load_rows
 
@@ -41,15 +43,7 @@ def reduction_us(device: str, size: int, reps: int = 200) -> float:
     from commbench.kernels import CudaReducer
 
     red, a, b = CudaReducer(), torch.ones(n, device="cuda"), torch.ones(n, device="cuda")
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        red.reduce(a, b, "sum")
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    return seconds_per_call(lambda: red.reduce(a, b, "sum")) * 1e6
 
 
 def main() -> None:

@@ -5,8 +5,13 @@ UUID). Over a measurement window of at least WINDOW_S seconds of back-to-back ca
 energy counter advances only about every 100 ms, so shorter windows would mostly measure its
 steps) a rank reads:
   * the delta of nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded), and
-  * nvmlDeviceGetPowerUsage (mW) every SAMPLE_S in a thread: average and peak.
-Rows then carry, summed over the GPUs of the job: power_w_avg (average power), power_w_max (the
+  * the GPU's power (mW) every SAMPLE_S in a thread: average and peak. Where the GPU offers it
+    (NVML_FI_DEV_POWER_INSTANT through nvmlDeviceGetFieldValues, probed once per GPU when the
+    meter opens) that is the instantaneous power; else nvmlDeviceGetPowerUsage, which on recent
+    GPUs and drivers is an average over the last second, so its peak is no instantaneous peak.
+    The meter's peak_source says which: INSTANT or ONE_SECOND_AVERAGE (MIXED across a job
+    whose GPUs differ); run.json records the job's as power.peak_source.
+Rows then carry, summed over the GPUs of the job: power_w_avg (energy / window), power_w_max (the
 sum of each GPU's peak sample, an upper bound on the simultaneous peak), energy_j (joules per
 call) and energy_j_per_byte (energy_j / size_bytes). Without NVML or a GPU the columns stay
 empty and the run says why in one line.
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 
 WINDOW_S = 1.0
 SAMPLE_S = 0.02
+INSTANT, ONE_SECOND_AVERAGE, MIXED = "instant", "1s-average", "mixed"  # where the power samples come from
 
 
 @dataclass
@@ -75,11 +81,15 @@ class PowerMeter:
         if missing:
             raise RuntimeError(f"NVML does not list GPU {missing[0]}")
         self._handles = [by_uuid[u] for u in uuids]
+        self._instant = [_instant_mw(nvml, h) is not None for h in self._handles]
+        self.peak_source = combine_sources([INSTANT if i else ONE_SECOND_AVERAGE for i in self._instant])
         self._samples: list[float] = []
         self._stop = threading.Event()
 
     def _power_w(self) -> float:
-        return sum(self._nvml.nvmlDeviceGetPowerUsage(h) for h in self._handles) / 1e3
+        nvml = self._nvml
+        return sum(_instant_mw(nvml, h, strict=True) if instant else nvml.nvmlDeviceGetPowerUsage(h)
+                   for h, instant in zip(self._handles, self._instant, strict=True)) / 1e3
 
     def _energy_j(self) -> float:
         return sum(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self._handles) / 1e3
@@ -103,9 +113,37 @@ class PowerMeter:
         return summarize(energy, self._samples, seconds)
 
 
+def _instant_mw(nvml, handle, strict: bool = False) -> int | None:
+    """The GPU's instantaneous power (mW) from NVML's field; None where this GPU, driver or
+    nvidia-ml-py does not offer it (strict: raise NVMLError instead)."""
+    field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+    if field is None:
+        return None
+    try:
+        value = nvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+        if value.nvmlReturn != nvml.NVML_SUCCESS:
+            raise nvml.NVMLError(value.nvmlReturn)
+    except nvml.NVMLError:
+        if strict:
+            raise
+        return None
+    return value.value.uiVal
+
+
+def combine_sources(sources: list[str | None]) -> str | None:
+    """One peak source for several GPUs (None: a rank that measures none)."""
+    known = {s for s in sources if s is not None}
+    return None if not known else (known.pop() if len(known) == 1 else MIXED)
+
+
 def summarize(energy_j: float, samples_w: list[float], seconds: float) -> Reading:
-    """One window's reading from the counter delta and the power samples."""
-    avg = sum(samples_w) / len(samples_w) if samples_w else float("nan")
+    """One window's reading: the average power is the energy counter's delta over the window
+    (exact however the samples lag; the samples' mean only where the counter did not move), the
+    peak the largest sample."""
+    if energy_j > 0 and seconds > 0:
+        avg = energy_j / seconds
+    else:
+        avg = sum(samples_w) / len(samples_w) if samples_w else float("nan")
     return Reading(energy_j, avg, max(samples_w, default=float("nan")), seconds)
 
 
@@ -117,6 +155,8 @@ def calls_for_window(per_call_s: float) -> int:
 class NullMeter:
     """Stands in on ranks whose GPU another rank measures: reads nothing."""
 
+    peak_source = None
+
     def start(self) -> None:
         pass
 
@@ -126,7 +166,8 @@ class NullMeter:
 
 def open_meter(comm, device: str, hostname: str):
     """(meter, None) on every rank when all can measure (a NullMeter where another rank owns
-    the GPU), else (None, reason) on every rank. Collective."""
+    the GPU), else (None, reason) on every rank. Collective. The meter's job_peak_source is where
+    the power samples of the whole job come from (see the module)."""
     reason = unavailable(device)
     uuid = None
     if reason is None:
@@ -139,4 +180,6 @@ def open_meter(comm, device: str, hostname: str):
     if reasons:
         return None, reasons[0]
     owner = next(i for i, (_, h, u) in enumerate(everyone) if (h, u) == (hostname, uuid))
-    return (PowerMeter([uuid]) if owner == comm.rank else NullMeter()), None
+    meter = PowerMeter([uuid]) if owner == comm.rank else NullMeter()
+    meter.job_peak_source = combine_sources(comm.allgather_object(meter.peak_source))
+    return meter, None

@@ -98,7 +98,8 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
             "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
             "planned_points": len(plan), "machines": machines,
             "power": None if not spec.power else {"measured": meter is not None, "reason": power_note,
-                                                  "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S},
+                                                  "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
+                                                  "peak_source": meter.job_peak_source if meter else None},
         })
         emit("ready", world_size=world, nodes=nodes, ranks_per_node=per_node, total=len(plan), already=len(spec.done_points),
              hosts=sorted({f["hostname"] for f in facts}),

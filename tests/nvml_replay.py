@@ -59,8 +59,10 @@ class Recorder:
             return {"handle": self._handles.get(_address(value), "unknown")}
         if isinstance(value, bytes):
             return {"bytes": value.decode("latin-1")}
-        if isinstance(value, ctypes.Structure):
+        if isinstance(value, (ctypes.Structure, ctypes.Union)):  # a union: every reading of it
             return {"struct": {f[0]: self._encode(getattr(value, f[0])) for f in value._fields_}}
+        if isinstance(value, ctypes.Array):  # e.g. nvmlDeviceGetFieldValues' c_nvmlFieldValue_t array
+            return [self._encode(v) for v in value]
         return value
 
     def save(self, path: Path, results: dict, about: dict) -> None:
@@ -130,6 +132,8 @@ def _decode(value):
             return value["bytes"].encode("latin-1")
         if "struct" in value:
             return _Struct(value["struct"])
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
     return value
 
 

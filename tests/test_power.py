@@ -21,12 +21,23 @@ def test_power_without_gpu_says_why_once(tmp_path):
     assert rows.power_w_avg.isna().all() and rows.energy_j.isna().all() and (rows.wrong == 0).all()
     meta = json.loads((out / "run.json").read_text())
     assert meta["power"]["measured"] is False and "GPUs only" in meta["power"]["reason"]
+    assert meta["power"]["peak_source"] is None
 
 
 def test_window_and_summary():
     assert power.calls_for_window(0.3) == 4  # 1.2 s >= WINDOW_S
     assert power.calls_for_window(5.0) == 1
     assert power.calls_for_window(1e-6) * 1e-6 >= power.WINDOW_S
-    r = power.summarize(12.5, [300.0, 310.0, 290.0, 700.0], 1.1)
-    assert r.energy_j == 12.5 and r.power_w_avg == pytest.approx(400.0) and r.power_w_max == 700.0
+    r = power.summarize(12.5, [300.0, 310.0, 290.0, 700.0], 1.1)  # the average is the counter's, not the samples'
+    assert r.energy_j == 12.5 and r.power_w_avg == pytest.approx(12.5 / 1.1) and r.power_w_max == 700.0
+    still = power.summarize(0.0, [300.0, 310.0, 290.0, 700.0], 1.1)  # a counter that did not move
+    assert still.power_w_avg == pytest.approx(400.0) and still.power_w_max == 700.0
     assert power.NullMeter().stop().energy_j == 0.0
+
+
+def test_peak_source_of_a_job():
+    """run.json's power.peak_source from every rank's meter (None: a rank that measures none)."""
+    assert power.combine_sources([power.INSTANT, None, power.INSTANT]) == power.INSTANT
+    assert power.combine_sources([None, power.ONE_SECOND_AVERAGE]) == power.ONE_SECOND_AVERAGE
+    assert power.combine_sources([power.INSTANT, power.ONE_SECOND_AVERAGE]) == power.MIXED
+    assert power.combine_sources([None, None]) is None

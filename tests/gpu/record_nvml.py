@@ -48,7 +48,7 @@ def main() -> None:
              "driver": str(pynvml.nvmlSystemGetDriverVersion()), "nvidia_ml_py": getattr(pynvml, "__version__", None),
              "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
     results = {"gpus": gpus, "gpu_pairs": pairs, "gpus_unavailable": reason, "power_unavailable": unavailable,
-               "uuid": uuid, "reading": asdict(reading)}
+               "uuid": uuid, "reading": asdict(reading), "peak_source": meter.peak_source}
     name = re.sub(r"[^A-Za-z0-9]+", "-", about["gpu"]).strip("-").lower()
     out = RECORDINGS / f"{name}-x{len(gpus)}.json"
     recorder.save(out, results, about)
