@@ -9,10 +9,7 @@ import sys
 from typing import Optional
 
 import typer
-try:  # typer >= 0.20 vendors its own click as typer._click
-    from typer._click.exceptions import NoArgsIsHelpError
-except ImportError:  # older typer runs on the click package (NoArgsIsHelpError since click 8.2)
-    from click.exceptions import NoArgsIsHelpError
+from typer._click.exceptions import NoArgsIsHelpError  # typer >= 0.27.2 (pyproject): its vendored click
 from typer.exceptions import Abort, Exit, TyperException
 from rich.console import Console
 from rich.markup import escape
