@@ -87,7 +87,7 @@ class DoubleBinaryTree(Algorithm):
                         comm.recv(scratch, child, tag=2 * t)
                         red.reduce(seg, scratch, reduce_op(op))
                     if parent[rank] is not None:
-                        sends.append(comm.isend(seg, parent[rank], tag=2 * t))
+                        sends.append(comm.exchange([(seg, parent[rank], 2 * t)], []))
         wait_all(sends)
         for t, (parent, _) in enumerate(trees):
             if parent[rank] is None:
@@ -98,5 +98,5 @@ class DoubleBinaryTree(Algorithm):
                     seg = segs[t][k]
                     if parent[rank] is not None:
                         comm.recv(seg, parent[rank], tag=2 * t + 1)
-                    sends += [comm.isend(seg, child, tag=2 * t + 1) for child in children[rank]]
+                    sends.append(comm.exchange([(seg, child, 2 * t + 1) for child in children[rank]], []))
         wait_all(sends)

@@ -29,60 +29,71 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
                         tmp: list, sources: list[list] | None = None) -> None:
     """blocks[q]: the views making up block q (block q ends at ring position q, reduced).
     sources[q]: where this rank's own contribution to block q is read (default: blocks[q]).
-    tmp: two scratch buffers, each at least as long as the largest block."""
+    tmp: two scratch buffers, each at least as long as the largest block.
+    Step s, segment k is one exchange (send segment k right, receive segment k from the left),
+    every rank issuing them in the same order; segment k of step s is sent once segment k of
+    step s-1 is reduced, while the later segments of step s-1 are still on their way."""
     n, red = len(order), comm.reducer
     if n == 1:
         return
     pos = order.index(comm.rank)
     left, right = order[pos - 1], order[(pos + 1) % n]
-
     sources = sources or blocks
-
-    def post_recv(step):
-        q = (pos - step - 2) % n
-        segs, own = segments(comm, blocks[q], seg), segments(comm, sources[q], seg)
-        scratch, off, reqs = tmp[step % 2], 0, []
-        for k, (s, o) in enumerate(zip(segs, own, strict=True)):
-            t = comm.view(scratch, off, len(s))
-            off += len(s)
-            reqs.append((s, o, t, comm.irecv(t, left, tag=(step % 2) * 4096 + k)))
-        return reqs
-
-    pending = post_recv(0)  # receives first: a backend whose isend writes before returning (gloo) stays full duplex
-    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, sources[(pos - 1) % n], seg))]
+    arrived: list = []  # step s-1's (block segment, own contribution, scratch, request) per segment
     for step in range(n - 1):
-        following = post_recv(step + 1) if step + 1 < n - 1 else []
-        for k, (s, o, t, req) in enumerate(pending):
-            req.wait()
-            red.reduce(s, t, op, other=o)
-            if step + 1 < n - 1:  # the block just reduced is the next one to send
-                sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
-        pending = following
-    wait_all(sends)
+        q = (pos - step - 2) % n  # received and reduced this step; sent the next
+        outgoing = segments(comm, sources[(pos - 1) % n] if step == 0 else blocks[(pos - step - 1) % n], seg)
+        incoming = list(zip(segments(comm, blocks[q], seg), segments(comm, sources[q], seg), strict=True))
+        scratch, off, current = tmp[step % 2], 0, []
+        for k in range(max(len(outgoing), len(incoming))):
+            if k < len(arrived):  # this segment of last step's block is the one sent now
+                _reduce_arrived(red, arrived[k], op)
+            sends = [(outgoing[k], right, (step % 2) * 4096 + k)] if k < len(outgoing) else []
+            recvs = []
+            if k < len(incoming):
+                s, o = incoming[k]
+                t = comm.view(scratch, off, len(s))
+                off += len(s)
+                recvs = [(t, left, (step % 2) * 4096 + k)]
+            req = comm.exchange(sends, recvs)
+            if recvs:
+                current.append((s, o, t, req))
+            else:
+                req.wait()
+        arrived = current
+    for item in arrived:
+        _reduce_arrived(red, item, op)
+
+
+def _reduce_arrived(red, item, op: str) -> None:
+    s, o, t, req = item
+    req.wait()
+    red.reduce(s, t, op, other=o)
 
 
 def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], seg: int) -> None:
-    """blocks[q]: the views of block q, which position q holds at the start; all end filled."""
+    """blocks[q]: the views of block q, which position q holds at the start; all end filled.
+    Step s, segment k is one exchange, as in ring_reduce_scatter."""
     n = len(order)
     if n == 1:
         return
     pos = order.index(comm.rank)
     left, right = order[pos - 1], order[(pos + 1) % n]
-
-    def post_recv(step):
-        segs = segments(comm, blocks[(pos - step - 1) % n], seg)
-        return [(s, comm.irecv(s, left, tag=(step % 2) * 4096 + k)) for k, s in enumerate(segs)]
-
-    pending = post_recv(0)
-    sends = [comm.isend(s, right, tag=k) for k, s in enumerate(segments(comm, blocks[pos], seg))]
+    arrived: list = []  # step s-1's exchanges that received segment k (forwarded at step s)
+    sent_only: list = []  # exchanges without a receive, waited at the end
     for step in range(n - 1):
-        following = post_recv(step + 1) if step + 1 < n - 1 else []
-        for k, (s, req) in enumerate(pending):
-            req.wait()
-            if step + 1 < n - 1:
-                sends.append(comm.isend(s, right, tag=((step + 1) % 2) * 4096 + k))
-        pending = following
-    wait_all(sends)
+        outgoing = segments(comm, blocks[(pos - step) % n], seg)  # own block, then the one just received
+        incoming = segments(comm, blocks[(pos - step - 1) % n], seg)
+        current = []
+        for k in range(max(len(outgoing), len(incoming))):
+            if k < len(arrived):
+                arrived[k].wait()
+            tag = (step % 2) * 4096 + k
+            req = comm.exchange([(outgoing[k], right, tag)] if k < len(outgoing) else [],
+                                [(incoming[k], left, tag)] if k < len(incoming) else [])
+            (current if k < len(incoming) else sent_only).append(req)
+        arrived = current
+    wait_all(sent_only + arrived)
 
 
 def ring_messages(order: list[int], sizes: list[int], reduce_scatter: bool, all_gather: bool) -> Counter:

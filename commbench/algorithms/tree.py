@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair, wait_all
+from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair
 
 
 def binomial_children(rank: int, n: int) -> list[int]:
@@ -49,5 +49,4 @@ class Tree(Algorithm):
             comm.recv(buf, parent, tag=2)
         else:
             red.finish(buf, op, n)
-        sends = [comm.isend(buf, child, tag=2) for child in reversed(children)]  # farthest first
-        wait_all(sends)
+        comm.exchange([(buf, child, 2) for child in reversed(children)], []).wait()  # farthest first

@@ -23,6 +23,17 @@ class Request(ABC):
     def wait(self) -> None: ...
 
 
+class Requests(Request):
+    """Several requests waited on as one."""
+
+    def __init__(self, requests: list[Request]):
+        self._requests = requests
+
+    def wait(self) -> None:
+        for r in self._requests:
+            r.wait()
+
+
 class Communicator(ABC):
     backend: str = ""
     rank: int = 0
@@ -67,6 +78,10 @@ class Communicator(ABC):
     @abstractmethod
     def barrier(self) -> None: ...
 
+    def enter_thread(self) -> None:
+        """Called first in every thread an algorithm starts (hierarchical's pipeline): make this
+        rank's device the thread's current one (a new thread's is device 0)."""
+
     def synchronize(self) -> None:
         """Wait for the device to finish queued work (no-op on CPU)."""
 
@@ -78,23 +93,32 @@ class Communicator(ABC):
     def allgather_object(self, obj: Any) -> list[Any]: ...
 
     # --- point-to-point (the building blocks of commbench's own algorithms) -----------------
+    # Algorithms issue every step as one group (exchange): on NCCL a point-to-point call issued
+    # alone runs in issue order on its pair's stream, so a receive queued ahead of a send blocks
+    # that send until the peer's matching send arrives (two ranks each receiving first deadlock),
+    # and the first lone call to a peer creates that pair's communicator, collectively with the
+    # peer. A group progresses all its calls together on the group's communicator.
     @abstractmethod
     def isend(self, buf: Buffer, dst: int, tag: int = 0) -> Request: ...
 
     @abstractmethod
     def irecv(self, buf: Buffer, src: int, tag: int = 0) -> Request: ...
 
+    def exchange(self, sends: list[tuple[Buffer, int, int]], recvs: list[tuple[Buffer, int, int]]) -> Request:
+        """Start one group of point-to-point calls, (buffer, peer, tag) each, that progress
+        together; the request completes when all have. Here: nonblocking calls, receives first."""
+        reqs = [self.irecv(b, src, tag) for b, src, tag in recvs] + [self.isend(b, dst, tag) for b, dst, tag in sends]
+        return Requests(reqs)
+
     def send(self, buf: Buffer, dst: int, tag: int = 0) -> None:
-        self.isend(buf, dst, tag).wait()
+        self.exchange([(buf, dst, tag)], []).wait()
 
     def recv(self, buf: Buffer, src: int, tag: int = 0) -> None:
-        self.irecv(buf, src, tag).wait()
+        self.exchange([], [(buf, src, tag)]).wait()
 
     def sendrecv(self, sendbuf: Buffer, dst: int, recvbuf: Buffer, src: int, tag: int = 0) -> None:
         """Send to dst while receiving from src, without deadlock."""
-        reqs = [self.irecv(recvbuf, src, tag), self.isend(sendbuf, dst, tag)]
-        for r in reqs:
-            r.wait()
+        self.exchange([(sendbuf, dst, tag)], [(recvbuf, src, tag)]).wait()
 
     @abstractmethod
     def split(self, color: int, key: int) -> "Communicator":
