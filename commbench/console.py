@@ -83,6 +83,9 @@ class Renderer:
                 self._print(f"\n[bold]# {escape(group_title(row, self.world))}[/]\n#{HEADER[1:]}")
             self._print(format_row(row))
             self._advance()
+        elif kind == "warning":
+            (self.progress.console if self.progress else self.console).print(  # --quiet too
+                f"[yellow]warning[/]: {escape(event['text'])}")
         elif kind in ("done", "error"):
             self.close()
 

@@ -129,49 +129,82 @@ def cuda_module(source: str):
 
 
 class CudaReducer:
-    """Reductions in commbench's own kernels on torch CUDA tensors, launched on torch's current
-    stream (device addresses passed as 64-bit integers); copies and the final division of avg
-    stay torch's."""
+    """Reductions in commbench's own kernels on torch CUDA tensors (device addresses passed as
+    64-bit integers); copies and the final division of avg stay torch's.
+
+    Every launch goes to the device of its destination tensor (this reducer's `device` for a
+    host tensor, which only the CPU tests pass) and to the stream the caller passes, by default
+    that device's current stream: never to the calling thread's current device, which in a
+    thread the rank started (hierarchical's pipeline) is GPU 0 whatever the rank's GPU.
+    The kernels are built on first use; where they cannot be (no CuPy, an NVRTC error) `fallback`
+    says why in one line and torch's arithmetic reduces instead."""
 
     THREADS = 256
 
-    def __init__(self):
-        import cupy
+    def __init__(self, device: int):
         import torch
 
-        self._cp, self._torch = cupy, torch
-        self._module = cuda_module(REDUCE_SOURCE.name)
-        self._blocks = 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self._torch, self.device = torch, device
         self._torch_reducer = TorchReducer()
         self._kernels: dict = {}
+        self._blocks: int | None = None
+        self.fallback: str | None = None
 
-    def _kernel(self, name: str):
-        if name not in self._kernels:
-            self._kernels[name] = self._module.get_function(name)
-        return self._kernels[name]
+    def _built(self) -> bool:
+        """Build the kernels on first use; False where they cannot be (fallback says why)."""
+        if self._blocks is None and self.fallback is None:
+            try:
+                import cupy
 
-    def reduce(self, dst, src, op: str, other=None) -> None:
-        self._launch(dst, [dst if other is None else other, src], op)
+                with cupy.cuda.Device(self.device):
+                    self._module = cuda_module(REDUCE_SOURCE.name)
+                    self._module.get_function("reduce_float32_sum")  # NVRTC compiles here
+                    self._blocks = 4 * cupy.cuda.Device(self.device).attributes["MultiProcessorCount"]
+                self._cp = cupy
+            except Exception as exc:  # noqa: BLE001 - whatever CuPy or NVRTC raise, the run goes on
+                first = (str(exc).strip().splitlines() or [""])[0]
+                self.fallback = (f"commbench's CUDA reduction kernels did not build ({type(exc).__name__}: {first}); "
+                                 "torch's arithmetic reduces instead")
+        return self.fallback is None
 
-    def reduce_many(self, dst, srcs: list, op: str) -> None:
+    def _kernel(self, device: int, name: str):
+        if (device, name) not in self._kernels:
+            with self._cp.cuda.Device(device):  # the module is loaded into each device's context
+                self._kernels[(device, name)] = self._module.get_function(name)
+        return self._kernels[(device, name)]
+
+    def reduce(self, dst, src, op: str, other=None, stream: int | None = None) -> None:
+        if self._built():
+            self._launch(dst, [dst if other is None else other, src], op, stream)
+        else:
+            self._torch_reducer.reduce(dst, src, op, other=other)
+
+    def reduce_many(self, dst, srcs: list, op: str, stream: int | None = None) -> None:
         """As _Reducer's, in one pass over dst per MANY inputs (reduce_many_* kernels)."""
         if len(srcs) == 1:
             self.copy(dst, srcs[0])
-            return
-        for chunk in many_chunks(dst, srcs):
-            self._launch(dst, chunk, op)
+        elif not self._built():
+            self._torch_reducer.reduce_many(dst, srcs, op)
+        else:
+            for chunk in many_chunks(dst, srcs):
+                self._launch(dst, chunk, op, stream)
 
-    def _launch(self, dst, srcs: list, op: str) -> None:
+    def _launch(self, dst, srcs: list, op: str, stream: int | None) -> None:
         if dst.numel() == 0:
             return
+        device = dst.device.index if dst.is_cuda else self.device
         name, blocks, args = launch(str(dst.dtype).replace("torch.", ""), op, dst.numel(), dst.element_size(),
                                     dst.data_ptr(), [t.data_ptr() for t in srcs], self._blocks, self.THREADS)
-        self._run(name, blocks, args)
+        self._run(device, self._stream(device) if stream is None else stream, name, blocks, args)
 
-    def _run(self, name: str, blocks: int, args: tuple) -> None:
+    def _stream(self, device: int) -> int:
+        """The device's current stream (torch's, for this thread): where torch queued dst's data."""
+        return self._torch.cuda.current_stream(device).cuda_stream
+
+    def _run(self, device: int, stream: int, name: str, blocks: int, args: tuple) -> None:
         """The launch itself (the CPU tests replace only this, with the kernels built for the host)."""
-        with self._cp.cuda.ExternalStream(self._torch.cuda.current_stream().cuda_stream):
-            self._kernel(name)((blocks,), (self.THREADS,), args)
+        with self._cp.cuda.Device(device), self._cp.cuda.ExternalStream(stream, device):
+            self._kernel(device, name)((blocks,), (self.THREADS,), args)
 
     def copy(self, dst, src) -> None:
         dst.copy_(src)
@@ -180,10 +213,6 @@ class CudaReducer:
         self._torch_reducer.finish(dst, op, world)
 
 
-def gpu_reducer():
-    """CudaReducer when CuPy is installed, else torch's own arithmetic."""
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return TorchReducer()
-    return CudaReducer()
+def gpu_reducer(device: int) -> CudaReducer:
+    """The reducer of a rank whose GPU is `device` (its kernels built on first use)."""
+    return CudaReducer(device)

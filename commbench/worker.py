@@ -105,7 +105,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
              hosts=sorted({f["hostname"] for f in facts}),
              note=f"power not measured: {power_note}" if power_note else None)
 
-    total_wrong, skipped, done = 0, [], set(spec.done_points)
+    total_wrong, skipped, done, warned = 0, [], set(spec.done_points), []
     for point in plan:
         if point.index in done:
             continue
@@ -133,6 +133,11 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
                             None if native else _algorithm_binder(algo, contexts[point.backend], point, counts, dtype,
                                                                  spec.segment_bytes), counter, meter)
         total_wrong += m.wrong
+        fallback = getattr(comm.reducer, "fallback", None)
+        if rank == 0 and fallback and fallback not in warned:
+            warned.append(fallback)
+            update_run_json(spec.out_dir, {"warnings": warned})
+            emit("warning", text=fallback)
         if rank == 0:
             row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
             if m.power is not None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from commbench.kernels import CudaReducer
+
 HEADER = Path(__file__).resolve().parent / "host_cuda.h"
 _CTYPES = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32}
 
@@ -71,3 +73,24 @@ class HostKernels:
         for b, t in order:
             self.lib.cb_host_thread(b, t, blocks, threads)
             fn(*values)
+
+
+class HostReducer(CudaReducer):
+    """CudaReducer with its launches run on the CPU by `kernels` (build()), on CPU tensors;
+    `device` is the GPU it stands for. Records every launch: its kernel, and its (device, stream)."""
+
+    THREADS = 32
+
+    def __init__(self, kernels: HostKernels, blocks: int = 3, device: int = 0):
+        super().__init__(device)
+        self._kernels_on_host, self._blocks = kernels, blocks
+        self.launches: list[str] = []
+        self.targets: list[tuple[int, int]] = []
+
+    def _stream(self, device: int) -> int:
+        return 0  # a CPU build of torch has no streams; tests/test_cuda_devices.py checks the real one
+
+    def _run(self, device, stream, name, blocks, args):
+        self.launches.append(name)
+        self.targets.append((device, stream))
+        self._kernels_on_host(name, blocks, self.THREADS, args, seed=len(self.launches))

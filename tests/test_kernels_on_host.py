@@ -7,7 +7,8 @@ with any NaN: its bits are the hardware's, and torch on the CPU itself gives two
 import pytest
 
 import host_cuda
-from commbench.kernels import CUDA_DTYPES, CUDA_OPS, MANY, REDUCE_SOURCE, CudaReducer, TorchReducer, launch, many_chunks
+from host_cuda import HostReducer
+from commbench.kernels import CUDA_DTYPES, CUDA_OPS, MANY, REDUCE_SOURCE, TorchReducer, launch, many_chunks
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))
@@ -23,20 +24,6 @@ CASES = [(d, o, "plain") for d in CUDA_DTYPES for o in CUDA_OPS] + [
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
     return host_cuda.build(REDUCE_SOURCE, tmp_path_factory.mktemp("host-kernels"))
-
-
-class HostReducer(CudaReducer):
-    """CudaReducer with its launches run on the CPU."""
-
-    THREADS = 32
-
-    def __init__(self, kernels, blocks=3):
-        self._kernels_on_host, self._blocks, self._torch_reducer = kernels, blocks, TorchReducer()
-        self.launches: list[str] = []
-
-    def _run(self, name, blocks, args):
-        self.launches.append(name)
-        self._kernels_on_host(name, blocks, self.THREADS, args, seed=len(self.launches))
 
 
 def _values(dtype, n, offset, seed, kind="plain"):

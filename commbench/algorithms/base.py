@@ -67,14 +67,16 @@ def segments(comm: Communicator, views: list, seg: int) -> list:
     return out
 
 
-def pipeline(stages: list[Callable[[Any], None]], items: list) -> None:
+def pipeline(stages: list[Callable[[Any], None]], items: list, comm: Communicator) -> None:
     """Run every item through the stages in order, each stage in its own thread, so stage s of
-    item k overlaps stage s+1 of item k-1. A stage must use its own communicator."""
+    item k overlaps stage s+1 of item k-1. A stage must use its own communicator; each thread
+    first enters comm's device (comm.enter_thread)."""
     links = [queue.Queue() for _ in stages[1:]]
     errors: list[BaseException] = []
 
     def run(s):
         try:
+            comm.enter_thread()
             for k in range(len(items)):
                 item = links[s - 1].get() if s else items[k]
                 if item is None:  # an earlier stage failed

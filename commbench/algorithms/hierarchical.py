@@ -126,7 +126,7 @@ class Hierarchical(Algorithm):
             for stage in stages:
                 stage(0)
         else:
-            pipeline(stages, list(range(len(chunks) - 1)))
+            pipeline(stages, list(range(len(chunks) - 1)), ctx.comm)
 
     def _slots(self, ctx, buf, block):
         lv = levels(ctx)

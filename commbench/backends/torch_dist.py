@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from commbench.backends.base import Communicator, Request
+from commbench.backends.base import Communicator, Request, Requests
 from commbench.dtypes import DType
 from commbench.kernels import TorchReducer, gpu_reducer
 
@@ -67,8 +67,8 @@ class TorchCommunicator(Communicator):
         self.ranks = ranks  # global rank of each member, in this communicator's rank order
         self.rank = ranks.index(dist.get_rank())
         self.size = len(ranks)
-        self.reducer = gpu_reducer() if self.device == "cuda" else TorchReducer()
         self._torch_device = torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
+        self.reducer = gpu_reducer(self._torch_device.index) if self.device == "cuda" else TorchReducer()
 
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
         if native and not self.carries_device_buffers:
@@ -109,6 +109,10 @@ class TorchCommunicator(Communicator):
             dist.barrier(group=self.group)
             self.synchronize()
 
+    def enter_thread(self):
+        if self.device == "cuda":
+            torch.cuda.set_device(self._torch_device)
+
     def synchronize(self):
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -130,6 +134,13 @@ class TorchCommunicator(Communicator):
     def irecv(self, buf, src, tag=0):
         return _TorchRequest(dist.irecv(buf, self.ranks[src], group=self.group, tag=tag))
 
+    def exchange(self, sends, recvs):
+        """One group through batch_isend_irecv: on NCCL one coalesced launch on this group's
+        communicator (no per-pair communicator, no issue-order dependence between the calls)."""
+        ops = ([dist.P2POp(dist.irecv, b, self.ranks[src], self.group, tag) for b, src, tag in recvs]
+               + [dist.P2POp(dist.isend, b, self.ranks[dst], self.group, tag) for b, dst, tag in sends])
+        return Requests([_TorchRequest(w) for w in dist.batch_isend_irecv(ops)] if ops else [])
+
     def split(self, color, key):
         members = self.allgather_object((color, key, self.ranks[self.rank]))
         mine = None
@@ -138,7 +149,8 @@ class TorchCommunicator(Communicator):
             group = dist.new_group(ranks=ranks)
             if c == color:
                 mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks, device=self.device)
-        return mine
+        mine.barrier()  # NCCL creates the group's communicator here, with all its ranks (a first
+        return mine     # batch_isend_irecv must involve every rank of its group, torch's docs say)
 
     def library_info(self):
         info = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "reducer": type(self.reducer).__name__}

@@ -22,7 +22,7 @@ def _values(n, dtype, seed):
 @pytest.mark.parametrize("op", CUDA_OPS)
 @pytest.mark.parametrize("n,offset", [(1, 0), (1000003, 0), (4099, 1), (65536, 3)])
 def test_matches_torch(dtype, op, n, offset):
-    red = CudaReducer()
+    red = CudaReducer(torch.cuda.current_device())
     a, b = _values(n + offset, dtype, 1)[offset:], _values(n + offset, dtype, 2)[offset:]
     expected = REFERENCE[op](a, b)
     out = torch.empty_like(a)
@@ -38,7 +38,7 @@ def test_matches_torch(dtype, op, n, offset):
 def test_reduce_many_is_the_chain_of_reduces(dtype, k):
     """The n-ary kernels on the GPU: bit-identical to the chain of binary reductions (torch's own
     arithmetic), one input misaligned, in place on the first input and across two launches."""
-    red = CudaReducer()
+    red = CudaReducer(torch.cuda.current_device())
     srcs = [_values(100003 + 1, dtype, 10 + i)[1 if i == 1 else 0:][:100003] for i in range(k)]
     expected = srcs[0].clone()
     for s in srcs[1:]:
