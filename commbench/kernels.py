@@ -38,6 +38,9 @@ CUPY_NVRTC_OPTIONS = ("-ftz=true",)
 
 
 class _Reducer:
+    def prepare(self) -> None:
+        """Get ready to reduce (outside any timed loop): nothing to build here."""
+
     def reduce_many(self, dst, srcs: list, op: str) -> None:
         """dst = srcs[0] op srcs[1] op ... op srcs[-1], left to right, rounding after every op.
         dst may be srcs[0], no other input. This one is the chain of reduce calls."""
@@ -149,6 +152,9 @@ class CudaReducer:
         self._kernels: dict = {}
         self._blocks: int | None = None
         self.fallback: str | None = None
+
+    def prepare(self) -> None:
+        self._built()
 
     def _built(self) -> bool:
         """Build the kernels on first use; False where they cannot be (fallback says why)."""

@@ -138,8 +138,9 @@ def combine_sources(sources: list[str | None]) -> str | None:
 
 def summarize(energy_j: float, samples_w: list[float], seconds: float) -> Reading:
     """One window's reading: the average power is the energy counter's delta over the window
-    (exact however the samples lag; the samples' mean only where the counter did not move), the
-    peak the largest sample."""
+    (unlike the samples' mean it misses no spike; the counter steps about every 100 ms, so over
+    a window of >= WINDOW_S it is within about 10 %; the samples' mean only where the counter did
+    not move), the peak the largest sample."""
     if energy_j > 0 and seconds > 0:
         avg = energy_j / seconds
     else:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.backends.base import Communicator, Request
+from commbench.backends.base import Communicator, NumpyBuffers, Request
 from commbench.kernels import NumpyReducer
 
 DEADLOCK_S = 1.0
@@ -69,7 +69,7 @@ class World:
         self.meetings: dict[tuple, dict[int, object]] = {}  # (comm, call index) -> rank -> value
         self.calls: dict[tuple, int] = {}  # (comm, rank) -> collectives called
         self.waiting: dict[int, str] = {}  # thread id -> what it waits on
-        self.last_progress = time.monotonic()
+        self.last_progress = self.last_check = time.monotonic()
         self.deadlock: str | None = None
 
     def comm(self, rank: int) -> NcclSemanticsComm:
@@ -147,7 +147,11 @@ class World:
         self.waiting[me] = what
         try:
             while not ready():
-                if self.deadlock is None and time.monotonic() - self.last_progress > DEADLOCK_S:
+                now = time.monotonic()
+                if now - self.last_check > DEADLOCK_S / 4:  # no waiter ran for a while: the process stalled,
+                    self.last_progress = now                 # which is no evidence against the ranks
+                self.last_check = now
+                if self.deadlock is None and now - self.last_progress > DEADLOCK_S:
                     self.deadlock = "deadlock: " + "; ".join(sorted(self.waiting.values()))
                 if self.deadlock is not None:
                     raise Deadlock(self.deadlock)
@@ -169,7 +173,7 @@ class _GroupRequest(Request):
                 w._wait_until(lambda: all(op.done for op in self._ops), f"rank {self._rank} waits on {first}")
 
 
-class NcclSemanticsComm(Communicator):
+class NcclSemanticsComm(NumpyBuffers, Communicator):
     backend = "nccl-semantics"
 
     def __init__(self, world: World, comm_id: tuple, rank: int, size: int):
@@ -186,16 +190,7 @@ class NcclSemanticsComm(Communicator):
             import torch
 
             return torch.zeros(count, dtype=getattr(torch, dtype.torch_name))
-        return np.zeros(count, dtype=dtype.numpy_name)
-
-    def view(self, buf, offset, count):
-        return buf[offset:offset + count]
-
-    def write(self, buf, offset, values):
-        buf[offset:offset + len(values)] = values
-
-    def read(self, buf, offset, count):
-        return buf[offset:offset + count].astype(np.float64)
+        return super().alloc(count, dtype)
 
     def bind(self, collective, send, recv, op, in_place):
         raise NotImplementedError("the NCCL-semantics communicator models point-to-point calls only")

@@ -38,7 +38,7 @@ class FakeCuda:
 
     def enter(self, rank):
         self.local.device = RANK_GPU
-        self.entered.append(threading.get_ident())
+        self.entered.append(rank)
 
 
 class RealStreamReducer(HostReducer):
@@ -52,7 +52,10 @@ def host_kernels(tmp_path_factory):
     return host_cuda.build(kernels.REDUCE_SOURCE, tmp_path_factory.mktemp("host-kernels"))
 
 
-def test_hierarchical_threads_launch_on_the_ranks_gpu(host_kernels, monkeypatch):
+@pytest.mark.parametrize("threads_enter", [True, False], ids=["threads-enter-the-gpu", "threads-on-gpu-0"])
+def test_hierarchical_threads_launch_on_the_ranks_gpu(host_kernels, monkeypatch, threads_enter):
+    """With or without the pipeline threads entering the rank's GPU (their current device is 0
+    if they do not), every launch goes to device 1 and its stream."""
     fake = FakeCuda()
     monkeypatch.setattr(torch.cuda, "current_stream", fake.current_stream)
     reducers = {}
@@ -70,12 +73,14 @@ def test_hierarchical_threads_launch_on_the_ranks_gpu(host_kernels, monkeypatch)
         ALGORITHMS["hierarchical"].all_reduce(ctx, buf, "sum")
         return buf
 
-    out = World(world, buffers="torch", reducer=make, on_thread=fake.enter).run(rank_main)
+    out = World(world, buffers="torch", reducer=make,
+                on_thread=fake.enter if threads_enter else None).run(rank_main)
     expected = torch.arange(count, dtype=torch.float32) * sum(range(1, world + 1))
     assert all(torch.equal(b, expected) for b in out)
     targets = {t for r in reducers.values() for t in r.targets}
     assert targets == {(RANK_GPU, 1000 + RANK_GPU)}, targets
-    assert len(set(fake.entered)) == 3 * world  # each rank's three pipeline threads entered the GPU
+    if threads_enter:  # each rank's three pipeline threads entered its GPU
+        assert sorted(fake.entered) == sorted(list(range(world)) * 3)
 
 
 def test_a_reducer_whose_kernels_do_not_build_falls_back(monkeypatch):

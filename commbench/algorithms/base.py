@@ -142,6 +142,7 @@ class Algorithm:
         """A zero-argument callable running this algorithm once on the harness' buffers, and the
         buffer holding this rank's output. Out-of-place copies are part of what is timed."""
         comm, red, rank = ctx.comm, ctx.comm.reducer, ctx.comm.rank
+        red.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
         if collective == "all_reduce":
             if in_place:
                 return (lambda: self.all_reduce(ctx, recv, op)), recv

@@ -40,6 +40,7 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
     left, right = order[pos - 1], order[(pos + 1) % n]
     sources = sources or blocks
     arrived: list = []  # step s-1's (block segment, own contribution, scratch, request) per segment
+    sent_only: list = []  # exchanges without a receive, waited at the end
     for step in range(n - 1):
         q = (pos - step - 2) % n  # received and reduced this step; sent the next
         outgoing = segments(comm, sources[(pos - 1) % n] if step == 0 else blocks[(pos - step - 1) % n], seg)
@@ -59,10 +60,11 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
             if recvs:
                 current.append((s, o, t, req))
             else:
-                req.wait()
+                sent_only.append(req)
         arrived = current
     for item in arrived:
         _reduce_arrived(red, item, op)
+    wait_all(sent_only)
 
 
 def _reduce_arrived(red, item, op: str) -> None:

@@ -131,3 +131,19 @@ class Communicator(ABC):
 
     def close(self) -> None:
         pass
+
+
+class NumpyBuffers:
+    """Buffers as numpy arrays (the MPI backend's): alloc, view, write and read."""
+
+    def alloc(self, count: int, dtype: DType) -> np.ndarray:
+        return np.zeros(count, dtype=dtype.numpy_name)
+
+    def view(self, buf, offset, count):
+        return buf[offset:offset + count]
+
+    def write(self, buf, offset, values):
+        buf[offset:offset + len(values)] = values
+
+    def read(self, buf, offset, count):
+        return buf[offset:offset + count].astype(np.float64)

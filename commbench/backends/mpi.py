@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from commbench.backends.base import Communicator, Request
+from commbench.backends.base import Communicator, NumpyBuffers, Request
 from commbench.dtypes import DType
 from commbench.kernels import NumpyReducer
 
@@ -22,7 +22,7 @@ class _MPIRequest(Request):
         self._req.Wait()
 
 
-class MPICommunicator(Communicator):
+class MPICommunicator(NumpyBuffers, Communicator):
     backend = "mpi"
 
     def __init__(self, comm=None):
@@ -39,18 +39,6 @@ class MPICommunicator(Communicator):
         if native and op is not None and op not in _OPS:
             return f"MPI has no {op} reduction"
         return None
-
-    def alloc(self, count, dtype):
-        return np.zeros(count, dtype=dtype.numpy_name)
-
-    def view(self, buf, offset, count):
-        return buf[offset:offset + count]
-
-    def write(self, buf, offset, values):
-        buf[offset:offset + len(values)] = values
-
-    def read(self, buf, offset, count):
-        return buf[offset:offset + count].astype(np.float64)
 
     def bind(self, collective, send, recv, op, in_place):
         c = self.comm

@@ -149,6 +149,7 @@ class TorchCommunicator(Communicator):
             group = dist.new_group(ranks=ranks)
             if c == color:
                 mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks, device=self.device)
+                mine.reducer = self.reducer  # one rank, one device: its kernels built (or not) once
         mine.barrier()  # NCCL creates the group's communicator here, with all its ranks (a first
         return mine     # batch_isend_irecv must involve every rank of its group, torch's docs say)
 

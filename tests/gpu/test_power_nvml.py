@@ -16,7 +16,8 @@ def test_nccl_sweep_with_energy(tmp_path):
     commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--launcher", "local", "--power",
               "-c", "all_reduce", "--sizes", "1M,64M", "--in-place", "--iters", 10, "--out", out, "--quiet", check_rc=0)
     rows = pd.read_csv(out / "results.csv")
-    assert (rows.power_w_avg > 20).all() and (rows.power_w_max >= rows.power_w_avg).all()
+    # the average is the energy counter's (steps of ~100 ms over a >= 1 s window), the peak a sample
+    assert (rows.power_w_avg > 20).all() and (rows.power_w_max >= 0.9 * rows.power_w_avg).all()
     assert (rows.energy_j > 0).all()
     # the CSV keeps each figure to its own printed precision: equal to rounding, not bit for bit
     assert rows.energy_j_per_byte.to_numpy() == pytest.approx((rows.energy_j / rows.size_bytes).to_numpy(), rel=1e-6)
