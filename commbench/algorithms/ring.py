@@ -41,9 +41,9 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
     sources = sources or blocks
     arrived: list = []  # step s-1's (block segment, own contribution, scratch, request) per segment
     sent_only: list = []  # exchanges without a receive, waited at the end
+    outgoing = segments(comm, sources[(pos - 1) % n], seg)
     for step in range(n - 1):
         q = (pos - step - 2) % n  # received and reduced this step; sent the next
-        outgoing = segments(comm, sources[(pos - 1) % n] if step == 0 else blocks[(pos - step - 1) % n], seg)
         incoming = list(zip(segments(comm, blocks[q], seg), segments(comm, sources[q], seg), strict=True))
         scratch, off, current = tmp[step % 2], 0, []
         for k in range(max(len(outgoing), len(incoming))):
@@ -61,7 +61,7 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
                 current.append((s, o, t, req))
             else:
                 sent_only.append(req)
-        arrived = current
+        arrived, outgoing = current, [s for s, _ in incoming]  # the block just received goes out next
     for item in arrived:
         _reduce_arrived(red, item, op)
     wait_all(sent_only)
@@ -83,8 +83,8 @@ def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], se
     left, right = order[pos - 1], order[(pos + 1) % n]
     arrived: list = []  # step s-1's exchanges that received segment k (forwarded at step s)
     sent_only: list = []  # exchanges without a receive, waited at the end
+    outgoing = segments(comm, blocks[pos], seg)
     for step in range(n - 1):
-        outgoing = segments(comm, blocks[(pos - step) % n], seg)  # own block, then the one just received
         incoming = segments(comm, blocks[(pos - step - 1) % n], seg)
         current = []
         for k in range(max(len(outgoing), len(incoming))):
@@ -94,7 +94,7 @@ def ring_all_gather(comm: Communicator, order: list[int], blocks: list[list], se
             req = comm.exchange([(outgoing[k], right, tag)] if k < len(outgoing) else [],
                                 [(incoming[k], left, tag)] if k < len(incoming) else [])
             (current if k < len(incoming) else sent_only).append(req)
-        arrived = current
+        arrived, outgoing = current, incoming  # the block just received goes out next
     wait_all(sent_only + arrived)
 
 
