@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.compare import compare, run_dirs
+from commbench.analysis.compare import compare, run_dirs
 from commbench.results import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET, read_samples
 
 

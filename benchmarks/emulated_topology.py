@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.report import load_runs
-from commbench.variants import topology_comparison
+from commbench.analysis.report import load_runs
+from commbench.analysis.topology_comparison import topology_comparison
 
 
 def main() -> None:

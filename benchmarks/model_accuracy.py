@@ -20,10 +20,10 @@ import sys
 
 import pandas as pd
 
-from commbench.model import load_rows
-from commbench.model.costs import Params, Shape, time_s
-from commbench.model.fit import HELD_OUT_MIN_BYTES, fit_backend, held_out, summary, usable_rows
-from commbench.model.predict import best_and_crossovers, predict
+from commbench.analysis.model import load_rows
+from commbench.analysis.model.costs import Params, Shape, time_s
+from commbench.analysis.model.fit import HELD_OUT_MIN_BYTES, fit_backend, held_out, summary, usable_rows
+from commbench.analysis.model.predict import best_and_crossovers, predict
 
 
 def sweep(out: str, args: list[str]) -> str:

@@ -41,9 +41,9 @@ def main() -> None:
 
     from mpi4py import MPI
 
-    from commbench import harness
-    from commbench.backends.mpi import MPICommunicator
-    from commbench.collectives import COLLECTIVES
+    from commbench.rank import harness
+    from commbench.rank.backends.mpi import MPICommunicator
+    from commbench.rank.collectives import COLLECTIVES
     from commbench.dtypes import DTYPES
 
     comm = MPI.COMM_WORLD

@@ -23,7 +23,7 @@ import time
 import numpy as np
 from cuda_timing import seconds_per_call
 
-from commbench.model import load_rows
+from commbench.analysis.model import load_rows
 
 SIZES = [8 * 8**k for k in range(7)]  # 8 B .. 2 MB
 
@@ -40,7 +40,7 @@ def reduction_us(device: str, size: int, reps: int = 200) -> float:
         return statistics.median(times) * 1e6
     import torch
 
-    from commbench.kernels import CudaReducer
+    from commbench.rank.reducers import CudaReducer
 
     red, a, b = CudaReducer(torch.cuda.current_device()), torch.ones(n, device="cuda"), torch.ones(n, device="cuda")
     return seconds_per_call(lambda: red.reduce(a, b, "sum")) * 1e6

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from commbench.timing import STAT_COLUMNS
+from commbench.metrics import STAT_COLUMNS
 
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"

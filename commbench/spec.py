@@ -12,8 +12,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.collectives import COLLECTIVES
+from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
 
@@ -122,11 +122,11 @@ class SweepSpec:
     out_dir: str = ""
     ranks_per_node: int | None = None
     ring_order: str = "rank"  # "topology": the older spelling of algorithm ring_topology
-    emulate: str | None = None  # "NODESxRANKS": an emulated cluster on this machine (commbench.emulate)
+    emulate: str | None = None  # "NODESxRANKS": an emulated cluster on this machine (commbench.run.emulate)
     link_rate: str = "1gbit"  # each emulated node's link, in tc's units
     placement: str = "block"  # emulated ranks: node by node, or round-robin over the nodes
-    power: bool = False  # GPU power and energy per point (commbench.power)
-    nccl_tuning: bool = False  # NCCL's algorithm/protocol per point, from rank 0's log (commbench.nccl_log)
+    power: bool = False  # GPU power and energy per point (commbench.rank.power)
+    nccl_tuning: bool = False  # NCCL's algorithm/protocol per point, from rank 0's log (commbench.rank.nccl_log)
     segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 

@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _mpirun_missing() -> bool:
-    from commbench.launch import find_binary
+    from commbench.run.launch import find_binary
 
     return find_binary("mpirun") is None
 

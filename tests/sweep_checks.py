@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from commbench.collectives import COLLECTIVES
+from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 
 ROW_COLUMNS = ["run_id", "label", "collective", "backend", "algorithm", "device", "dtype", "op", "in_place",

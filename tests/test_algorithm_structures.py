@@ -2,10 +2,10 @@
 
 import pytest
 
-from commbench.algorithms.base import bounds
-from commbench.algorithms.dbtree import double_tree
-from commbench.algorithms.rhd import Fold
-from commbench.algorithms.tree import binomial_children, binomial_parent
+from commbench.rank.algorithms.base import bounds
+from commbench.rank.algorithms.dbtree import double_tree
+from commbench.rank.algorithms.rhd import Fold
+from commbench.rank.algorithms.tree import binomial_children, binomial_parent
 
 
 def _check_tree(parent, children, n):

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from commbench.collectives import COLLECTIVES
+from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
-from commbench.patterns import Pattern
+from commbench.rank.patterns import Pattern
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 8])

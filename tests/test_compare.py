@@ -100,7 +100,7 @@ def test_bad_threshold_and_format(tmp_path):
 
 
 def test_low_sample_points_use_the_ratio():
-    from commbench.compare import judge
+    from commbench.analysis.compare import judge
 
     rng = np.random.default_rng(0)
     verdict, ratio, *_, note = judge([np.array([10.0])], [np.array([11.0])], 0.05, rng)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from commbench.kernels import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points
+from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points
 
 NVCC = shutil.which("nvcc")
 SOURCES = sorted(CUDA_DIR.glob("*.cu"))

@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from commbench import emulate
+from commbench.run import emulate
 from conftest import ROOT, commbench, load_run
 from sweep_checks import check_sweep
 

@@ -16,7 +16,7 @@ def _run_workers(out_dir) -> list[int]:
     """pids of commbench workers running for the run in out_dir (other jobs ignored)."""
     from pathlib import Path
 
-    from commbench.worker import decode_spec
+    from commbench.rank.worker import decode_spec
 
     pids = []
     for proc in Path("/proc").iterdir():
@@ -24,7 +24,7 @@ def _run_workers(out_dir) -> list[int]:
             args = (proc / "cmdline").read_bytes().decode().split("\0")
         except (OSError, ValueError):
             continue
-        if "commbench.worker" in args and "--spec" in args[:-1]:
+        if "commbench.rank.worker" in args and "--spec" in args[:-1]:
             if decode_spec(args[args.index("--spec") + 1]).out_dir.startswith(str(out_dir)):
                 pids.append(int(proc.name))
     return pids

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commbench.errors import InputError
-from commbench.importers import parse_nccl_tests, parse_osu
+from commbench.analysis.importers import parse_nccl_tests, parse_osu
 from conftest import DATA, commbench, load_run
 
 SAMPLES = DATA / "osu"

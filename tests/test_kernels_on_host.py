@@ -8,7 +8,7 @@ import pytest
 
 import host_cuda
 from host_cuda import HostReducer
-from commbench.kernels import CUDA_DTYPES, CUDA_OPS, MANY, REDUCE_SOURCE, TorchReducer, launch, many_chunks
+from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS, MANY, REDUCE_SOURCE, TorchReducer, launch, many_chunks
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from commbench.errors import InputError
-from commbench.launch import build_commands, find_binary, resolve_launcher
+from commbench.run.launch import build_commands, find_binary, resolve_launcher
 from commbench.spec import SweepSpec
-from commbench.worker import decode_spec
+from commbench.rank.worker import decode_spec
 from conftest import ROOT, load_run, needs_mpirun
 
 
@@ -23,7 +23,7 @@ def test_mpirun_argv():
     [(argv, env)] = build_commands(spec, "mpirun", ["--hostfile", "h"])
     assert argv[0].endswith("mpirun") and argv[1:3] == ["-n", "3"]
     assert argv[argv.index("--hostfile") + 1] == "h"
-    assert argv[argv.index("--spec") - 3:argv.index("--spec")] == [sys.executable, "-m", "commbench.worker"]
+    assert argv[argv.index("--spec") - 3:argv.index("--spec")] == [sys.executable, "-m", "commbench.rank.worker"]
     assert decode_spec(argv[-1]) == spec  # the spec travels intact, whatever its strings hold
     if os.geteuid() == 0:
         assert "--allow-run-as-root" in argv

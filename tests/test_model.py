@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from commbench.model.costs import Params, Shape, time_s
-from commbench.model.fit import fit_backend, held_out, summary, usable_rows
+from commbench.analysis.model.costs import Params, Shape, time_s
+from commbench.analysis.model.fit import fit_backend, held_out, summary, usable_rows
 from conftest import commbench, needs_mpirun
 
 BETA_ONLY = Params(0.0, 1e-9, 0.0, 1e-8, 0.0)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from commbench import nccl_log
+from commbench.rank import nccl_log
 from conftest import commbench
 
 # NCCL's own formats (src/enqueue.cc, 2.19 and later; later versions append fields), behind
@@ -119,8 +119,8 @@ def test_nccl_tuning_keeps_the_users_log_file(tmp_path):
 
 def test_only_rank_0_logs_and_only_with_the_flag(monkeypatch):
     from commbench.spec import SweepSpec
-    from commbench.topology import RankInfo
-    from commbench.worker import _nccl_tuning_log
+    from commbench.rank.topology import RankInfo
+    from commbench.rank.worker import _nccl_tuning_log
 
     for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
         monkeypatch.delenv(name, raising=False)

@@ -6,7 +6,7 @@ collective it has, in place and out of place, twice back to back, exactly."""
 import numpy as np
 import pytest
 
-from commbench.algorithms import ALGORITHMS, Context
+from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.dtypes import DTYPES
 from nccl_semantics import Deadlock, World
 

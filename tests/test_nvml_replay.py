@@ -13,7 +13,7 @@ import types
 import pytest
 
 import nvml_replay
-from commbench import machine, power
+from commbench.rank import machine, power
 
 RECORDINGS = nvml_replay.recordings()
 

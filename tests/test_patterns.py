@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from commbench.dtypes import DTYPES
-from commbench.patterns import PERIOD, Pattern, tile
+from commbench.rank.patterns import PERIOD, Pattern, tile
 
 WORLDS = [1, 2, 3, 5, 8, 64, 300, 1100]
 

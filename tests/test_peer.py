@@ -6,8 +6,8 @@ import glob
 
 import pytest
 
-from commbench.algorithms import ALGORITHMS
-from commbench.peermem import unsupported
+from commbench.rank.algorithms import ALGORITHMS
+from commbench.rank.peermem import unsupported
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
 

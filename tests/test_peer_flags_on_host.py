@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import host_cuda
-from commbench.kernels import CUDA_DIR
-from commbench.peermem import FLAG_BYTES
+from commbench.rank.reducers import CUDA_DIR
+from commbench.rank.peermem import FLAG_BYTES
 
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))
 WORDS = FLAG_BYTES // 8

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from commbench import power
+from commbench.rank import power
 from conftest import commbench, needs_mpirun
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commbench.errors import InputError
-from commbench.suites import SUITES_DIR, load_suite
+from commbench.run.suites import SUITES_DIR, load_suite
 from conftest import commbench, cpu_torch_refusal, load_run, needs_cpu_torch, needs_mpirun
 
 

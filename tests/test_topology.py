@@ -1,4 +1,4 @@
-from commbench.topology import detect, inside_launched_job, node_layout
+from commbench.rank.topology import detect, inside_launched_job, node_layout
 
 
 def test_torchrun_env():

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from commbench.algorithms import ALGORITHMS
-from commbench.algorithms.base import ring_order
-from commbench.collectives import COLLECTIVES
-from commbench.launch import find_binary
-from commbench.traffic import expected_internode_bytes, internode
+from commbench.rank.algorithms import ALGORITHMS
+from commbench.rank.algorithms.base import ring_order
+from commbench.rank.collectives import COLLECTIVES
+from commbench.run.launch import find_binary
+from commbench.rank.traffic import expected_internode_bytes, internode
 from conftest import ROOT, needs_mpirun
 
 

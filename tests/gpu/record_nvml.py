@@ -28,7 +28,7 @@ from nvml_replay import RECORDINGS, Recorder  # noqa: E402
 def main() -> None:
     recorder = Recorder(pynvml)
     sys.modules["pynvml"] = recorder  # what commbench imports from here on
-    from commbench import machine, power
+    from commbench.rank import machine, power
 
     gpus, pairs, reason = machine.gpus()
     unavailable = power.unavailable("cuda")

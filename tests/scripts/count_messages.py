@@ -6,11 +6,11 @@ import json
 import sys
 from collections import Counter
 
-from commbench.algorithms import ALGORITHMS, Context
-from commbench.backends import open_backend
-from commbench.collectives import COLLECTIVES
+from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.rank.backends import open_backend
+from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
-from commbench.traffic import block_elems
+from commbench.rank.traffic import block_elems
 
 
 def counting(comm, to_global, log):

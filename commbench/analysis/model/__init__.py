@@ -1,0 +1,16 @@
+"""The α-β-γ cost model: fit it to measured sweeps (fit.py), predict any scale (predict.py),
+from the per-algorithm costs in costs.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def load_rows(paths: list[str]) -> pd.DataFrame:
+    """Rows of result folders, each with the segment size its run used."""
+    from commbench.analysis.report import load_runs
+
+    rows, metas = load_runs(paths)
+    segment = {m.get("run_id"): (m.get("spec") or {}).get("segment_bytes") for _, m in metas}
+    rows["segment_bytes"] = rows.run_id.map(segment).fillna(1 << 20).astype(int)
+    return rows

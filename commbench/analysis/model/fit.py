@@ -1,0 +1,171 @@
+"""Fit the cost model (commbench.analysis.model.costs) to measured rows, per backend: least squares on
+log(predicted / measured), so a 10 % miss weighs the same at 8 B and at 64 MB, over log
+parameters, so each stays positive. Uncertainty from the Jacobian at the optimum
+(σ² (JᵀJ)⁻¹, a relative standard error per parameter). Parameters the rows cannot inform (no
+multi-node points: no inter-node α, β; no working set beyond the cache: no memory term) are
+left out and reported as such.
+
+`validate` refits without one size (then without one algorithm) at a time and predicts what
+was left out: held-out error, the honest measure of a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from commbench.errors import InputError
+from commbench.analysis.model.costs import MODELLED, Params, Shape, time_s
+
+NAMES = tuple(Params.__dataclass_fields__)
+START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
+         "mem_factor": 1.0, "cache_bytes": 64e6}
+MEMORY = ("mem_factor", "cache_bytes")
+HELD_OUT_MIN_BYTES = 64 * 1024
+
+
+@dataclass
+class Fit:
+    backend: str
+    params: dict  # name -> value (None: not informed by these rows)
+    rel_std: dict  # name -> relative standard error
+    points: int
+    median_error: float  # |predicted / measured - 1| over the fitted points
+    p90_error: float
+    links_per_node: int
+    lanes: int  # intra-node copies/reductions at full speed at once, chosen by the fit
+    algorithms: list = field(default_factory=list)
+
+    def to_params(self) -> Params:
+        return Params.from_values(self.params)
+
+
+def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Measured, correct points of modelled algorithms with what the model needs."""
+    rows = rows[rows.algorithm.isin(MODELLED) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
+    rows = rows[pd.to_numeric(rows.time_us, errors="coerce") > 0].copy()
+    if "predicted" in rows:
+        rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
+    rows["nodes"] = pd.to_numeric(rows.get("nodes"), errors="coerce").fillna(1).astype(int)
+    per_node = pd.to_numeric(rows.get("ranks_per_node"), errors="coerce")
+    rows["ranks_per_node"] = per_node.fillna(rows.world_size // rows.nodes).astype(int)
+    rows["placement"] = rows.get("placement", pd.Series("block", index=rows.index)).fillna("").replace("", "block")
+    if "segment_bytes" not in rows:
+        rows["segment_bytes"] = 1 << 20
+    rows["in_place"] = pd.to_numeric(rows.get("in_place", pd.Series(1, index=rows.index)), errors="coerce").fillna(1).astype(bool)
+    return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
+
+
+def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
+    return np.array([time_s(params, r.algorithm, r.collective,
+                            Shape(r.nodes, r.ranks_per_node, r.placement, links, lanes),
+                            r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
+
+
+def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
+    """Least squares for one backend; lanes (intra-node contention) is tried at every power of
+    two up to the ranks per node, and the best kept, unless given."""
+    rows = rows[rows.backend == backend]
+    if len(rows) < 3:
+        raise InputError(f"backend {backend!r}: {len(rows)} usable points; the fit needs at least 3 "
+                         f"(measured, correct points of {', '.join(MODELLED)})")
+    if lanes is None:
+        most = int(rows.ranks_per_node.max())
+        candidates = sorted({min(2**k, most) for k in range(most.bit_length() + 1)})
+        return min((fit_backend(rows, backend, links_per_node, c) for c in candidates),
+                   key=lambda f: (f.p90_error + f.median_error))
+    measured = rows.time_us.to_numpy() / 1e6
+    base = _predict(Params.from_values(START), rows, links_per_node, lanes)
+    active = [k for k in NAMES  # a parameter no point depends on cannot be fitted
+              if np.any(np.abs(_predict(Params.from_values(START | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
+
+    def residual(x):
+        pred = _predict(Params.from_values(dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
+        return np.log(np.maximum(pred, 1e-15) / measured)
+
+    x0 = np.log([START[k] for k in active])
+    best = min((least_squares(residual, x0 + shift, method="trf") for shift in (0.0, 3.0)), key=lambda r: r.cost)
+    # a cache larger than every working set leaves the memory term without any effect
+    informed = (np.linalg.norm(best.jac, axis=0) > 1e-9) | ~np.isin(active, MEMORY)
+    values = {k: v for k, v, used in zip(active, np.exp(best.x), informed) if used}
+    dof = max(1, len(rows) - len(active))
+    s2 = 2 * best.cost / dof
+    cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
+    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active) if k in values}
+    errors = np.abs(np.exp(best.fun) - 1)
+    return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
+               {k: rel.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
+               links_per_node, lanes, sorted(rows.algorithm.unique()))
+
+
+def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
+    rows = usable_rows(rows)
+    if rows.empty:
+        raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(MODELLED)}")
+    return [fit_backend(rows, b, links_per_node) for b in sorted(rows.backend.unique())]
+
+
+def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFrame:
+    """Refit without each value of `by` (size_bytes or algorithm) in turn; the left-out points
+    with their predictions."""
+    rows = usable_rows(rows)
+    out = []
+    for backend in sorted(rows.backend.unique()):
+        sub = rows[rows.backend == backend]
+        for value in sorted(sub[by].unique()):
+            train, test = sub[sub[by] != value], sub[sub[by] == value]
+            try:
+                model = fit_backend(train, backend, links_per_node)
+            except InputError:
+                continue
+            if any(model.params[k] is None for k in NAMES if _needs(k, test)):
+                continue  # the rest cannot inform a parameter the left-out points need
+            pred = _predict(model.to_params(), test, links_per_node, model.lanes)
+            out.append(test.assign(predicted_us=pred * 1e6, held_out=f"{by}={value}"))
+    if not out:
+        return pd.DataFrame()
+    result = pd.concat(out, ignore_index=True)
+    result["error"] = result.predicted_us / result.time_us - 1
+    return result
+
+
+def _needs(name: str, test: pd.DataFrame) -> bool:
+    if name in MEMORY:
+        return False  # uninformed, the memory term is left out: every byte costs the cached β, γ
+    if "inter" in name:
+        return bool((test.nodes > 1).any())
+    if "intra" in name:
+        return bool((test.ranks_per_node > 1).any())
+    return True
+
+
+def summary(errors: pd.DataFrame) -> dict:
+    """Median and p90 absolute held-out error, all points and points of 64 KB and up."""
+    if errors.empty:
+        return {}
+    big = errors[errors.size_bytes >= HELD_OUT_MIN_BYTES]
+    return {"points": len(errors), "median_abs_error": float(errors.error.abs().median()),
+            "p90_abs_error": float(errors.error.abs().quantile(0.9)),
+            "points_64k_up": len(big), "median_abs_error_64k_up": float(big.error.abs().median()) if len(big) else None}
+
+
+def to_json(fits: list[Fit], sources: list[str]) -> dict:
+    return {"commbench_model": 1, "sources": sources, "fits": {f.backend: asdict(f) for f in fits}}
+
+
+def from_json(data: dict, backend: str | None = None) -> Fit:
+    try:
+        fits = data["fits"]
+        if backend is None:
+            if len(fits) != 1:
+                raise InputError(f"the model holds backends {', '.join(fits)}; choose one with --backend")
+            backend = next(iter(fits))
+        if backend not in fits:
+            raise InputError(f"the model has no backend {backend!r} (it has: {', '.join(fits)})")
+        return Fit(**fits[backend])
+    except (KeyError, TypeError, StopIteration) as exc:
+        raise InputError(f"not a commbench model file ({type(exc).__name__}: {exc})") from None

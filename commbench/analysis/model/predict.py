@@ -1,0 +1,78 @@
+"""Predict collectives at a scale nobody can book: per algorithm and size, time, busbw and the
+bytes that cross node links; the best algorithm per size and where the best one changes.
+Written in the results layout (rows marked predicted) so `commbench report` draws them next to
+measured runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from commbench import runinfo
+from commbench.rank.algorithms import ALGORITHMS
+from commbench.rank.collectives import COLLECTIVES
+from commbench.errors import InputError
+from commbench.analysis.model.costs import Params, Shape, time_s
+from commbench.results import RESULTS_CSV, ResultsWriter, update_run_json
+from commbench.metrics import bandwidth
+from commbench.rank.traffic import expected_internode_bytes
+
+PREDICTED = ("ring", "tree", "dbtree", "rhd", "hierarchical")
+ITEMSIZE = 4  # float32
+
+
+def links(text: str, what: str) -> tuple[float, float]:
+    """'BW,LAT': GB/s and µs -> (α seconds, β seconds per byte)."""
+    try:
+        bw, lat = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"invalid {what} {text!r} (expected BANDWIDTH_GBPS,LATENCY_US such as 450,2)") from None
+    if not (bw > 0 and lat >= 0):
+        raise InputError(f"invalid {what} {text!r}: bandwidth must be positive and latency not negative")
+    return lat * 1e-6, 1 / (bw * 1e9)
+
+
+def predict(params: Params, shape: Shape, collective: str, sizes: list[int],
+            segment_bytes: int = 1 << 20) -> pd.DataFrame:
+    coll = COLLECTIVES[collective]
+    node_of = shape.node_of()
+    rows = []
+    for algorithm in PREDICTED:
+        for size in sizes:
+            counts = coll.counts(size, ITEMSIZE, shape.n)
+            t = time_s(params, algorithm, collective, shape, counts.size_bytes, segment_bytes)
+            if t is None or counts.size_bytes == 0:
+                continue
+            algbw, busbw = bandwidth(counts.size_bytes, t * 1e6, coll.bus_factor(shape.n))
+            rows.append({"collective": collective, "algorithm": algorithm, "world_size": shape.n, "nodes": shape.nodes,
+                         "ranks_per_node": shape.per_node, "size_bytes": counts.size_bytes, "count": counts.count,
+                         "time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw,
+                         "bus_factor": coll.bus_factor(shape.n), "placement": shape.placement,
+                         "internode_bytes_expected": expected_internode_bytes(
+                             ALGORITHMS[algorithm], collective, counts, ITEMSIZE, node_of, segment_bytes)})
+    return pd.DataFrame(rows)
+
+
+def best_and_crossovers(table: pd.DataFrame) -> tuple[pd.Series, list[tuple[int, str, str]]]:
+    """Fastest algorithm per size, and (size, from, to) wherever it changes."""
+    best = table.loc[table.groupby("size_bytes").time_us.idxmin()].set_index("size_bytes").algorithm
+    changes = [(size, prev, cur) for (size, cur), prev in zip(best.items(), [None, *best.values[:-1]]) if prev and prev != cur]
+    return best, changes
+
+
+def write(table: pd.DataFrame, out_dir: str | Path, run_id: str, description: dict) -> Path:
+    out = Path(out_dir)
+    if (out / RESULTS_CSV).exists():
+        raise InputError(f"output folder {str(out)!r} already holds results (choose another --out)")
+    writer = ResultsWriter(out)
+    for i, r in enumerate(table.to_dict("records")):
+        writer.add(r | {"run_id": run_id, "label": description["label"], "point": i, "backend": description["backend"],
+                        "device": "", "dtype": "float32", "op": "sum" if COLLECTIVES[r["collective"]].reduces else "none",
+                        "in_place": 1, "iterations": 0, "batch": 0, "warmup": 0, "predicted": 1,
+                        "timestamp": runinfo.utc_now()}, [r["time_us"]])
+    writer.finalize()
+    update_run_json(out, {"run_id": run_id, "label": description["label"], "predicted": True, "model": description,
+                          "status": "completed", "end_time": runinfo.utc_now()})
+    return out
+

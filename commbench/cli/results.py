@@ -1,0 +1,89 @@
+"""Commands that read result folders: `report`, `topo-compare` and `compare`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from commbench.cli.app import app, err
+from commbench.errors import InputError
+
+
+def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
+    """Print the topology comparison of these result folders, if they hold one."""
+    from commbench.run.console import comparison_table
+    from commbench.analysis.report import load_runs
+    from commbench.analysis.topology_comparison import topology_comparison
+
+    rows, _ = load_runs(results)
+    comparison = topology_comparison(rows)
+    if comparison.empty:
+        return False
+    out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
+    out.print(comparison_table(comparison))
+    if csv:
+        comparison.to_csv(csv, index=False)
+    return True
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise InputError(f"invalid threshold {text!r} (give a percentage such as 5% or a fraction such as 0.05)") from None
+    return value
+
+
+@app.command()
+def report(
+    results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
+    output: str = typer.Option("report.html", "-o", "--output", help="The HTML file to write."),
+    title: str = typer.Option("commbench report", "--title", help="Page title."),
+):
+    """Write one self-contained HTML report (works offline) for one or more result folders."""
+    from commbench.analysis.report import build_report
+
+    path = build_report(results, output, title)
+    err.print(f"report written to {escape(str(path))}")
+
+
+@app.command("topo-compare")
+def topo_compare(
+    results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this file."),
+):
+    """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical, with
+    speedups over the flat ring and inter-node bytes (measured and expected)."""
+    if not print_comparison(results, csv):
+        raise InputError("no multi-node points of two or more of native, ring, ring_topology, hierarchical "
+                         "in these results")
+
+
+@app.command()
+def compare(
+    baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
+    candidate: str = typer.Argument(..., help="Candidate result folder."),
+    threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
+    fmt: str = typer.Option("text", "--format", help="text, markdown, json or junit."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
+):
+    """Regression verdict between two result sets: exit 1 on any regression, 0 otherwise, 2 on unusable input."""
+    from commbench.analysis.compare import FORMATS
+    from commbench.analysis.compare import compare as run_compare
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(FORMATS)})")
+    result = run_compare(baseline, candidate, _threshold(threshold))
+    text = FORMATS[fmt](result)
+    print(text)
+    if output:
+        from pathlib import Path
+
+        Path(output).write_text(text + "\n", encoding="utf-8")
+    if result.regressed:
+        raise typer.Exit(1)
+
+

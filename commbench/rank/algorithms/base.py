@@ -1,0 +1,186 @@
+"""What every commbench algorithm shares: the context it runs in (communicator, reducer,
+node layout, ring order), block partitions, segmenting for pipelining, and the binding of an
+in-place algorithm to the in-place / out-of-place buffer layouts the harness uses.
+
+An algorithm implements, in place, whichever of these it supports:
+    all_reduce(ctx, buf, op)                 buf: input, ends as the reduction
+    all_gather(ctx, buf, block)              buf: own block at rank*block, ends gathered
+    reduce_scatter(ctx, buf, op, block)      buf: input, ends with the reduced own block at rank*block
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from commbench.rank.backends import Communicator
+
+MAX_SEGMENTS = 4096  # per block, so tags stay small
+
+
+def bounds(count: int, parts: int) -> list[int]:
+    """Boundaries of `parts` nearly equal blocks of `count` elements (uneven counts allowed)."""
+    return [i * count // parts for i in range(parts + 1)]
+
+
+def reduce_op(op: str) -> str:
+    """Intermediate steps of avg add; the division happens once, at the end (Reducer.finish)."""
+    return "sum" if op == "avg" else op
+
+
+@dataclass
+class Context:
+    comm: Communicator
+    node_of_rank: list[int]  # node index of every rank of comm
+    segment_elems: int = 1 << 18
+    cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
+
+    @property
+    def reducer(self):
+        return self.comm.reducer
+
+    def ring(self, order: str = "rank") -> list[int]:
+        """Ranks in ring order: rank order, or "topology": node by node, so the ring leaves each
+        node once."""
+        return ring_order(self.node_of_rank, order)
+
+
+def ring_order(node_of_rank: list[int], order: str = "rank") -> list[int]:
+    ranks = list(range(len(node_of_rank)))
+    if order == "topology":
+        ranks.sort(key=lambda r: (node_of_rank[r], r))
+    return ranks
+
+
+def segments(comm: Communicator, views: list, seg: int) -> list:
+    """Split views into pieces of at most `seg` elements (empty views give none)."""
+    if len(views) == 1 and 0 < len(views[0]) <= seg:
+        return views  # the common small case, kept cheap: it runs every step
+    out = []
+    for v in views:
+        n = len(v)
+        seg_n = max(seg, -(-n // MAX_SEGMENTS))
+        out += [comm.view(v, o, min(seg_n, n - o)) for o in range(0, n, seg_n)]
+    return out
+
+
+def pipeline(stages: list[Callable[[Any], None]], items: list, comm: Communicator) -> None:
+    """Run every item through the stages in order, each stage in its own thread, so stage s of
+    item k overlaps stage s+1 of item k-1. A stage must use its own communicator; each thread
+    first enters comm's device (comm.enter_thread)."""
+    links = [queue.Queue() for _ in stages[1:]]
+    errors: list[BaseException] = []
+
+    def run(s):
+        try:
+            comm.enter_thread()
+            for k in range(len(items)):
+                item = links[s - 1].get() if s else items[k]
+                if item is None:  # an earlier stage failed
+                    break
+                stages[s](item)
+                if s + 1 < len(stages):
+                    links[s].put(item)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(exc)
+        finally:
+            if s + 1 < len(stages):
+                links[s].put(None)
+
+    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(len(stages))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def scratch_pair(ctx: Context, key, length: int, like) -> list:
+    """Two scratch buffers of `length` elements, allocated once and reused across calls."""
+    cache_key = ("scratch", key, like.dtype)
+    cached = ctx.cache.get(cache_key)
+    if cached is None or len(cached[0]) < length:
+        cached = [ctx.comm.alloc(max(length, 1), _dtype_of(like)) for _ in range(2)]
+        ctx.cache[cache_key] = cached
+    return cached
+
+
+def wait_all(requests: list) -> None:
+    for r in requests:
+        r.wait()
+    requests.clear()
+
+
+class Algorithm:
+    """Base: subclasses define some of all_reduce / all_gather / reduce_scatter (in place)."""
+
+    name = ""
+    reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
+    sends_messages = True  # its data goes through the communicator's point-to-point calls (not so: peer)
+
+    def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
+        """What one call sends, as {(source rank, destination rank): elements}: the analytical
+        traffic that link counters are checked against and the cost model charges. elems: the
+        all-reduce buffer, or one rank's block for all-gather and reduce-scatter; segment_elems
+        as in Context (the totals do not depend on it)."""
+        raise NotImplementedError
+
+    def unsupported(self, ctx: Context, collective: str) -> str | None:
+        if not hasattr(self, collective):
+            return f"{self.name} has no {collective.replace('_', '-')} (it is an all-reduce algorithm)"
+        if self.sends_messages and not ctx.comm.carries_device_buffers:
+            return (f"{ctx.comm.backend} cannot send {ctx.comm.device} buffers point to point; "
+                    "the peer algorithms need no sends")
+        return None
+
+    def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,
+             in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
+        """A zero-argument callable running this algorithm once on the harness' buffers, and the
+        buffer holding this rank's output. Out-of-place copies are part of what is timed."""
+        comm, red, rank = ctx.comm, ctx.comm.reducer, ctx.comm.rank
+        red.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
+        if collective == "all_reduce":
+            if in_place:
+                return (lambda: self.all_reduce(ctx, recv, op)), recv
+            if self.reads_source:
+                return (lambda: self.all_reduce(ctx, recv, op, src=send)), recv
+
+            def run_ar():
+                red.copy(recv, send)
+                self.all_reduce(ctx, recv, op)
+            return run_ar, recv
+        if collective == "all_gather":
+            if in_place:
+                return (lambda: self.all_gather(ctx, recv, in_count)), recv
+            own = comm.view(recv, rank * in_count, in_count)
+
+            def run_ag():
+                red.copy(own, send)
+                self.all_gather(ctx, recv, in_count)
+            return run_ag, recv
+        if collective == "reduce_scatter":
+            if in_place:
+                return (lambda: self.reduce_scatter(ctx, send, op, out_count)), recv
+            work = comm.alloc(in_count, _dtype_of(send))
+            mine = comm.view(work, rank * out_count, out_count)
+
+            def run_rs():
+                if self.reads_source:
+                    self.reduce_scatter(ctx, work, op, out_count, src=send)
+                else:
+                    red.copy(work, send)
+                    self.reduce_scatter(ctx, work, op, out_count)
+                red.copy(recv, mine)
+            return run_rs, recv
+        raise ValueError(f"unknown collective {collective!r}")
+
+
+def _dtype_of(buf):
+    from commbench.dtypes import DTYPES
+
+    name = str(buf.dtype).replace("torch.", "")
+    return DTYPES[name]

@@ -1,0 +1,151 @@
+"""Hierarchical (two-level) collectives: keep the bulk of the traffic inside nodes.
+
+With G ranks on each of M nodes (from the launcher, the hostnames, or --ranks-per-node), every
+rank belongs to an intra-node group (its node) and an inter-node group (the ranks with the same
+local index on every node). Each level runs the ring algorithm.
+
+* all-reduce: intra-node reduce-scatter into G parts -> all-reduce of part l across nodes among
+  the ranks with local index l -> intra-node all-gather.
+* all-gather: across nodes, ranks with local index l gather the blocks of every node's local
+  rank l -> inside each node, the G collections are all-gathered.
+* reduce-scatter: inside each node, local rank l receives (reduced over the node) the blocks of
+  every node's local rank l -> across nodes, a reduce-scatter of those M blocks.
+
+Cost for N bytes (α/β inside a node, α'/β' between nodes, G ranks per node, M nodes):
+  all-reduce  2(G-1)α + 2(G-1)/G·Nβ  +  2(M-1)α' + 2(M-1)/M·(N/G)β'  (+ reductions (G-1)/G·Nγ + (M-1)/M·(N/G)γ)
+  all-gather  (M-1)α' + (M-1)/M·(N/G)β'  +  (G-1)α + (G-1)/G·Nβ
+  reduce-scatter mirrors all-gather (plus the reductions).
+Each node's uplink carries G times less than a flat ring that crosses node boundaries at every
+hop (round-robin placement), and the same amount as a topology-ordered ring, in fewer steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from commbench.rank.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
+from commbench.rank.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
+
+
+def node_members(node_of_rank: list[int]) -> list[list[int]]:
+    """The ranks of each node, nodes in index order, ranks ascending."""
+    return [sorted(r for r, j in enumerate(node_of_rank) if j == node) for node in sorted(set(node_of_rank))]
+
+
+MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of at least one segment per local rank)
+
+
+def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
+    """Chunk boundaries of the pipelined all-reduce."""
+    return bounds(count, max(1, min(MAX_CHUNKS, count // (g * seg))))
+
+
+class Levels:
+    """The two sub-communicators and the rank grid, built once per job (collective)."""
+
+    def __init__(self, ctx: Context):
+        comm, nodes = ctx.comm, ctx.node_of_rank
+        self.members = node_members(nodes)
+        node = sorted(set(nodes)).index(nodes[comm.rank])
+        self.node, self.local = node, self.members[node].index(comm.rank)
+        self.intra = comm.split(color=node, key=comm.rank)
+        self.intra_gather = comm.split(color=node, key=comm.rank)  # the all-gather stage's own
+        self.inter = comm.split(color=self.local, key=node)
+
+    def rank_of(self, node: int, local: int) -> int:
+        return self.members[node][local]
+
+
+def levels(ctx: Context) -> Levels:
+    if "levels" not in ctx.cache:
+        ctx.cache["levels"] = Levels(ctx)
+    return ctx.cache["levels"]
+
+
+class Hierarchical(Algorithm):
+    name = "hierarchical"
+
+    def unsupported(self, ctx, collective):
+        sizes = {ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)}
+        if len(sizes) > 1:
+            return f"hierarchical needs the same number of ranks on every node (found {sorted(sizes)})"
+        return super().unsupported(ctx, collective)
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        members = node_members(node_of_rank)
+        m, g = len(members), len(members[0])
+        intra = [members[j] for j in range(m)]
+        inter = [[members[j][q] for j in range(m)] for q in range(g)]
+        sent = Counter()
+        if collective == "all_reduce":
+            chunks = pipeline_chunks(elems, g, m, segment_elems)
+            for k in range(len(chunks) - 1):
+                b = bounds(chunks[k + 1] - chunks[k], g)
+                for ranks in intra:  # reduce-scatter and all-gather of the G parts
+                    sent += ring_messages(ranks, [b[q + 1] - b[q] for q in range(g)], True, True)
+                for q, ranks in enumerate(inter):  # all-reduce of part q across nodes
+                    c = bounds(b[q + 1] - b[q], m)
+                    sent += ring_messages(ranks, [c[j + 1] - c[j] for j in range(m)], True, True)
+            return sent
+        gather = collective == "all_gather"
+        for ranks in intra:  # blocks of M slots
+            sent += ring_messages(ranks, [m * elems] * g, not gather, gather)
+        for ranks in inter:  # blocks of one slot
+            sent += ring_messages(ranks, [elems] * m, not gather, gather)
+        return sent
+
+    def all_reduce(self, ctx, buf, op):
+        """Pipelined over chunks of the buffer: while chunk k crosses the nodes, chunk k+1 is
+        reduce-scattered and chunk k-1 all-gathered inside them (one thread per level)."""
+        lv, seg = levels(ctx), ctx.segment_elems
+        g, m = lv.intra.size, lv.inter.size
+        chunks = pipeline_chunks(len(buf), g, m, seg)
+        parts_of = {}
+
+        def intra_reduce_scatter(k):
+            piece = lv.intra.view(buf, chunks[k], chunks[k + 1] - chunks[k])
+            b = bounds(len(piece), g)
+            parts_of[k] = [[lv.intra.view(piece, b[q], b[q + 1] - b[q])] for q in range(g)]
+            ring_reduce_scatter(lv.intra, list(range(g)), parts_of[k], reduce_op(op), seg,
+                                scratch_pair(ctx, "hier-intra", b[1] - b[0] + 1, buf))
+
+        def inter_all_reduce(k):
+            part = parts_of[k][lv.local][0]
+            c = bounds(len(part), m)
+            pieces = [[lv.inter.view(part, c[q], c[q + 1] - c[q])] for q in range(m)]
+            ring_reduce_scatter(lv.inter, list(range(m)), pieces, reduce_op(op), seg,
+                                scratch_pair(ctx, "hier-inter", c[1] - c[0] + 1, buf))
+            ctx.comm.reducer.finish(pieces[lv.node][0], op, ctx.comm.size)
+            ring_all_gather(lv.inter, list(range(m)), pieces, seg)
+
+        def intra_all_gather(k):
+            ring_all_gather(lv.intra_gather, list(range(g)), parts_of.pop(k), seg)
+
+        stages = [intra_reduce_scatter, inter_all_reduce, intra_all_gather]
+        if len(chunks) == 2:
+            for stage in stages:
+                stage(0)
+        else:
+            pipeline(stages, list(range(len(chunks) - 1)), ctx.comm)
+
+    def _slots(self, ctx, buf, block):
+        lv = levels(ctx)
+        return lambda node, local: ctx.comm.view(buf, lv.rank_of(node, local) * block, block)
+
+    def all_gather(self, ctx, buf, block):
+        lv, seg = levels(ctx), ctx.segment_elems
+        slot = self._slots(ctx, buf, block)
+        g, m = lv.intra.size, lv.inter.size
+        ring_all_gather(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)], seg)
+        ring_all_gather(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)], seg)
+
+    def reduce_scatter(self, ctx, buf, op, block):
+        lv, seg = levels(ctx), ctx.segment_elems
+        slot = self._slots(ctx, buf, block)
+        g, m = lv.intra.size, lv.inter.size
+        tmp = scratch_pair(ctx, "hier", block * max(g, m), buf)
+        ring_reduce_scatter(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)],
+                            reduce_op(op), seg, tmp)
+        ring_reduce_scatter(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)],
+                            reduce_op(op), seg, tmp)
+        ctx.comm.reducer.finish(slot(lv.node, lv.local), op, ctx.comm.size)

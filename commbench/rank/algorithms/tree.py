@@ -1,0 +1,52 @@
+"""Binomial tree all-reduce: a binomial-tree reduce to rank 0, then a binomial-tree broadcast.
+
+Rank r's parent is r minus its lowest set bit; its children are r + 2^k for every 2^k below
+that bit (all powers of two below n for rank 0). Reduce: receive from each child in increasing
+distance, add, send the sum to the parent. Broadcast: the same edges in reverse order.
+
+Cost for N bytes: 2⌈log2 n⌉(α + Nβ) + ⌈log2 n⌉·Nγ  (2⌈log2 n⌉ steps on the critical path; every
+non-root rank sends N bytes up once, interior ranks send N bytes down to each child). Latency-
+optimal in steps, not in bandwidth: the whole buffer crosses every edge twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from commbench.rank.algorithms.base import Algorithm, reduce_op, scratch_pair
+
+
+def binomial_children(rank: int, n: int) -> list[int]:
+    low = rank & -rank if rank else 1 << max(n - 1, 1).bit_length()
+    return [rank + d for d in (1 << k for k in range(low.bit_length() - 1)) if rank + d < n]
+
+
+def binomial_parent(rank: int) -> int | None:
+    return rank - (rank & -rank) if rank else None
+
+
+class Tree(Algorithm):
+    name = "tree"
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        sent = Counter()
+        for r in range(1, len(node_of_rank)):  # the whole buffer up each edge, then down it
+            sent[(r, binomial_parent(r))] += elems
+            sent[(binomial_parent(r), r)] += elems
+        return sent
+
+    def all_reduce(self, ctx, buf, op):
+        comm, red = ctx.comm, ctx.comm.reducer
+        rank, n = comm.rank, comm.size
+        children, parent = binomial_children(rank, n), binomial_parent(rank)
+        tmp = scratch_pair(ctx, "tree", len(buf), buf)[0]
+        tmp = comm.view(tmp, 0, len(buf))
+        for child in children:  # nearest first: the deeper subtrees take longest
+            comm.recv(tmp, child, tag=1)
+            red.reduce(buf, tmp, reduce_op(op))
+        if parent is not None:
+            comm.send(buf, parent, tag=1)
+            comm.recv(buf, parent, tag=2)
+        else:
+            red.finish(buf, op, n)
+        comm.exchange([(buf, child, 2) for child in reversed(children)], []).wait()  # farthest first

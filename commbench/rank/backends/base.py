@@ -1,0 +1,149 @@
+"""The Communicator interface every backend implements.
+
+Buffers are the backend's own objects (numpy arrays for MPI, torch tensors for gloo/NCCL);
+harness and algorithms touch them only through these methods. Collectives are *bound* once
+per point (`bind`) into a zero-argument callable, so the timed loop calls the library with no
+commbench code in between.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from commbench.dtypes import DType
+
+Buffer = Any
+
+
+class Request(ABC):
+    @abstractmethod
+    def wait(self) -> None: ...
+
+
+class Requests(Request):
+    """Several requests waited on as one."""
+
+    def __init__(self, requests: list[Request]):
+        self._requests = requests
+
+    def wait(self) -> None:
+        for r in self._requests:
+            r.wait()
+
+
+class Communicator(ABC):
+    backend: str = ""
+    rank: int = 0
+    size: int = 1
+    device: str = "cpu"
+    carries_device_buffers: bool = True  # its isend / irecv take this device's buffers
+
+    # --- what this backend can do -------------------------------------------------------
+    reducer: Any = None  # the arithmetic on this backend's buffers (commbench.rank.reducers)
+
+    def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool,
+                    native: bool = True) -> str | None:
+        """None if the combination runs, else the reason it is skipped (shown to the user).
+        native=False asks for commbench's own algorithms, which need buffers and a Reducer only."""
+        return None
+
+    # --- buffers ----------------------------------------------------------------------------
+    @abstractmethod
+    def alloc(self, count: int, dtype: DType) -> Buffer: ...
+
+    @abstractmethod
+    def view(self, buf: Buffer, offset: int, count: int) -> Buffer:
+        """Elements offset .. offset+count-1 of buf, sharing its memory."""
+
+    @abstractmethod
+    def write(self, buf: Buffer, offset: int, values: np.ndarray) -> None:
+        """Store float64 `values` (exactly representable in buf's dtype) at offset."""
+
+    @abstractmethod
+    def read(self, buf: Buffer, offset: int, count: int) -> np.ndarray:
+        """Elements of buf as float64 (exact for the values commbench writes)."""
+
+    # --- collectives --------------------------------------------------------------------------
+    @abstractmethod
+    def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool
+             ) -> tuple[Callable[[], Any], Buffer]:
+        """A zero-argument callable running the library's collective once, and the buffer
+        that holds this rank's output. In place: all_reduce has send is recv; all_gather's
+        send is this rank's block of recv; reduce_scatter's recv is this rank's block of send."""
+
+    # --- control -----------------------------------------------------------------------------
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    def enter_thread(self) -> None:
+        """Called first in every thread an algorithm starts (hierarchical's pipeline): make this
+        rank's device the thread's current one (a new thread's is device 0)."""
+
+    def synchronize(self) -> None:
+        """Wait for the device to finish queued work (no-op on CPU)."""
+
+    @abstractmethod
+    def reduce_host(self, values: np.ndarray, op: str) -> np.ndarray:
+        """All-reduce a small float64 numpy array (op 'max' or 'sum'); for control data."""
+
+    @abstractmethod
+    def allgather_object(self, obj: Any) -> list[Any]: ...
+
+    # --- point-to-point (the building blocks of commbench's own algorithms) -----------------
+    # Algorithms issue every step as one group (exchange): on NCCL a point-to-point call issued
+    # alone runs in issue order on its pair's stream, so a receive queued ahead of a send blocks
+    # that send until the peer's matching send arrives (two ranks each receiving first deadlock),
+    # and the first lone call to a peer creates that pair's communicator, collectively with the
+    # peer. A group progresses all its calls together on the group's communicator.
+    @abstractmethod
+    def isend(self, buf: Buffer, dst: int, tag: int = 0) -> Request: ...
+
+    @abstractmethod
+    def irecv(self, buf: Buffer, src: int, tag: int = 0) -> Request: ...
+
+    def exchange(self, sends: list[tuple[Buffer, int, int]], recvs: list[tuple[Buffer, int, int]]) -> Request:
+        """Start one group of point-to-point calls, (buffer, peer, tag) each, that progress
+        together; the request completes when all have. Here: nonblocking calls, receives first."""
+        reqs = [self.irecv(b, src, tag) for b, src, tag in recvs] + [self.isend(b, dst, tag) for b, dst, tag in sends]
+        return Requests(reqs)
+
+    def send(self, buf: Buffer, dst: int, tag: int = 0) -> None:
+        self.exchange([(buf, dst, tag)], []).wait()
+
+    def recv(self, buf: Buffer, src: int, tag: int = 0) -> None:
+        self.exchange([], [(buf, src, tag)]).wait()
+
+    def sendrecv(self, sendbuf: Buffer, dst: int, recvbuf: Buffer, src: int, tag: int = 0) -> None:
+        """Send to dst while receiving from src, without deadlock."""
+        self.exchange([(sendbuf, dst, tag)], [(recvbuf, src, tag)]).wait()
+
+    @abstractmethod
+    def split(self, color: int, key: int) -> "Communicator":
+        """Sub-communicator of the ranks with the same color, ordered by key (collective call)."""
+
+    # --- description ---------------------------------------------------------------------------
+    def library_info(self) -> dict:
+        """Versions of the library under this backend, for run.json."""
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class NumpyBuffers:
+    """Buffers as numpy arrays (the MPI backend's): alloc, view, write and read."""
+
+    def alloc(self, count: int, dtype: DType) -> np.ndarray:
+        return np.zeros(count, dtype=dtype.numpy_name)
+
+    def view(self, buf, offset, count):
+        return buf[offset:offset + count]
+
+    def write(self, buf, offset, values):
+        buf[offset:offset + len(values)] = values
+
+    def read(self, buf, offset, count):
+        return buf[offset:offset + count].astype(np.float64)

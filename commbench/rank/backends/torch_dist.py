@@ -1,0 +1,164 @@
+"""torch.distributed: gloo on CPU tensors, NCCL on CUDA tensors; gloo with CUDA tensors too, for
+the peer algorithms only (their data never goes through the library, and NCCL refuses several
+ranks on one GPU, which is how a one-GPU machine runs them).
+
+The process group is created from the usual environment (MASTER_ADDR, MASTER_PORT) with the
+rank and world size commbench's topology found; `commbench.rank.worker` fills MASTER_* in first
+when the launcher did not (mpirun, srun).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from commbench.rank.backends.base import Communicator, Request, Requests
+from commbench.dtypes import DType
+from commbench.rank.reducers import TorchReducer, gpu_reducer
+
+# newer torch renamed the tensor-in/tensor-out collectives; use whichever this torch has
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "prod": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+    "avg": dist.ReduceOp.AVG,
+}
+
+
+def _gpu_count() -> int:
+    """GPUs this rank sees; an error that says where when it sees none."""
+    count = torch.cuda.device_count()
+    if count == 0:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(f"--device cuda, but this rank sees no CUDA GPU on {platform.node()}"
+                           + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""))
+    return count
+
+
+class _TorchRequest(Request):
+    def __init__(self, work):
+        self._work = work
+
+    def wait(self):
+        self._work.wait()
+
+
+class TorchCommunicator(Communicator):
+    def __init__(self, backend: str, rank: int, world: int, local_rank: int, timeout_s: float,
+                 group=None, ranks: list[int] | None = None, device: str = "cpu"):
+        self.backend = backend
+        self.device = "cuda" if backend == "nccl" else device
+        self.carries_device_buffers = not (backend == "gloo" and self.device == "cuda")
+        if group is None:
+            if self.device == "cuda":
+                torch.cuda.set_device(local_rank % _gpu_count())
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+            ranks = list(range(world))
+        self.group = group
+        self.ranks = ranks  # global rank of each member, in this communicator's rank order
+        self.rank = ranks.index(dist.get_rank())
+        self.size = len(ranks)
+        self._torch_device = torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
+        self.reducer = gpu_reducer(self._torch_device.index) if self.device == "cuda" else TorchReducer()
+
+    def unsupported(self, collective, dtype: DType, op, in_place, native=True):
+        if native and not self.carries_device_buffers:
+            return "gloo with --device cuda runs the peer algorithms only (gloo's own CUDA support is partial)"
+        if native and collective == "all_reduce" and not in_place:
+            return "torch.distributed.all_reduce works in place only (use --in-place or --both)"
+        if op == "avg" and not dtype.is_float:
+            return "avg of integers truncates; commbench checks avg on floating-point types only"
+        return None
+
+    def alloc(self, count, dtype):
+        return torch.zeros(count, dtype=getattr(torch, dtype.torch_name), device=self._torch_device)
+
+    def view(self, buf, offset, count):
+        return buf.narrow(0, offset, count)
+
+    def write(self, buf, offset, values):
+        buf.narrow(0, offset, len(values)).copy_(torch.from_numpy(np.ascontiguousarray(values)))
+
+    def read(self, buf, offset, count):
+        return buf.narrow(0, offset, count).to(dtype=torch.float64, device="cpu").numpy()
+
+    def bind(self, collective, send, recv, op, in_place):
+        g = self.group
+        if collective == "all_reduce":
+            return (lambda: dist.all_reduce(recv, _OPS[op], group=g)), recv
+        if collective == "all_gather":
+            return (lambda: _all_gather(recv, send, group=g)), recv
+        if collective == "reduce_scatter":
+            return (lambda: _reduce_scatter(recv, send, _OPS[op], group=g)), recv
+        raise ValueError(f"{self.backend} backend has no collective {collective!r}")
+
+    def barrier(self):
+        if self.device == "cuda" and self.backend == "nccl":
+            dist.barrier(group=self.group, device_ids=[torch.cuda.current_device()])
+            torch.cuda.synchronize()
+        else:
+            dist.barrier(group=self.group)
+            self.synchronize()
+
+    def enter_thread(self):
+        if self.device == "cuda":
+            torch.cuda.set_device(self._torch_device)
+
+    def synchronize(self):
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def reduce_host(self, values, op):
+        t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64))
+        t = t.to(self._torch_device) if self.backend == "nccl" else t  # gloo reduces host tensors
+        dist.all_reduce(t, dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=self.group)
+        return t.cpu().numpy()
+
+    def allgather_object(self, obj):
+        out = [None] * self.size
+        dist.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def isend(self, buf, dst, tag=0):
+        return _TorchRequest(dist.isend(buf, self.ranks[dst], group=self.group, tag=tag))
+
+    def irecv(self, buf, src, tag=0):
+        return _TorchRequest(dist.irecv(buf, self.ranks[src], group=self.group, tag=tag))
+
+    def exchange(self, sends, recvs):
+        """One group through batch_isend_irecv: on NCCL one coalesced launch on this group's
+        communicator (no per-pair communicator, no issue-order dependence between the calls)."""
+        ops = ([dist.P2POp(dist.irecv, b, self.ranks[src], self.group, tag) for b, src, tag in recvs]
+               + [dist.P2POp(dist.isend, b, self.ranks[dst], self.group, tag) for b, dst, tag in sends])
+        return Requests([_TorchRequest(w) for w in dist.batch_isend_irecv(ops)] if ops else [])
+
+    def split(self, color, key):
+        members = self.allgather_object((color, key, self.ranks[self.rank]))
+        mine = None
+        for c in sorted({m[0] for m in members}):  # every rank creates every group, same order
+            ranks = [g for _, _, g in sorted(m for m in members if m[0] == c)]
+            group = dist.new_group(ranks=ranks)
+            if c == color:
+                mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks, device=self.device)
+                mine.reducer = self.reducer  # one rank, one device: its kernels built (or not) once
+        mine.barrier()  # NCCL creates the group's communicator here, with all its ranks (a first
+        return mine     # batch_isend_irecv must involve every rank of its group, torch's docs say)
+
+    def library_info(self):
+        info = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "reducer": type(self.reducer).__name__}
+        if self.backend == "nccl":
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        return info
+
+    def close(self):
+        if self.group is None and dist.is_initialized():
+            dist.destroy_process_group()

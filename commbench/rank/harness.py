@@ -1,0 +1,176 @@
+"""Measure one point on one communicator: the single timing loop every collective shares.
+
+Steps: lay out buffers for the collective and mode, fill inputs with the exact pattern,
+warm up, choose the iteration count (all ranks agree), time each iteration, keep the maximum
+over ranks per iteration, then re-fill, run once more and count wrong elements on every rank.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from commbench.rank.backends import Communicator
+from commbench.rank.collectives import Collective, Counts
+from commbench.dtypes import DType
+from commbench.rank.patterns import Pattern, tile
+from commbench.rank.power import calls_for_window
+from commbench.rank.timers import choose_batch, choose_iterations, timer_for
+
+Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
+CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
+LINK_WINDOWS = 3  # counts of one point's link bytes; the smallest is kept (see link_bytes)
+# test-only fault injection: this rank corrupts one output element before the check,
+# or stops answering before its first timed loop
+INJECT_WRONG_ENV = "COMMBENCH_INJECT_WRONG_RANK"
+INJECT_HANG_ENV = "COMMBENCH_INJECT_HANG_RANK"
+
+
+@dataclass
+class Measurement:
+    samples_s: np.ndarray  # seconds per call, one per batch, max over ranks
+    batch: int  # calls per sample
+    wrong: int  # wrong elements, summed over ranks
+    warmup: int
+    link_bytes: float | None = None  # bytes per call on the counted links, summed over nodes
+    power: dict | None = None  # power_w_avg, power_w_max, energy_j (per call), over the job's GPUs
+
+    @property
+    def iterations(self) -> int:
+        return len(self.samples_s) * self.batch
+
+
+class Buffers:
+    """send/recv for one point, laid out as nccl-tests does for in-place and out-of-place."""
+
+    def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, in_place: bool):
+        self.comm, self.coll, self.counts, self.dtype, self.in_place = comm, coll, counts, dtype, in_place
+        rank = comm.rank
+        if in_place:
+            self.whole = comm.alloc(max(counts.in_count, counts.out_count), dtype)
+            off = coll.in_place_offset(rank, counts)
+            self.send = self.whole if counts.in_count >= counts.out_count else comm.view(self.whole, off, counts.in_count)
+            self.recv = self.whole if counts.out_count >= counts.in_count else comm.view(self.whole, off, counts.out_count)
+        else:
+            self.whole = None
+            self.send = comm.alloc(counts.in_count, dtype)
+            self.recv = comm.alloc(counts.out_count, dtype)
+
+    def fill(self, pattern: Pattern) -> None:
+        """Inputs get this rank's pattern; every output element not also an input gets the
+        sentinel, so an output the collective never wrote is caught."""
+        comm = self.comm
+        if self.in_place and self.whole is not self.send:  # all-gather: the rest of recv
+            _fill(comm, self.whole, self.counts.out_count, lambda s, n: np.full(n, float(self.dtype.sentinel)))
+        elif not self.in_place:
+            _fill(comm, self.recv, self.counts.out_count, lambda s, n: np.full(n, float(self.dtype.sentinel)))
+        values = pattern.values(comm.rank)
+        _fill(comm, self.send, self.counts.in_count, lambda s, n: tile(values, s, n))
+
+
+def _fill(comm, buf, count, make):
+    for start in range(0, count, CHUNK):
+        n = min(CHUNK, count - start)
+        comm.write(buf, start, make(start, n))
+
+
+def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: Counts, out) -> int:
+    """Wrong elements of this rank's output (NaN counts as wrong)."""
+    wrong = 0
+    for start in range(0, counts.out_count, CHUNK):
+        n = min(CHUNK, counts.out_count - start)
+        got = comm.read(out, start, n)
+        expected = coll.expected(pattern, comm.rank, counts, start, n)
+        wrong += int(np.count_nonzero(~(np.abs(got - expected) <= pattern.tolerance(expected))))
+    return wrong
+
+
+def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
+            in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
+            max_iters: int, batch: int | None = None, bind: Bind | None = None,
+            link_counter: Callable[[], int] | None = None, meter=None) -> Measurement:
+    """Time one point. iters: fixed count (else enough for min_time within the bounds);
+    batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
+    bind: makes the callable to time from (send, recv), default the library's own collective;
+    link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
+    meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window."""
+    bufs = Buffers(comm, coll, counts, dtype, in_place)
+    pattern = Pattern(op, dtype, comm.size)
+    if bind is None:
+        bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
+    fn, out = bind(bufs.send, bufs.recv)
+    timer = timer_for(comm.device)
+
+    bufs.fill(pattern)
+    comm.barrier()
+    probe = timer(fn, max(warmup, 1))  # warm-up, and the per-call estimate every rank agrees on
+    per_call = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
+    adaptive = iters is None
+    if adaptive:
+        iters = choose_iterations(per_call, min_time, min_iters, max_iters)
+    batch = max(1, min(batch or choose_batch(per_call), iters))
+    n_samples = math.ceil(iters / batch)  # at least the iterations asked for
+    if adaptive:
+        n_samples = max(n_samples, min_iters)
+
+    if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
+        time.sleep(1e6)
+    comm.barrier()
+    samples = comm.reduce_host(timer(fn, n_samples, batch), "max")
+    traffic = None if link_counter is None else link_bytes(comm, fn, link_counter, batch)
+    energy = None if meter is None else power_window(comm, fn, meter, calls_for_window(per_call))
+
+    bufs.fill(pattern)
+    comm.barrier()
+    fn()
+    comm.synchronize()
+    if os.environ.get(INJECT_WRONG_ENV) == str(comm.rank) and counts.out_count:
+        comm.write(out, 0, np.array([float(dtype.sentinel)]))
+    wrong = count_wrong(comm, coll, pattern, counts, out)
+    total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
+    return Measurement(samples, batch, total_wrong, len(probe), traffic, energy)
+
+
+def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], int], calls: int,
+               windows: int = LINK_WINDOWS) -> float:
+    """Bytes per call through the counted links, summed over every rank's counter (one rank
+    per node reads its uplink, the others return 0). Counted apart from the timed loop. Each
+    reading is fenced by a barrier on the side where the calls are, so no rank sends before the
+    first reading or after the last; the bytes of those two barriers, measured alone first,
+    are taken off. Anything else on a link (a retransmission, another process's packets) only
+    adds bytes, so the count is taken in `windows` windows and the smallest kept."""
+    counts = []
+    for _ in range(windows):
+        comm.barrier()
+        before = counter()
+        comm.barrier()
+        one_barrier = counter() - before
+        start = counter()
+        comm.barrier()
+        for _ in range(calls):
+            fn()
+        comm.synchronize()
+        comm.barrier()
+        used = counter() - start - 2 * one_barrier
+        counts.append(float(comm.reduce_host(np.array([used], dtype=np.float64), "sum")[0]))
+    return min(counts) / calls
+
+
+def power_window(comm: Communicator, fn: Callable[[], Any], meter, calls: int) -> dict:
+    """Power and energy over `calls` back-to-back calls (a window of >= 1 s), summed over the
+    ranks' meters (each GPU has one owner; the others read nothing)."""
+    comm.synchronize()
+    comm.barrier()
+    meter.start()
+    for _ in range(calls):
+        fn()
+    comm.synchronize()
+    r = meter.stop()
+    comm.barrier()
+    total = comm.reduce_host(np.array([r.energy_j, r.power_w_avg, r.power_w_max]), "sum")
+    return {"energy_j": float(total[0]) / calls, "power_w_avg": float(total[1]), "power_w_max": float(total[2])}

