@@ -1,7 +1,9 @@
 """commbench's own collective algorithms, each written once against the Communicator's
 point-to-point calls and a Reducer. `native` (the library's own call) is not here: it is the
-backend's `bind`."""
+backend's `bind`. A new algorithm is one file and one line below (or, outside the package, a
+plugin module that calls `register`: commbench.plugins)."""
 
+from commbench import plugins
 from commbench.rank.algorithms.base import Algorithm, Context
 from commbench.rank.algorithms.dbtree import DoubleBinaryTree
 from commbench.rank.algorithms.hierarchical import Hierarchical
@@ -10,9 +12,18 @@ from commbench.rank.algorithms.rhd import RecursiveHalvingDoubling
 from commbench.rank.algorithms.ring import Ring, TopologyRing
 from commbench.rank.algorithms.tree import Tree
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(),
-                                                        RecursiveHalvingDoubling(), Hierarchical(),
-                                                        PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(),
-                                                        PeerTwoShotGpuFlags())}
+ALGORITHMS: dict[str, Algorithm] = {}
 
-__all__ = ["ALGORITHMS", "Algorithm", "Context"]
+
+def register(algorithm: Algorithm) -> Algorithm:
+    """Add an algorithm to the registry every list of algorithms is derived from."""
+    ALGORITHMS[algorithm.name] = algorithm
+    return algorithm
+
+
+for _a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(), RecursiveHalvingDoubling(), Hierarchical(),
+           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags()):
+    register(_a)
+plugins.load()
+
+__all__ = ["ALGORITHMS", "Algorithm", "Context", "register"]
