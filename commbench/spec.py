@@ -16,18 +16,12 @@ from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
+from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MODES, PLACEMENTS,
+                               RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
-BACKENDS = ("mpi", "gloo", "nccl")
-LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
-DEVICES = ("cpu", "cuda")
-ALGORITHMS = ("native", *OWN_ALGORITHMS)  # native: the library's own call
-RING_ORDERS = ("rank", "topology")
-PLACEMENTS = ("block", "round-robin")
 _EMULATE_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
 _RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
 MAX_EMULATED_RANKS = 64
-# the device each backend drives; a combination outside this is refused up front
-BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu", "cuda"), "nccl": ("cuda",)}  # gloo + cuda: peer algorithms
 
 MAX_SIZES = 10_000
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -96,44 +90,48 @@ def _collective_key(s: str) -> str:
     return s.lower().replace("-", "").replace("_", "")
 
 
+_D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
+
+
 @dataclass
 class SweepSpec:
     """One sweep: the cross product collectives x backends x algorithms x dtypes x ops x modes x sizes."""
 
     collectives: list[str] = field(default_factory=lambda: list(COLLECTIVES))
-    backends: list[str] = field(default_factory=lambda: ["mpi"])
-    algorithms: list[str] = field(default_factory=lambda: ["native"])
-    sizes: list[int] = field(default_factory=lambda: size_range(8, 16 * 2**20, 2))
-    dtypes: list[str] = field(default_factory=lambda: ["float32"])
-    ops: list[str] = field(default_factory=lambda: ["sum"])
+    backends: list[str] = field(default_factory=lambda: ["mpi"])  # concrete: from_options resolves "auto"
+    algorithms: list[str] = field(default_factory=lambda: split_list(_D["algorithm"]))
+    sizes: list[int] = field(default_factory=lambda: size_range(
+        parse_size(_D["min_bytes"]), parse_size(_D["max_bytes"]), _D["step_factor"]))
+    dtypes: list[str] = field(default_factory=lambda: split_list(_D["dtype"]))
+    ops: list[str] = field(default_factory=lambda: split_list(_D["op"]))
     in_place: list[bool] = field(default_factory=lambda: [False])
-    nprocs: int = 4
-    launcher: str = "auto"
-    device: str = "cpu"
-    warmup: int = 5
-    iters: int | None = None  # fixed count; None: adapt to min_time
-    min_time: float = 0.1  # seconds of timed iterations per point when iters is None
+    nprocs: int = DEFAULT_NPROCS
+    launcher: str = _D["launcher"]
+    device: str = _D["device"]
+    warmup: int = _D["warmup"]
+    iters: int | None = _D["iters"]  # fixed count; None: adapt to min_time
+    min_time: float = _D["min_time"]  # seconds of timed iterations per point when iters is None
     min_iters: int = 5
-    max_iters: int = 1000
-    batch: int | None = None  # calls per timing sample; None: automatic (samples >= 100 us)
-    timeout: float | None = None  # seconds per point; None: scales with size (see watchdog.point_timeout)
-    label: str = ""
+    max_iters: int = _D["max_iters"]
+    batch: int | None = _D["batch"]  # calls per timing sample; None: automatic (samples >= 100 us)
+    timeout: float | None = _D["timeout"]  # seconds per point; None: scales with size (see watchdog.point_timeout)
+    label: str = _D["label"]
     run_id: str = ""
     out_dir: str = ""
-    ranks_per_node: int | None = None
-    ring_order: str = "rank"  # "topology": the older spelling of algorithm ring_topology
-    emulate: str | None = None  # "NODESxRANKS": an emulated cluster on this machine (commbench.run.emulate)
-    link_rate: str = "1gbit"  # each emulated node's link, in tc's units
-    placement: str = "block"  # emulated ranks: node by node, or round-robin over the nodes
-    power: bool = False  # GPU power and energy per point (commbench.rank.power)
-    nccl_tuning: bool = False  # NCCL's algorithm/protocol per point, from rank 0's log (commbench.rank.nccl_log)
-    segment_bytes: int = 1 << 20  # pipelining unit of commbench's own algorithms
+    ranks_per_node: int | None = _D["ranks_per_node"]
+    ring_order: str = _D["ring_order"]  # "topology": the older spelling of algorithm ring_topology
+    emulate: str | None = _D["emulate"]  # "NODESxRANKS": an emulated cluster on this machine (commbench.run.emulate)
+    link_rate: str = _D["link_rate"]  # each emulated node's link, in tc's units
+    placement: str = _D["placement"]  # emulated ranks: node by node, or round-robin over the nodes
+    power: bool = _D["power"]  # GPU power and energy per point (commbench.rank.power)
+    nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
+    segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
     def validate(self) -> "SweepSpec":
         self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)
         self.backends = _choose("backend", self.backends, BACKENDS)
-        self.algorithms = _choose("algorithm", self.algorithms, ALGORITHMS)
+        self.algorithms = _choose("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
         self.dtypes = _choose("dtype", self.dtypes, DTYPES)
         self.ops = _choose("op", self.ops, OPS)
         if self.launcher not in LAUNCHERS:
@@ -213,23 +211,26 @@ class SweepSpec:
             raise InputError(f"invalid --link-rate {self.link_rate!r} (a tc rate such as 1gbit, 800mbit or 100mbps)")
 
     @classmethod
-    def from_options(cls, *, collective: str, backend: str, algorithm: str = "native", dtype: str = "float32",
-                     op: str = "sum", mode: str = "both", sizes: str | None = None, min_bytes: str = "8",
-                     max_bytes: str = "16M", step_factor: float = 2.0, segment_bytes: str = "1M",
-                     max_iters: int = 1000, nprocs: int | None = None, **rest) -> "SweepSpec":
-        """A validated spec from the text a user gives (CLI options, suite fields)."""
-        modes = {"in-place": [True], "out-of-place": [False], "both": [False, True]}
-        if mode not in modes:
-            raise InputError(f"unknown buffer mode {mode!r} (accepted: {', '.join(modes)})")
+    def from_options(cls, **given) -> "SweepSpec":
+        """A validated spec from the text a user gives (CLI options, suite fields, by option name:
+        commbench.options); what is not given takes the option table's default."""
+        o = SPEC_DEFAULTS | given
+        mode, sizes = o.pop("mode"), o.pop("sizes")
+        if mode not in MODES:
+            raise InputError(f"unknown buffer mode {mode!r} (accepted: {', '.join(MODES)})")
+        lo, hi, factor = o.pop("min_bytes"), o.pop("max_bytes"), o.pop("step_factor")
         size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
-                     else size_range(parse_size(min_bytes), parse_size(max_bytes), float(step_factor)))
+                     else size_range(parse_size(lo), parse_size(hi), float(factor)))
+        nprocs = o.pop("nprocs")
         if nprocs is None:
-            layout = cls(emulate=rest.get("emulate")).emulated_layout()
-            nprocs = layout[0] * layout[1] if layout else 4
-        return cls(nprocs=nprocs, collectives=split_list(collective), backends=split_list(backend),
-                   algorithms=split_list(algorithm), dtypes=split_list(dtype), ops=split_list(op),
-                   in_place=modes[mode], sizes=sorted(set(size_list)), segment_bytes=parse_size(segment_bytes),
-                   max_iters=max_iters, min_iters=max(1, min(5, max_iters)), **rest).validate()
+            layout = cls(emulate=o.get("emulate")).emulated_layout()
+            nprocs = layout[0] * layout[1] if layout else DEFAULT_NPROCS
+        backends = [default_backend() if b.lower() == "auto" else b for b in split_list(o.pop("backend"))]
+        return cls(nprocs=nprocs, collectives=split_list(o.pop("collective")), backends=backends,
+                   algorithms=split_list(o.pop("algorithm")), dtypes=split_list(o.pop("dtype")),
+                   ops=split_list(o.pop("op")), in_place=list(MODES[mode]), sizes=sorted(set(size_list)),
+                   segment_bytes=parse_size(o.pop("segment_bytes")), min_iters=max(1, min(5, o["max_iters"])),
+                   out_dir=o.pop("out_dir") or "", **o).validate()
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -74,3 +74,15 @@ def test_gloo_on_cuda_runs_the_peer_algorithms_only():
 def test_spec_json_round_trip():
     spec = SweepSpec(backends=["gloo"], sizes=[8, 1024], in_place=[True], label="x").validate()
     assert SweepSpec.from_json(spec.to_json()) == spec
+
+
+def test_from_options_starts_from_the_option_table():
+    spec = SweepSpec.from_options(backend="gloo")
+    assert spec.in_place == [False, True] and spec.nprocs == 4 and spec.algorithms == ["native"]
+    assert spec.sizes == size_range(8, 16 << 20, 2) and spec.segment_bytes == 1 << 20 and spec.out_dir == ""
+    assert SweepSpec.from_options(backend="gloo", emulate="3x2").nprocs == 6
+
+
+def test_from_options_rejects_an_unknown_mode():
+    with pytest.raises(InputError, match="unknown buffer mode 'sideways' \\(accepted: in-place, out-of-place, both\\)"):
+        SweepSpec.from_options(mode="sideways")

@@ -37,6 +37,7 @@ BAD_SUITES = [
     ("runs: [{label: a, backend: nccl}]", "cannot run on device 'cpu'"),
     ("runs: [{label: a, repeat: 0}]", "repeat: 0 must be between 1 and 100"),
     ("runs: [{label: a, mode: sideways}]", "unknown buffer mode 'sideways'"),
+    ("runs: [{label: a, launcher_args: \"--x 'open\"}]", "runs[0] (a): invalid launcher arguments"),
     ("runs: [3]", "each run is a mapping"),
     ("[1, 2]", "a suite is a mapping"),
     ("runs: [{label: a\n", "not valid YAML"),

