@@ -44,3 +44,37 @@ def test_reduce_scatter_expected_is_block_of_reduction():
     full = np.resize(p.reduced, counts.in_count)
     for r in range(world):
         assert np.array_equal(coll.expected(p, r, counts, 0, 3000), full[r * 3000:(r + 1) * 3000])
+
+
+@pytest.mark.parametrize("name", list(COLLECTIVES))
+def test_size_for_input_is_what_counts_gives_each_rank(name):
+    coll = COLLECTIVES[name]
+    for world, in_bytes in ((2, 4096), (3, 1200), (4, 16)):  # whole elements per rank and block
+        counts = coll.counts(coll.size_for_input(in_bytes, world), 4, world)
+        assert counts.in_count * 4 == in_bytes
+
+
+@pytest.mark.parametrize("library,module", [("mpi", "commbench.rank.backends.mpi"),
+                                            ("torch", "commbench.rank.backends.torch_dist")])
+def test_every_declared_native_call_exists_in_its_backend(library, module):
+    pytest.importorskip("mpi4py" if library == "mpi" else "torch")
+    import importlib
+
+    backend = importlib.import_module(module)
+    target = __import__("mpi4py.MPI").MPI.COMM_WORLD if library == "mpi" else __import__("torch.distributed").distributed
+    for coll in COLLECTIVES.values():
+        call = coll.native[library]
+        assert call.convention in backend.CONVENTIONS, (coll.name, call)
+        assert call.resolve(target) is not None, (coll.name, call)
+
+
+def test_names_other_tools_use_are_unique():
+    for attr in ("nccl_function", "nccl_tests_name", "osu_title"):
+        values = [getattr(c, attr) for c in COLLECTIVES.values() if getattr(c, attr)]
+        assert len(values) == len(set(values)) == len(COLLECTIVES), attr
+
+
+def test_message_elems_is_one_ranks_block():
+    counts = {name: c.counts(4 * 12 * 100, 4, 4) for name, c in COLLECTIVES.items()}
+    assert {name: COLLECTIVES[name].message_elems(c) for name, c in counts.items()} == {
+        "all_reduce": 1200, "all_gather": 300, "reduce_scatter": 300}

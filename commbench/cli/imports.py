@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.rank.collectives import COLLECTIVES, lookup, names
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",
                          no_args_is_help=True)
@@ -36,21 +37,21 @@ def _read(file: str) -> str:
 @import_app.command("nccl-tests")
 def import_nccl_tests(
     file: str = typer.Argument(..., help="nccl-tests text output, or its JSON report (-J)."),
-    collective: Optional[str] = typer.Option(None, "--collective", help="all_reduce, all_gather or reduce_scatter, if the file does not say."),
+    collective: Optional[str] = typer.Option(None, "--collective", help=f"{names()}, if the file does not say."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
     label: str = typer.Option("", "--label", help="Label of the imported run (default nccl-tests)."),
 ):
     """Import nccl-tests output (text or JSON)."""
     from commbench.analysis.importers import parse_nccl_tests
 
-    if collective is not None and collective not in ("all_reduce", "all_gather", "reduce_scatter"):
-        raise InputError(f"unknown collective {collective!r} (accepted: all_reduce, all_gather, reduce_scatter)")
+    if collective is not None:
+        lookup(collective)
     _import(parse_nccl_tests(_read(file), file, collective), file, out, label)
 
 
 @import_app.command("osu")
 def import_osu(
-    file: str = typer.Argument(..., help="OSU osu_allreduce / osu_allgather / osu_reduce_scatter output."),
+    file: str = typer.Argument(..., help=f"OSU {' / '.join('osu_' + c.osu_title.lower() for c in COLLECTIVES.values() if c.osu_title)} output."),
     nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks of the OSU run (OSU does not print it)."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
     label: str = typer.Option("", "--label", help="Label of the imported run (default osu)."),

@@ -24,8 +24,10 @@ import re
 import sys
 from collections import Counter
 
+from commbench.rank.collectives import COLLECTIVES
+
 _LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\S+) proto (\S+)")
-FUNCTIONS = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter"}
+CONTROL_FUNCTION = "AllReduce"  # what barriers and host-side reductions run as (lines of a few bytes)
 
 
 def rank0_env(env: dict, path: str) -> dict:
@@ -50,12 +52,13 @@ def parse(line: str) -> tuple[str, int, str, str] | None:
 
 
 def choice(lines, collective: str, size_bytes: int) -> str:
-    """The point's (algorithm/protocol) pairs, most frequent first, ", "-joined; "" if none."""
-    function = FUNCTIONS[collective]
+    """The point's (algorithm/protocol) pairs, most frequent first, ", "-joined; "" if none
+    (also for a collective NCCL logs under no name of its own: Collective.nccl_function)."""
+    function = COLLECTIVES[collective].nccl_function
     seen: Counter = Counter()
     for line in lines:
         entry = parse(line)
-        if entry is None or entry[0] != function or (function == "AllReduce" and entry[1] != size_bytes):
+        if entry is None or entry[0] != function or (function == CONTROL_FUNCTION and entry[1] != size_bytes):
             continue
         seen[f"{entry[2]}/{entry[3]}"] += 1
     return ", ".join(pair for pair, _ in seen.most_common())

@@ -12,15 +12,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from commbench.rank.collectives import Counts
+from commbench.rank.collectives import COLLECTIVES, Counts
 
 LINK_IFACE_ENV = "COMMBENCH_LINK_IFACE"
 
 
 def block_elems(collective: str, counts: Counts) -> int:
-    """The `elems` of Algorithm.messages: the all-reduce buffer, else one rank's block."""
-    return {"all_reduce": counts.in_count, "all_gather": counts.in_count,
-            "reduce_scatter": counts.out_count}[collective]
+    """The `elems` of Algorithm.messages (Collective.message_elems)."""
+    return COLLECTIVES[collective].message_elems(counts)
 
 
 def internode(sent: Counter, node_of_rank: list[int]) -> int:

@@ -3,19 +3,32 @@
 Buffers are the backend's own objects (numpy arrays for MPI, torch tensors for gloo/NCCL);
 harness and algorithms touch them only through these methods. Collectives are *bound* once
 per point (`bind`) into a zero-argument callable, so the timed loop calls the library with no
-commbench code in between.
+commbench code in between. Which library function a collective is, and how it is called, the
+collective declares (`Collective.native`); a backend holds only its table of calling conventions.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from commbench.dtypes import DType
+from commbench.dtypes import DTYPES, DType
+from commbench.rank.collectives import COLLECTIVES, NativeCall
 
 Buffer = Any
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How a backend calls the library functions of one calling convention (NativeCall.convention).
+    call(comm, function, send, recv, op, in_place) gives the zero-argument call and the buffer
+    holding the rank's output."""
+
+    call: Callable[..., tuple[Callable[[], Any], Any]]
+    out_of_place: bool = True  # takes separate input and output buffers (else in place only)
 
 
 class Request(ABC):
@@ -43,16 +56,43 @@ class Communicator(ABC):
 
     # --- what this backend can do -------------------------------------------------------
     reducer: Any = None  # the arithmetic on this backend's buffers (commbench.rank.reducers)
+    library: str = ""  # the key of Collective.native its calls are declared under
+    library_title: str = ""  # the library, in messages
+    conventions: Mapping[str, Convention] = {}  # the calling conventions it knows
+    native_target: Any = None  # where the collectives' functions are looked up (NativeCall.resolve)
 
     def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool,
                     native: bool = True) -> str | None:
         """None if the combination runs, else the reason it is skipped (shown to the user).
         native=False asks for commbench's own algorithms, which need buffers and a Reducer only."""
+        return self.native_unsupported(collective, in_place) if native else None
+
+    def native_call(self, collective: str) -> tuple[NativeCall | None, Callable | None]:
+        """The collective's declared call in this library, and the function itself (None, None
+        where it declares none, or where this version of the library lacks it)."""
+        call = COLLECTIVES[collective].native.get(self.library)
+        if call is None or call.convention not in self.conventions:
+            return None, None
+        return call, call.resolve(self.native_target)
+
+    def native_unsupported(self, collective: str, in_place: bool) -> str | None:
+        """Why the library's own collective does not run in this buffer mode, else None."""
+        call, fn = self.native_call(collective)
+        if fn is None:
+            return f"{self.library_title} has no {collective.replace('_', '-')} here (commbench's algorithms may run it)"
+        if not in_place and not self.conventions[call.convention].out_of_place:
+            return f"{self.library_title}.{call.name} works in place only (use --in-place or --both)"
+        if in_place and not call.in_place:
+            return f"{self.library_title}.{call.name} gives wrong results in place (use --out-of-place or --both)"
         return None
 
     # --- buffers ----------------------------------------------------------------------------
     @abstractmethod
     def alloc(self, count: int, dtype: DType) -> Buffer: ...
+
+    def alloc_like(self, like: Buffer, count: int) -> Buffer:
+        """count zeroed elements of like's dtype (scratch next to a harness buffer)."""
+        return self.alloc(count, DTYPES[str(like.dtype).replace("torch.", "")])
 
     @abstractmethod
     def view(self, buf: Buffer, offset: int, count: int) -> Buffer:
@@ -67,12 +107,15 @@ class Communicator(ABC):
         """Elements of buf as float64 (exact for the values commbench writes)."""
 
     # --- collectives --------------------------------------------------------------------------
-    @abstractmethod
     def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool
              ) -> tuple[Callable[[], Any], Buffer]:
         """A zero-argument callable running the library's collective once, and the buffer
-        that holds this rank's output. In place: all_reduce has send is recv; all_gather's
-        send is this rank's block of recv; reduce_scatter's recv is this rank's block of send."""
+        that holds this rank's output. In place, send and recv share one buffer, laid out as
+        harness.Buffers does (Collective.in_place_offset)."""
+        call, fn = self.native_call(collective)
+        if fn is None:
+            raise ValueError(f"{self.backend} backend has no collective {collective!r}")
+        return self.conventions[call.convention].call(self, fn, send, recv, op, in_place)
 
     # --- control -----------------------------------------------------------------------------
     @abstractmethod

@@ -7,11 +7,28 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank.backends.base import Communicator, NumpyBuffers, Request
+from commbench.rank.backends.base import Communicator, Convention, NumpyBuffers, Request
 from commbench.dtypes import DType
 from commbench.rank.reducers import NumpyReducer
 
 _OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
+
+
+def _call(fn, send, recv, in_place, *op):
+    """fn(sendbuf, recvbuf, *op). In place, MPI takes MPI_IN_PLACE and one buffer (the larger of
+    send and recv: the harness lays the other out inside it), reads the input where the harness
+    put it and leaves the result at the buffer's start (reduce-scatter's block too)."""
+    if not in_place:
+        return partial(fn, send, recv, *op), recv
+    whole = send if len(send) >= len(recv) else recv
+    return partial(fn, MPI.IN_PLACE, whole, *op), whole[:len(recv)]
+
+
+# the calling conventions of the mpi4py calls the collectives declare (Collective.native["mpi"])
+CONVENTIONS = {
+    "send_recv_op": Convention(lambda comm, fn, send, recv, op, in_place: _call(fn, send, recv, in_place, _OPS[op])),
+    "send_recv": Convention(lambda comm, fn, send, recv, op, in_place: _call(fn, send, recv, in_place)),
+}
 
 
 class _MPIRequest(Request):
@@ -24,9 +41,10 @@ class _MPIRequest(Request):
 
 class MPICommunicator(NumpyBuffers, Communicator):
     backend = "mpi"
+    library, library_title, conventions = "mpi", "MPI", CONVENTIONS
 
     def __init__(self, comm=None):
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.comm = self.native_target = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.reducer = NumpyReducer()
@@ -38,19 +56,7 @@ class MPICommunicator(NumpyBuffers, Communicator):
             return "avg of integers truncates; commbench checks avg on floating-point types only"
         if native and op is not None and op not in _OPS:
             return f"MPI has no {op} reduction"
-        return None
-
-    def bind(self, collective, send, recv, op, in_place):
-        c = self.comm
-        if collective == "all_reduce":
-            return partial(c.Allreduce, MPI.IN_PLACE if in_place else send, recv, _OPS[op]), recv
-        if collective == "all_gather":
-            return partial(c.Allgather, MPI.IN_PLACE if in_place else send, recv), recv
-        if collective == "reduce_scatter":
-            if in_place:  # MPI leaves the result at the start of the buffer
-                return partial(c.Reduce_scatter_block, MPI.IN_PLACE, send, _OPS[op]), send[:len(recv)]
-            return partial(c.Reduce_scatter_block, send, recv, _OPS[op]), recv
-        raise ValueError(f"mpi backend has no collective {collective!r}")
+        return super().unsupported(collective, dtype, op, in_place, native)
 
     def barrier(self):
         self.comm.Barrier()

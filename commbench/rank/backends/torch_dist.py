@@ -12,18 +12,15 @@ from __future__ import annotations
 import os
 import platform
 from datetime import timedelta
+from functools import partial
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from commbench.rank.backends.base import Communicator, Request, Requests
+from commbench.rank.backends.base import Communicator, Convention, Request, Requests
 from commbench.dtypes import DType
 from commbench.rank.reducers import TorchReducer, gpu_reducer
-
-# newer torch renamed the tensor-in/tensor-out collectives; use whichever this torch has
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 _OPS = {
     "sum": dist.ReduceOp.SUM,
@@ -31,6 +28,18 @@ _OPS = {
     "min": dist.ReduceOp.MIN,
     "max": dist.ReduceOp.MAX,
     "avg": dist.ReduceOp.AVG,
+}
+
+# the calling conventions of the torch.distributed calls the collectives declare
+# (Collective.native["torch"]); in place, recv and send share one tensor as harness.Buffers lays it out
+CONVENTIONS = {
+    "tensor_op": Convention(  # fn(tensor, op): one tensor, input and output
+        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, _OPS[op], group=comm.group), recv),
+        out_of_place=False),
+    "output_input": Convention(
+        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, send, group=comm.group), recv)),
+    "output_input_op": Convention(
+        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, send, _OPS[op], group=comm.group), recv)),
 }
 
 
@@ -53,6 +62,8 @@ class _TorchRequest(Request):
 
 
 class TorchCommunicator(Communicator):
+    library, library_title, conventions, native_target = "torch", "torch.distributed", CONVENTIONS, dist
+
     def __init__(self, backend: str, rank: int, world: int, local_rank: int, timeout_s: float,
                  group=None, ranks: list[int] | None = None, device: str = "cpu"):
         self.backend = backend
@@ -73,11 +84,10 @@ class TorchCommunicator(Communicator):
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
         if native and not self.carries_device_buffers:
             return "gloo with --device cuda runs the peer algorithms only (gloo's own CUDA support is partial)"
-        if native and collective == "all_reduce" and not in_place:
-            return "torch.distributed.all_reduce works in place only (use --in-place or --both)"
-        if op == "avg" and not dtype.is_float:
+        reason = super().unsupported(collective, dtype, op, in_place, native)
+        if reason is None and op == "avg" and not dtype.is_float:
             return "avg of integers truncates; commbench checks avg on floating-point types only"
-        return None
+        return reason
 
     def alloc(self, count, dtype):
         return torch.zeros(count, dtype=getattr(torch, dtype.torch_name), device=self._torch_device)
@@ -90,16 +100,6 @@ class TorchCommunicator(Communicator):
 
     def read(self, buf, offset, count):
         return buf.narrow(0, offset, count).to(dtype=torch.float64, device="cpu").numpy()
-
-    def bind(self, collective, send, recv, op, in_place):
-        g = self.group
-        if collective == "all_reduce":
-            return (lambda: dist.all_reduce(recv, _OPS[op], group=g)), recv
-        if collective == "all_gather":
-            return (lambda: _all_gather(recv, send, group=g)), recv
-        if collective == "reduce_scatter":
-            return (lambda: _reduce_scatter(recv, send, _OPS[op], group=g)), recv
-        raise ValueError(f"{self.backend} backend has no collective {collective!r}")
 
     def barrier(self):
         if self.device == "cuda" and self.backend == "nccl":

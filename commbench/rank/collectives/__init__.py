@@ -2,9 +2,10 @@
 outside the package, a plugin module that calls `register`: commbench.plugins)."""
 
 from commbench import plugins
+from commbench.errors import InputError
 from commbench.rank.collectives.all_gather import AllGather
 from commbench.rank.collectives.all_reduce import AllReduce
-from commbench.rank.collectives.base import Collective, Counts
+from commbench.rank.collectives.base import Collective, Counts, NativeCall
 from commbench.rank.collectives.reduce_scatter import ReduceScatter
 
 COLLECTIVES: dict[str, Collective] = {}
@@ -16,8 +17,21 @@ def register(collective: Collective) -> Collective:
     return collective
 
 
+def lookup(name: str) -> Collective:
+    """The registered collective `name`; an InputError naming the accepted ones otherwise."""
+    if name not in COLLECTIVES:
+        raise InputError(f"unknown collective {name!r} (accepted: {', '.join(COLLECTIVES)})")
+    return COLLECTIVES[name]
+
+
+def names(conjunction: str = "or") -> str:
+    """The registered names as a phrase for help texts: "a, b or c"."""
+    *rest, last = list(COLLECTIVES)
+    return f"{', '.join(rest)} {conjunction} {last}" if rest else last
+
+
 for _c in (AllReduce(), AllGather(), ReduceScatter()):
     register(_c)
 plugins.load()
 
-__all__ = ["COLLECTIVES", "Collective", "Counts", "register"]
+__all__ = ["COLLECTIVES", "Collective", "Counts", "NativeCall", "lookup", "names", "register"]

@@ -1,6 +1,6 @@
 import numpy as np
 
-from commbench.rank.collectives.base import Collective, Counts
+from commbench.rank.collectives.base import Collective, Counts, NativeCall
 from commbench.rank.patterns import tile
 
 
@@ -9,6 +9,11 @@ class AllGather(Collective):
 
     name = "all_gather"
     reduces = False
+    native = {"mpi": NativeCall("Allgather", "send_recv"),
+              "torch": NativeCall(("all_gather_single", "all_gather_into_tensor"), "output_input")}
+    nccl_function = "AllGather"
+    nccl_tests_name = "all_gather"
+    osu_title = "Allgather"
 
     def bus_factor(self, world):
         return (world - 1) / world
@@ -16,6 +21,9 @@ class AllGather(Collective):
     def counts(self, size_bytes, itemsize, world):
         per_rank = size_bytes // itemsize // world
         return Counts(per_rank, per_rank * world, per_rank * world * itemsize)
+
+    def size_for_input(self, in_bytes, world):
+        return in_bytes * world
 
     def expected(self, pattern, rank, counts, start, length):
         idx = np.arange(start, start + length)
@@ -28,3 +36,15 @@ class AllGather(Collective):
 
     def in_place_offset(self, rank, counts):
         return rank * counts.in_count
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op, in_place, in_count, out_count):
+        """algorithm.all_gather(ctx, buf, block): buf holds the rank's own block at rank*block
+        and ends gathered."""
+        if in_place:
+            return (lambda: algorithm.all_gather(ctx, recv, in_count)), recv
+        own = ctx.comm.view(recv, ctx.comm.rank * in_count, in_count)
+
+        def run():
+            ctx.reducer.copy(own, send)
+            algorithm.all_gather(ctx, recv, in_count)
+        return run, recv

@@ -1,4 +1,4 @@
-from commbench.rank.collectives.base import Collective, Counts
+from commbench.rank.collectives.base import Collective, Counts, NativeCall
 from commbench.rank.patterns import tile
 
 
@@ -6,6 +6,10 @@ class AllReduce(Collective):
     """Every rank ends with the reduction of all ranks' buffers. size = one rank's buffer."""
 
     name = "all_reduce"
+    native = {"mpi": NativeCall("Allreduce", "send_recv_op"), "torch": NativeCall("all_reduce", "tensor_op")}
+    nccl_function = "AllReduce"
+    nccl_tests_name = "all_reduce"
+    osu_title = "Allreduce"
 
     def bus_factor(self, world):
         return 2 * (world - 1) / world
@@ -16,3 +20,16 @@ class AllReduce(Collective):
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.reduced, start, length)
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op, in_place, in_count, out_count):
+        """algorithm.all_reduce(ctx, buf, op[, src]): buf is the input and ends as the reduction
+        (src=: the input is read from there instead, when the algorithm reads_source)."""
+        if in_place:
+            return (lambda: algorithm.all_reduce(ctx, recv, op)), recv
+        if algorithm.reads_source:
+            return (lambda: algorithm.all_reduce(ctx, recv, op, src=send)), recv
+
+        def run():
+            ctx.reducer.copy(recv, send)
+            algorithm.all_reduce(ctx, recv, op)
+        return run, recv

@@ -1,9 +1,13 @@
-"""What a collective is, in the nccl-tests sense: buffer sizes, bus-bandwidth factor, and the
-exact expected output. One harness (`commbench.rank.harness`) runs every collective through this."""
+"""What a collective is, in the nccl-tests sense: buffer sizes, bus-bandwidth factor, the exact
+expected output, the in-place layout, the libraries' own calls for it, its traffic unit and the
+names other tools give it. One harness (`commbench.rank.harness`) runs every collective through
+this; the backends, commbench's own algorithms, the NCCL log reader and the importers ask the
+collective rather than naming it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -24,9 +28,36 @@ class Counts:
         return max(self.in_count, self.out_count)
 
 
+@dataclass(frozen=True)
+class NativeCall:
+    """A library's own function for a collective. function: its name in the library (a tuple:
+    the first name this version of the library has); convention: how it is called, a key of the
+    backend's table of calling conventions; in_place: whether it accepts the in-place layout
+    (harness.Buffers) and gives the right result with it."""
+
+    function: str | tuple[str, ...]
+    convention: str
+    in_place: bool = True
+
+    def resolve(self, library: Any) -> Callable | None:
+        """The function itself, looked up on `library` (a module or object); None if absent."""
+        names = (self.function,) if isinstance(self.function, str) else self.function
+        return next((getattr(library, n) for n in names if hasattr(library, n)), None)
+
+    @property
+    def name(self) -> str:
+        """Its (first) name, for messages."""
+        return self.function if isinstance(self.function, str) else self.function[0]
+
+
 class Collective:
     name: str = ""
     reduces: bool = True  # takes a reduction op
+    # the library's own call, by library ("mpi": mpi4py's Comm, "torch": torch.distributed)
+    native: Mapping[str, NativeCall] = {}
+    nccl_function: str | None = None  # the name NCCL logs its calls under (commbench.rank.nccl_log)
+    nccl_tests_name: str | None = None  # nccl-tests' binary is <this>_perf
+    osu_title: str | None = None  # OSU's "# OSU MPI <this> Latency Test"
 
     def bus_factor(self, world: int) -> float:
         """busbw = algbw x this factor (nccl-tests doc/PERFORMANCE.md)."""
@@ -36,6 +67,10 @@ class Collective:
         """Per-rank element counts for a requested size, rounded down as nccl-tests does."""
         raise NotImplementedError
 
+    def size_for_input(self, in_bytes: int, world: int) -> int:
+        """The size (as counts() takes it) of a point where every rank contributes in_bytes."""
+        return in_bytes
+
     def expected(self, pattern: Pattern, rank: int, counts: Counts, start: int, length: int) -> np.ndarray:
         """Rank `rank`'s correct output, elements start .. start+length-1, as float64."""
         raise NotImplementedError
@@ -44,3 +79,14 @@ class Collective:
         """In-place: where the rank's input lies inside its output buffer (all-gather), or its
         output inside its input buffer (reduce-scatter), in elements, as nccl-tests lays it out."""
         return 0
+
+    def message_elems(self, counts: Counts) -> int:
+        """The `elems` of Algorithm.messages (commbench.rank.traffic): one rank's block."""
+        return counts.in_count
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op: str | None, in_place: bool,
+                       in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
+        """Algorithm.bind for this collective: a zero-argument callable running the algorithm's
+        in-place method (named as the collective) on the harness' buffers, and the buffer
+        holding this rank's output. Out-of-place copies are part of what is timed."""
+        raise ValueError(f"commbench's own algorithms do not run {self.name}")
