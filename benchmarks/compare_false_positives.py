@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.analysis.compare import compare, run_dirs
-from commbench.results import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET, read_samples
+from commbench.analysis.compare import compare
+from commbench.analysis.load import read_samples, run_dirs
+from commbench.results import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
 
 
 def inject_slowdown(src: Path, dst: Path, factor: float) -> Path:

@@ -1,156 +1,102 @@
-"""The results folder of one run: results.csv (one row per point), per-iteration samples, and
-run.json. Rows and samples are appended, flushed and fsync'ed as each point finishes, so a crash
-or Ctrl-C leaves valid files holding every point measured so far."""
+"""The results schema: the files of a run folder, the documented results.csv columns, the format
+version, and the one row builder (used by the ranks, `model predict` and the importers).
+
+A run folder holds results.csv (one row per point), samples.csv then samples.parquet (every
+timing sample) and run.json (how the run was made and how it ended). The parent writes it
+(commbench.run.folder); readers load it through commbench.analysis.load.
+
+Format versions: 1, folders without `format_version` in run.json (written before it was
+recorded); 2, `format_version` recorded. Both have the columns below; a folder keeps the header
+it started with, so an older folder may lack the newer optional columns.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import tempfile
-from pathlib import Path
-
 from commbench.metrics import STAT_COLUMNS
 
+FORMAT_VERSION = 2
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 SAMPLES_PARQUET = "samples.parquet"
 RUN_JSON = "run.json"
 
-COLUMNS = (
-    "run_id", "label", "point", "collective", "backend", "algorithm", "device", "dtype", "op",
-    "in_place", "world_size", "nodes", "ranks_per_node", "size_bytes", "count",
-    *STAT_COLUMNS, "iterations", "batch", "warmup", "algbw_gbps", "busbw_gbps", "bus_factor",
-    "wrong", "library_choice", "power_w_avg", "power_w_max", "energy_j", "energy_j_per_byte", "placement", "internode_bytes_measured", "internode_bytes_expected", "predicted", "timestamp",
+_STATS = {
+    "time_us": "median sample, µs per call",
+    "time_us_mean": "mean sample (µs)",
+    "time_us_min": "smallest sample (µs)",
+    "time_us_p95": "95th percentile of the samples (µs)",
+    "time_us_p99": "99th percentile of the samples (µs)",
+    "time_us_max": "largest sample (µs)",
+    "time_us_stdev": "standard deviation of the samples (µs)",
+    "samples": "timing samples kept (one per batch of calls)",
+}
+
+COLUMN_DOCS: tuple[tuple[str, str], ...] = (
+    ("run_id", "the run's id"),
+    ("label", "free-text label of the run"),
+    ("point", "index of the point in the sweep plan"),
+    ("collective", "all_reduce, all_gather, reduce_scatter, ..."),
+    ("backend", "the library (mpi, gloo, nccl; imports: the tool's; predictions: model)"),
+    ("algorithm", "native (the library's own call) or commbench's algorithm"),
+    ("device", "cpu or cuda"),
+    ("dtype", "element type"),
+    ("op", "reduction (none for all-gather)"),
+    ("in_place", "1 = in-place buffers"),
+    ("world_size", "ranks"),
+    ("nodes", "nodes"),
+    ("ranks_per_node", "ranks per node (empty when uneven)"),
+    ("size_bytes", "bytes as nccl-tests counts them"),
+    ("count", "elements (count x itemsize = size_bytes)"),
+    *((name, _STATS[name]) for name in STAT_COLUMNS),
+    ("iterations", "timed calls (samples x batch)"),
+    ("batch", "calls per sample"),
+    ("warmup", "warm-up calls"),
+    ("algbw_gbps", "size_bytes / time, GB/s"),
+    ("busbw_gbps", "algbw x bus_factor, GB/s"),
+    ("bus_factor", "the collective's bus factor for world_size"),
+    ("wrong", "wrong output elements summed over ranks (0 = correct, empty = not checked)"),
+    ("library_choice", "--nccl-tuning: NCCL's algorithm/protocol pairs, most frequent first"),
+    ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),
+    ("power_w_max", "--power: the sum of each GPU's peak (W)"),
+    ("energy_j", "--power: joules per call"),
+    ("energy_j_per_byte", "--power: joules per byte of size_bytes"),
+    ("placement", "emulated runs: block or round-robin"),
+    ("internode_bytes_measured", "bytes per call across node links, from the link counters"),
+    ("internode_bytes_expected", "bytes per call across node links, from the algorithm's message pattern"),
+    ("predicted", "1 on rows written by `commbench model predict`"),
+    ("timestamp", "when the point finished (UTC)"),
 )
+COLUMNS = tuple(name for name, _ in COLUMN_DOCS)
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")
+# what every reader relies on: a folder without one of these is refused
+REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size",
+            "size_bytes", "time_us", "busbw_gbps", "wrong")
 
 
-def _append(path: Path, columns, rows) -> None:
-    """Rows under the file's own header: a run resumed by a newer commbench keeps the columns it
-    started with (a column added since stays out of that file)."""
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with open(path, newline="") as f:
-            columns = next(csv.reader(f))
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-        f.flush()
-        os.fsync(f.fileno())
+def _plain(value):
+    """numpy scalars as Python numbers (rows travel as JSON and land in CSV)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
-class ResultsWriter:
-    """Appends rows and samples to a run folder (used by rank 0 only)."""
+def build_row(**fields) -> dict:
+    """One results.csv row, in column order. Fills bus_factor, algbw_gbps and busbw_gbps (from
+    collective, world_size, size_bytes and time_us; given values are replaced), op "none" and the
+    timestamp unless given. A column the schema does not have is a ValueError."""
+    from commbench import runinfo
+    from commbench.metrics import bandwidth
+    from commbench.rank.collectives import COLLECTIVES
 
-    def __init__(self, out_dir: str | Path):
-        self.dir = Path(out_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-
-    def add(self, row: dict, samples_us) -> None:
-        # samples first: a row in results.csv always has its samples on disk
-        _append(self.dir / SAMPLES_CSV, SAMPLE_COLUMNS, (
-            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}"}
-            for i, t in enumerate(samples_us)
-        ))
-        _append(self.dir / RESULTS_CSV, COLUMNS, [row])
-
-    def finalize(self) -> str:
-        """Convert samples.csv to Parquet when pyarrow is installed; returns the samples file."""
-        src = self.dir / SAMPLES_CSV
-        try:
-            import pyarrow.csv as pacsv
-            import pyarrow.parquet as pq
-        except ImportError:
-            return SAMPLES_CSV
-        if not src.exists():
-            return SAMPLES_CSV
-        table = pacsv.read_csv(src)
-        if (self.dir / SAMPLES_PARQUET).exists():  # a resumed run adds to what is there
-            import pyarrow as pa
-
-            table = pa.concat_tables([pq.read_table(self.dir / SAMPLES_PARQUET), table.cast(
-                pq.read_schema(self.dir / SAMPLES_PARQUET))])
-        tmp = self.dir / (SAMPLES_PARQUET + ".tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.dir / SAMPLES_PARQUET)
-        src.unlink()
-        return SAMPLES_PARQUET
-
-
-def _drop_partial_line(path: Path) -> None:
-    """A crash mid-write can leave a last line without its newline: cut it off."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
-            os.fsync(f.fileno())
-
-
-def measured_points(out_dir: str | Path) -> set[int]:
-    """Points that have a row, after repairing what an interrupted run can leave behind: a
-    partial last line, and samples of a point whose row was never written (dropped, since the
-    point will be measured again)."""
-    d = Path(out_dir)
-    path = d / RESULTS_CSV
-    if not path.exists():
-        return set()
-    _drop_partial_line(path)
-    with open(path, newline="") as f:
-        done = {int(row["point"]) for row in csv.DictReader(f)}
-    samples = d / SAMPLES_CSV
-    if samples.exists():
-        _drop_partial_line(samples)
-        with open(samples, newline="") as f:
-            keep = [row for row in csv.DictReader(f) if int(row["point"]) in done]
-        tmp = samples.with_suffix(".tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=SAMPLE_COLUMNS)
-            writer.writeheader()
-            writer.writerows(keep)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, samples)
-    return done
-
-
-def read_results(out_dir: str | Path):
-    import pandas as pd
-
-    return pd.read_csv(Path(out_dir) / RESULTS_CSV)
-
-
-def read_samples(out_dir: str | Path):
-    """All per-iteration samples of a run, whichever form they are in (both after a resume)."""
-    import pandas as pd
-
-    d = Path(out_dir)
-    parts = []
-    if (d / SAMPLES_PARQUET).exists():
-        parts.append(pd.read_parquet(d / SAMPLES_PARQUET))
-    if (d / SAMPLES_CSV).exists():
-        parts.append(pd.read_csv(d / SAMPLES_CSV))
-    if not parts:
-        raise FileNotFoundError(f"no samples in {d}")
-    return pd.concat(parts, ignore_index=True)
-
-
-def update_run_json(out_dir: str | Path, patch: dict) -> dict:
-    """Merge `patch` into run.json and replace the file atomically (temp file + rename)."""
-    path = Path(out_dir) / RUN_JSON
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.update(patch)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run.json.")
-    os.fchmod(fd, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return data
-
-
-def read_run_json(out_dir: str | Path) -> dict:
-    return json.loads((Path(out_dir) / RUN_JSON).read_text())
+    unknown = sorted(set(fields) - set(COLUMNS))
+    if unknown:
+        raise ValueError(f"not results columns: {', '.join(unknown)}")
+    missing = [c for c in ("run_id", "point", "collective", "world_size", "size_bytes", "time_us") if c not in fields]
+    if missing:
+        raise ValueError(f"a row needs {', '.join(missing)}")
+    row = {"label": "", "op": "none", "timestamp": runinfo.utc_now(), **fields}
+    row["op"] = row["op"] or "none"
+    if "in_place" in row:
+        row["in_place"] = int(row["in_place"])
+    factor = COLLECTIVES[row["collective"]].bus_factor(row["world_size"])
+    row["bus_factor"] = factor
+    row["algbw_gbps"], row["busbw_gbps"] = bandwidth(row["size_bytes"], row["time_us"], factor)
+    return {c: _plain(row[c]) for c in COLUMNS if c in row}

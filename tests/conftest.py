@@ -68,6 +68,6 @@ def cpu_torch_refusal() -> str:
 def load_run(out: Path):
     import pandas as pd
 
-    from commbench.results import read_samples
+    from commbench.analysis.load import read_samples
 
     return pd.read_csv(out / "results.csv"), read_samples(out), json.loads((out / "run.json").read_text())

@@ -25,8 +25,8 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
+from commbench.analysis.load import load_runs
 from commbench.errors import InputError
-from commbench.results import RESULTS_CSV, read_results, read_samples
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
 MIN_SAMPLES = 5
@@ -76,41 +76,9 @@ class Comparison:
                 f"(threshold {self.threshold:.0%})")
 
 
-def run_dirs(path: str | Path) -> list[Path]:
-    """A run folder, or every run folder below a folder (a sweep)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{str(p)!r} does not exist")
-    if (p / RESULTS_CSV).exists():
-        return [p]
-    found = sorted(d.parent for d in p.rglob(RESULTS_CSV))
-    if not found:
-        raise InputError(f"{str(p)!r} holds no results.csv")
-    return found
-
-
 def load(path: str | Path):
     """Rows (with their samples as arrays) of every run under path, one row per KEY."""
-    import pandas as pd
-
-    frames = []
-    for d in run_dirs(path):
-        try:
-            rows = read_results(d)
-            samples = read_samples(d)
-        except FileNotFoundError as exc:
-            raise InputError(f"{d}: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is unusable input
-            raise InputError(f"{d}: unreadable results ({type(exc).__name__}: {exc})".splitlines()[0]) from None
-        missing = [c for c in KEY + ["time_us", "run_id", "point"] if c not in rows.columns]
-        if missing:
-            raise InputError(f"{d / RESULTS_CSV}: missing columns {', '.join(missing)}")
-        grouped = {k: g.time_us.to_numpy(float) for k, g in samples.groupby(["run_id", "point"])}
-        rows = rows.assign(sample_values=[grouped.get((r, p), np.array([t])) for r, p, t in
-                                          zip(rows.run_id, rows.point, rows.time_us, strict=True)])
-        frames.append(rows)
-    rows = pd.concat(frames, ignore_index=True)
-    rows["op"] = rows["op"].fillna("none")
+    rows, _ = load_runs([path], samples=True)
     # repetitions of a point (several runs): keep every run's samples, one entry per point
     return (rows.groupby(KEY, sort=False, dropna=False)
                 .agg(sample_values=("sample_values", list), time_us=("time_us", "median")).reset_index())

@@ -4,11 +4,12 @@ nccl-tests, OSU and commbench numbers side by side.
 * nccl-tests text output (the table printed by all_reduce_perf & co.) and its JSON report
   (`-J FILE`): one row per size and buffer mode; per-iteration times become samples when the
   JSON holds them, else the reported average is the one sample.
-* OSU Micro-Benchmarks (osu_allreduce, osu_allgather, osu_reduce_scatter), default and `-f`
+* OSU Micro-Benchmarks collective latency tests (osu_allreduce & co.), default and `-f`
   output. OSU does not print the number of ranks: give it (--nprocs).
 
-Sizes follow commbench's (nccl-tests') semantics: OSU's all-gather size is what each rank
-contributes, so it is multiplied by the number of ranks.
+The collectives say which names the tools give them (Collective.nccl_tests_name, osu_title).
+Sizes follow commbench's (nccl-tests') semantics: OSU's size is what each rank contributes
+(Collective.size_for_input: all-gather's is multiplied by the number of ranks).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commbench import runinfo
 from commbench.rank.collectives import COLLECTIVES
 from commbench.errors import InputError
-from commbench.results import RESULTS_CSV, ResultsWriter, update_run_json
-from commbench.metrics import bandwidth, summarize
+from commbench.metrics import summarize
+from commbench.results import build_row
+from commbench.run.folder import RunFolder
 
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
               "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
@@ -32,8 +33,18 @@ NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloa
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 OSU_TYPES = {"MPI_CHAR": "int8", "MPI_INT": "int32", "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
-_COLLECTIVE_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf\b")
-_OSU_TITLE = {"allreduce": "all_reduce", "allgather": "all_gather", "reduce_scatter": "reduce_scatter"}
+
+
+def _nccl_tests_collective(text: str) -> str | None:
+    """The collective whose nccl-tests binary (<nccl_tests_name>_perf) `text` names, if any."""
+    names = {c.nccl_tests_name: name for name, c in COLLECTIVES.items() if c.nccl_tests_name}
+    found = re.search(r"\b(" + "|".join(map(re.escape, names)) + r")_perf\b", text) if names else None
+    return names[found.group(1)] if found else None
+
+
+def _osu_titles() -> dict[str, str]:
+    """OSU's test title, lower-cased -> collective."""
+    return {c.osu_title.lower(): name for name, c in COLLECTIVES.items() if c.osu_title}
 
 
 @dataclass
@@ -57,8 +68,7 @@ def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | Non
                          text, re.M)
     if not devices:
         raise _bad(path, "no '#  Rank N Group ... device' lines: not nccl-tests output, or cut short")
-    found = _COLLECTIVE_RE.search(text)
-    collective = collective or (found.group(1) if found else None)
+    collective = collective or _nccl_tests_collective(text)
     if collective is None:
         raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
@@ -99,8 +109,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {exc})") from None
     program = " ".join(map(str, args))
-    found = _COLLECTIVE_RE.search(program + " " + json.dumps([r.get("experiment_name", "") for r in results]))
-    collective = collective or (found.group(1) if found else None)
+    collective = collective or _nccl_tests_collective(
+        program + " " + json.dumps([r.get("experiment_name", "") for r in results]))
     if collective is None:
         raise _bad(path, "cannot tell which collective this report measured (give --collective)")
     devices = config.get("devices") or []
@@ -142,13 +152,14 @@ def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = 
 # --- OSU ------------------------------------------------------------------------------------------
 
 def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imported:
-    title = re.search(r"^# OSU MPI (\w+) Latency Test", text, re.M)
-    if not title or title.group(1).lower() not in _OSU_TITLE:
-        raise _bad(path, "not OSU all-reduce / all-gather / reduce-scatter latency output "
-                         "(no '# OSU MPI Allreduce|Allgather|Reduce_scatter Latency Test' line)")
+    title, titles = re.search(r"^# OSU MPI (\w+) Latency Test", text, re.M), _osu_titles()
+    if not title or title.group(1).lower() not in titles:
+        raise _bad(path, f"not OSU {' / '.join(n.replace('_', '-') for n in titles.values())} latency output "
+                         f"(no '# OSU MPI {'|'.join(COLLECTIVES[n].osu_title for n in titles.values())} Latency Test' line)")
     if world is None or world < 1:
         raise _bad(path, "OSU output does not record the number of ranks: give --nprocs")
-    collective = _OSU_TITLE[title.group(1).lower()]
+    collective = titles[title.group(1).lower()]
+    coll = COLLECTIVES[collective]
     dtype_m = re.search(r"^# Datatype: (\w+)", text, re.M)
     dtype = OSU_TYPES.get(dtype_m.group(1), dtype_m.group(1)) if dtype_m else "int8"
     imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": dtype_m.group(1) if dtype_m else None})
@@ -165,14 +176,14 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imp
             raise _bad(path, f"result line does not match the header: {line.strip()!r:.80}")
         values = dict(zip(columns, parts, strict=True))
         msg = int(values["Size"])
-        size = msg * world if collective == "all_gather" else msg
+        size = coll.size_for_input(msg, world)
         validation = values.get("Validation")
         try:
             avg = float(values["Avg Latency(us)"])
         except (KeyError, ValueError):
             raise _bad(path, f"no average latency in {line.strip()!r:.80}") from None
         point = {"size_bytes": size, "count": size // ITEMSIZE.get(dtype, 1), "dtype": dtype,
-                 "op": "none" if collective == "all_gather" else "sum", "in_place": 0, "time_us": avg,
+                 "op": "sum" if coll.reduces else "none", "in_place": 0, "time_us": avg,
                  "wrong": None if validation is None else (0 if validation.lower() == "pass" else 1),
                  "samples": [avg], "iterations": int(values["Iterations"]) if "Iterations" in values else None}
         if "Min Latency(us)" in values:  # over ranks of each rank's average, not over iterations
@@ -186,28 +197,23 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imp
 # --- writing ------------------------------------------------------------------------------------
 
 def write_import(imp: Imported, out_dir: str | Path, source_file: str, label: str, run_id: str) -> Path:
-    out = Path(out_dir)
-    if (out / RESULTS_CSV).exists():
-        raise InputError(f"output folder {str(out)!r} already holds results (choose another --out)")
-    writer = ResultsWriter(out)
-    factor = COLLECTIVES[imp.collective].bus_factor(imp.world)
+    folder = RunFolder(out_dir)
+    folder.create({"run_id": run_id, "label": label, "imported_from": imp.source, "source_file": source_file,
+                   "world_size": imp.world, **imp.meta})
     for i, p in enumerate(imp.points):
         stats = {}
         if len(p["samples"]) > 1:  # per-iteration times: the headline is their median, as in commbench
             stats = summarize(np.asarray(p["samples"]) * 1e-6)
             stats["time_us_mean"] = p["time_us"]  # what the tool reported (its average)
-        time_us = stats.get("time_us", p["time_us"])
-        algbw, busbw = bandwidth(p["size_bytes"], time_us, factor)
-        row = {"run_id": run_id, "label": label, "point": i, "collective": imp.collective, "backend": imp.backend,
-               "algorithm": "native", "device": "cuda" if imp.backend == "nccl" else "cpu", "dtype": p["dtype"],
-               "op": p["op"], "in_place": p["in_place"], "world_size": imp.world, "nodes": len(imp.meta.get("hosts", [])) or None,
-               "size_bytes": p["size_bytes"], "count": p["count"], "time_us": time_us, "time_us_mean": p["time_us"],
-               "samples": len(p["samples"]), "iterations": p.get("iterations") or len(p["samples"]), "batch": 1,
-               "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
-               "wrong": "" if p["wrong"] is None else p["wrong"], "timestamp": runinfo.utc_now(), **stats}
-        writer.add(row, p["samples"])
-    writer.finalize()
-    update_run_json(out, {"run_id": run_id, "label": label, "imported_from": imp.source, "source_file": source_file,
-                          "world_size": imp.world, "status": "completed", "points_measured": len(imp.points),
-                          "wrong_total": sum(p["wrong"] or 0 for p in imp.points), **imp.meta})
-    return out
+        fields = {"run_id": run_id, "label": label, "point": i, "collective": imp.collective, "backend": imp.backend,
+                  "algorithm": "native", "device": "cuda" if imp.backend == "nccl" else "cpu", "dtype": p["dtype"],
+                  "op": p["op"], "in_place": p["in_place"], "world_size": imp.world,
+                  "nodes": len(imp.meta.get("hosts", [])) or None, "size_bytes": p["size_bytes"], "count": p["count"],
+                  "time_us": p["time_us"], "time_us_mean": p["time_us"], "samples": len(p["samples"]),
+                  "iterations": p.get("iterations") or len(p["samples"]), "batch": 1,
+                  "wrong": "" if p["wrong"] is None else p["wrong"], **stats}
+        folder.add(build_row(**fields), p["samples"])
+    folder.finalize()
+    folder.update({"status": "completed", "points_measured": len(imp.points),
+                   "wrong_total": sum(p["wrong"] or 0 for p in imp.points)})
+    return folder.dir

@@ -1,5 +1,6 @@
 """The per-rank entry point: open the backends, run every point of the plan, and (rank 0)
-write rows and stream one event per point to the parent.
+stream the run's facts and one event per point, row and samples included, to the parent, which
+writes the run folder (ranks write no files).
 
 Started by a launcher as `python -m commbench.rank.worker --spec <base64 JSON>`, or called in
 process by `commbench run --launcher none` when the user started the ranks.
@@ -16,6 +17,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from dataclasses import dataclass, field
 from typing import Callable
 
 from commbench.rank import harness, machine, nccl_log, power, topology, traffic
@@ -27,9 +29,9 @@ from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 from commbench.events import emit_stdout
 from commbench.rank.plan import Point, build_plan
-from commbench.results import ResultsWriter, update_run_json
+from commbench.metrics import summarize
+from commbench.results import build_row
 from commbench.spec import SweepSpec
-from commbench.metrics import bandwidth, summarize
 
 Emit = Callable[..., None]
 STARTUP_TIMEOUT_S = 300.0
@@ -68,100 +70,132 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
     return comms
 
 
+@dataclass
+class Session:
+    """What a rank holds for the whole sweep: its communicators and the job's layout."""
+    spec: SweepSpec
+    comms: dict[str, Communicator]
+    rank: int
+    world: int
+    nodes_of: list[int]
+    plan: list[Point]
+    contexts: dict[str, Context]
+    tuning: nccl_log.TuningLog | None
+    counter: Callable[[], int] | None
+    meter: object | None = None
+    power_note: str | None = None
+    warned: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return len(set(self.nodes_of))
+
+    @property
+    def per_node(self) -> int | None:
+        return self.world // self.nodes if self.world % self.nodes == 0 else None
+
+
 def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout) -> int:
     """Run the sweep on this rank; returns the wrong-element total (same on every rank).
-    emit: rank 0's events; progress: every rank's "enter" (so the parent can name stragglers)."""
+    emit: rank 0's events (facts, ready, skip, start, warning, row, done), from which the parent
+    writes the run folder; progress: every rank's "enter" (so the parent can name stragglers)."""
+    session = open_session(spec, emit)
+    total_wrong, rows, done = 0, 0, set(spec.done_points)
+    for point in session.plan:
+        if point.index not in done:
+            wrong = run_point(session, point, emit, progress)
+            if wrong is not None:
+                total_wrong, rows = total_wrong + wrong, rows + 1
+    if session.rank == 0:
+        emit("done", wrong=total_wrong, rows=rows)
+    for c in session.comms.values():
+        c.close()
+    if session.tuning is not None:
+        session.tuning.close()
+    return total_wrong
+
+
+def open_session(spec: SweepSpec, emit: Emit) -> Session:
+    """Open the backends, learn the job's layout; rank 0 sends the facts for run.json and "ready"."""
     info = topology.detect()
     tuning = _nccl_tuning_log(spec, info)
     comms = open_communicators(spec, info)
     control = comms[spec.backends[0]]
-    rank, world = control.rank, control.size
     facts = control.allgather_object(runinfo.rank_facts(spec.device, info.local_rank)
-                                     | {"rank": rank, "launcher_node": info.node, "local_rank": info.local_rank})
+                                     | {"rank": control.rank, "launcher_node": info.node, "local_rank": info.local_rank})
     machines = [m for m in control.allgather_object(machine.describe() if info.local_rank == 0 else None) if m]
     nodes_of = topology.node_layout([f["hostname"] for f in facts], spec.ranks_per_node,
                                     [f["launcher_node"] for f in facts])
-    nodes = len(set(nodes_of))
-    per_node = world // nodes if world % nodes == 0 else None
-    plan = build_plan(spec)
-    contexts = {name: Context(c, nodes_of) for name, c in comms.items()}
-    counter = _link_counter(info)
-    meter, power_note = (None, None)
+    s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
+                {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     if spec.power:
-        meter, power_note = power.open_meter(control, spec.device, info.hostname)
-    writer = ResultsWriter(spec.out_dir) if rank == 0 else None
-    if rank == 0:
+        s.meter, s.power_note = power.open_meter(control, spec.device, info.hostname)
+    if s.rank == 0:
         libraries = {}
         for c in comms.values():
             libraries.update(c.library_info())
-        update_run_json(spec.out_dir, {
-            "ranks": facts, "world_size": world, "nodes": nodes, "ranks_per_node": per_node,
+        emit("facts", run={
+            "ranks": facts, "world_size": s.world, "nodes": s.nodes, "ranks_per_node": s.per_node,
             "node_of_rank": nodes_of, "versions": runinfo.software_versions(libraries),
             "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
-            "planned_points": len(plan), "machines": machines,
-            "power": None if not spec.power else {"measured": meter is not None, "reason": power_note,
+            "planned_points": len(s.plan), "machines": machines,
+            "power": None if not spec.power else {"measured": s.meter is not None, "reason": s.power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
-                                                  "peak_source": meter.job_peak_source if meter else None},
-        })
-        emit("ready", world_size=world, nodes=nodes, ranks_per_node=per_node, total=len(plan), already=len(spec.done_points),
-             hosts=sorted({f["hostname"] for f in facts}),
-             note=f"power not measured: {power_note}" if power_note else None)
+                                                  "peak_source": s.meter.job_peak_source if s.meter else None}})
+        emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
+             already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
+             note=f"power not measured: {s.power_note}" if s.power_note else None)
+    return s
 
-    total_wrong, skipped, done, warned = 0, [], set(spec.done_points), []
-    for point in plan:
-        if point.index in done:
-            continue
-        comm = comms[point.backend]
-        coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
-        counts = coll.counts(point.size, dtype.itemsize, world)
-        native = point.algorithm == "native"
-        algo = None if native else ALGORITHMS[point.algorithm]
-        reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, native)
-                  or (None if native else algo.unsupported(contexts[point.backend], point.collective)))
-        if reason is None and counts.size_bytes == 0:
-            reason = f"{point.size} B of {dtype.name} over {world} ranks is less than one element per rank"
-        if reason:
-            if rank == 0:
-                skipped.append(point.as_dict() | {"reason": reason})
-                emit("skip", point=point.as_dict(), reason=reason)
-            continue
-        progress("enter", rank=rank, point=point.as_dict())
-        if rank == 0:
-            emit("start", point=point.as_dict())
-        if tuning is not None:
-            tuning.read()  # what NCCL logged before this point
-        m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
-                            spec.min_time, spec.min_iters, spec.max_iters, spec.batch,
-                            None if native else _algorithm_binder(algo, contexts[point.backend], point, counts, dtype,
-                                                                 spec.segment_bytes), counter, meter)
-        total_wrong += m.wrong
-        fallback = getattr(comm.reducer, "fallback", None)
-        if rank == 0 and fallback and fallback not in warned:
-            warned.append(fallback)
-            update_run_json(spec.out_dir, {"warnings": warned})
-            emit("warning", text=fallback)
-        if rank == 0:
-            row = make_row(spec, point, counts, m, world, nodes, per_node, comm.device)
-            if m.power is not None:
-                row.update(m.power, energy_j_per_byte=m.power["energy_j"] / counts.size_bytes)
-            if tuning is not None and native and point.backend == "nccl":
-                row["library_choice"] = nccl_log.choice(tuning.read(), point.collective, counts.size_bytes)
-            if counter is not None:
-                row["internode_bytes_measured"] = round(m.link_bytes)
-                if algo is not None:
-                    row["internode_bytes_expected"] = traffic.expected_internode_bytes(
-                        algo, point.collective, counts, dtype.itemsize, nodes_of, spec.segment_bytes)
-            writer.add(row, m.samples_s * 1e6)
-            emit("row", row=row)
-    if rank == 0:
-        samples_file = writer.finalize()
-        update_run_json(spec.out_dir, {"skipped": skipped, "samples_file": samples_file, "wrong_total": total_wrong})
-        emit("done", wrong=total_wrong)
-    for c in comms.values():
-        c.close()
-    if tuning is not None:
-        tuning.close()
-    return total_wrong
+
+def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | None:
+    """Measure one point (rank 0 sends its row and samples); its wrong elements, or None when
+    the point cannot run here (rank 0 sends the reason)."""
+    spec, comm = s.spec, s.comms[point.backend]
+    coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
+    counts = coll.counts(point.size, dtype.itemsize, s.world)
+    algo = None if point.algorithm == "native" else ALGORITHMS[point.algorithm]
+    reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, algo is None)
+              or (None if algo is None else algo.unsupported(s.contexts[point.backend], point.collective)))
+    if reason is None and counts.size_bytes == 0:
+        reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
+    if reason:
+        if s.rank == 0:
+            emit("skip", point=point.as_dict(), reason=reason)
+        return None
+    progress("enter", rank=s.rank, point=point.as_dict())
+    if s.rank == 0:
+        emit("start", point=point.as_dict())
+    if s.tuning is not None:
+        s.tuning.read()  # what NCCL logged before this point
+    binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype,
+                                                         spec.segment_bytes)
+    m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
+                        spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter)
+    fallback = getattr(comm.reducer, "fallback", None)
+    if s.rank == 0 and fallback and fallback not in s.warned:
+        s.warned.append(fallback)
+        emit("warning", text=fallback)
+    if s.rank == 0:
+        row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device,
+                       **_extra_columns(s, point, counts, m, algo, dtype))
+        emit("row", row=row, samples_us=[round(t, 4) for t in (m.samples_s * 1e6).tolist()])
+    return m.wrong
+
+
+def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, algo, dtype) -> dict:
+    """The optional columns: power, NCCL's choice, inter-node bytes."""
+    extra = {}
+    if m.power is not None:
+        extra.update(m.power, energy_j_per_byte=m.power["energy_j"] / counts.size_bytes)
+    if s.tuning is not None and algo is None and point.backend == "nccl":
+        extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
+    if s.counter is not None:
+        extra["internode_bytes_measured"] = round(m.link_bytes)
+        if algo is not None:
+            extra["internode_bytes_expected"] = traffic.expected_internode_bytes(
+                algo, point.collective, counts, dtype.itemsize, s.nodes_of, s.spec.segment_bytes)
+    return extra
 
 
 def _nccl_tuning_log(spec: SweepSpec, info: topology.RankInfo) -> nccl_log.TuningLog | None:
@@ -193,18 +227,13 @@ def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, segment_b
                                         counts.in_count, counts.out_count)
 
 
-def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, per_node, device) -> dict:
-    stats = summarize(m.samples_s)
-    factor = COLLECTIVES[point.collective].bus_factor(world)
-    algbw, busbw = bandwidth(counts.size_bytes, stats["time_us"], factor)
-    return {
-        "run_id": spec.run_id, "label": spec.label, "point": point.index, "collective": point.collective,
-        "backend": point.backend, "algorithm": point.algorithm, "device": device, "dtype": point.dtype,
-        "op": point.op or "none", "in_place": int(point.in_place), "world_size": world, "nodes": nodes,
-        "ranks_per_node": per_node, "size_bytes": counts.size_bytes, "count": counts.count,
-        **stats, "iterations": m.iterations, "batch": m.batch, "warmup": m.warmup, "algbw_gbps": algbw, "busbw_gbps": busbw, "bus_factor": factor,
-        "wrong": m.wrong, "placement": spec.placement if spec.emulate else "", "timestamp": runinfo.utc_now(),
-    }
+def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, per_node, device, **extra) -> dict:
+    return build_row(
+        run_id=spec.run_id, label=spec.label, point=point.index, collective=point.collective, backend=point.backend,
+        algorithm=point.algorithm, device=device, dtype=point.dtype, op=point.op or "none", in_place=point.in_place,
+        world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
+        **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, wrong=m.wrong,
+        placement=spec.placement if spec.emulate else "", **extra)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,6 @@
-"""The Python API under the CLI: `run_sweep(spec)` launches the ranks, follows rank 0's events
-and returns what was measured. Script it directly:
+"""The Python API under the CLI: `run_sweep(spec)` launches the ranks, follows rank 0's events,
+writes them into the run folder (commbench.run.folder: the only writer) and returns what was
+measured. Script it directly:
 
     from commbench.run.api import run_sweep
     from commbench.spec import SweepSpec
@@ -25,7 +26,8 @@ from commbench.run import emulate, launch, processes, watchdog
 
 from commbench import runinfo
 from commbench.errors import InputError, JobError
-from commbench.results import RESULTS_CSV, measured_points, read_results, read_run_json, update_run_json
+from commbench.results import RESULTS_CSV
+from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
 
 
@@ -51,8 +53,7 @@ def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     out = Path(spec.out_dir or Path(results_root) / spec.run_id)
     if out.exists() and not out.is_dir():
         raise InputError(f"output path {str(out)!r} is a file, not a folder")
-    if (out / RESULTS_CSV).exists():
-        raise InputError(f"output folder {str(out)!r} already holds results (choose another --out)")
+    RunFolder(out).check_new()
     for parent in (out, *out.parents):
         if parent.exists():
             if not parent.is_dir():
@@ -83,11 +84,11 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     spec = prepare(spec)
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
+    folder = RunFolder(spec.out_dir)
     if launcher != "none" or topology.detect().rank == 0:
-        Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
-        update_run_json(spec.out_dir, {"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
-                                       **runinfo.parent_info(argv or sys.argv)})
-    return _launch(spec, launcher, commands, launcher_args or [], on_event, relay)
+        folder.create({"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
+                       **runinfo.parent_info(argv or sys.argv)})
+    return _launch(spec, folder, launcher, commands, launcher_args or [], on_event, relay)
 
 
 def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
@@ -97,8 +98,9 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
     """Run the points of an earlier run that have no row yet (it was interrupted or failed),
     with its spec, appending to its files."""
     out = Path(out_dir)
+    folder = RunFolder(out)
     try:
-        meta = read_run_json(out)
+        meta = folder.read_meta()
         spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
     except FileNotFoundError:
         raise InputError(f"{str(out)!r} holds no run.json: nothing to resume") from None
@@ -108,7 +110,7 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
         raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
                          "resume it once it has stopped")
     spec.out_dir = str(out)
-    spec.done_points = sorted(measured_points(out))
+    spec.done_points = sorted(folder.repair())
     _check_runnable(spec)
     launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
     launcher = launch.resolve_launcher(spec)
@@ -116,8 +118,8 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
     resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
                                           "command_line": argv or sys.argv}]
     if launcher != "none" or topology.detect().rank == 0:
-        update_run_json(out, {"resumes": resumes})
-    return _launch(spec, launcher, commands, launcher_args, on_event, relay)
+        folder.update({"resumes": resumes})
+    return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
 
 
 def _alive(meta: dict) -> bool:
@@ -127,29 +129,30 @@ def _alive(meta: dict) -> bool:
     return processes.alive(int(meta["launch_pid"]))
 
 
-def _launch(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
+def _launch(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
+            relay) -> RunResult:
     on_event = on_event or (lambda e: None)
     relay = relay or (lambda line: print(line.text, file=sys.stderr))
     if launcher == "none":
-        return _run_in_process(spec, on_event)
+        return _run_in_process(spec, folder, on_event)
     with emulate.cluster(spec) as emulation:  # nothing unless --emulate; torn down however this ends
         if emulation:
-            update_run_json(spec.out_dir, {"emulation": emulation})
-        return _follow(spec, launcher, commands, launcher_args, on_event, relay)
+            folder.update({"emulation": emulation})
+        return _follow(spec, folder, launcher, commands, launcher_args, on_event, relay)
 
 
-def _follow(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], on_event, relay) -> RunResult:
-    """Start the job and follow rank 0's events to the end of the sweep."""
-    out = Path(spec.out_dir)
-    update_run_json(out, {"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
-                          "launch_argv": _masked(commands[0][0]), "status": "running"})
-    result = RunResult(out)
+def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
+            relay) -> RunResult:
+    """Start the job and follow rank 0's events to the end of the sweep, writing them down."""
+    folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
+                   "launch_argv": _masked(commands[0][0]), "status": "running"})
+    result = RunResult(folder.dir)
     job = launch.Job(commands)
     monitor = watchdog.Monitor()
     error = None
     try:
         for event in watchdog.iter_events(job, spec, relay, monitor):
-            _collect(result, event)
+            _collect(result, folder, event)
             on_event(event)
         code = job.wait()
         if code != 0 or monitor.error:
@@ -158,19 +161,19 @@ def _follow(spec: SweepSpec, launcher: str, commands, launcher_args: list[str], 
             error = f"the ranks exited before the sweep finished {monitor.where()}"
     except KeyboardInterrupt:
         job.kill()
-        _finish(result, "interrupted", "interrupted by the user")
+        _finish(result, folder, "interrupted", "interrupted by the user")
         raise
     except JobError as exc:
-        _finish(result, "failed", str(exc))
+        _finish(result, folder, "failed", str(exc))
         raise
     finally:
         if any(p.poll() is None for p in job.procs):
             job.kill()
     if error:
         job.kill()
-        _finish(result, "failed", error)
+        _finish(result, folder, "failed", error)
         raise JobError(error)
-    _finish(result, "completed", None)
+    _finish(result, folder, "completed", None)
     return result
 
 
@@ -179,7 +182,9 @@ def _masked(argv: list[str]) -> list[str]:
     return [a if i == 0 or argv[i - 1] != "--spec" else "<spec>" for i, a in enumerate(argv)]
 
 
-def _collect(result: RunResult, event: dict) -> None:
+def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
+    """Write the event into the folder (a row is on disk before anyone is shown it), then note it."""
+    folder.record(event)
     kind = event["event"]
     if kind == "row":
         result.rows.append(event["row"])
@@ -187,41 +192,41 @@ def _collect(result: RunResult, event: dict) -> None:
         result.skipped.append(event["point"] | {"reason": event["reason"]})
     elif kind == "done":
         result.status = "done"
+        sent = event.get("rows", len(result.rows))
+        if sent != len(result.rows):
+            raise JobError(f"{sent - len(result.rows)} of the {sent} rows rank 0 sent did not arrive whole; "
+                           "resume the run to measure those points again")
 
 
-def _finish(result: RunResult, status: str, error: str | None) -> None:
+def _finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:
     """Record how the run ended; totals count every row of the run (a resumed run included)."""
-    result.status = status
-    rows = read_results(result.out_dir) if (result.out_dir / RESULTS_CSV).exists() else None
-    result.wrong = int(rows.wrong.sum()) if rows is not None else 0
-    update_run_json(result.out_dir, {"status": status, "error": error, "end_time": runinfo.utc_now(),
-                                     "points_measured": 0 if rows is None else len(rows),
-                                     "wrong_total": result.wrong})
+    result.status, result.wrong = status, folder.wrong
+    folder.finish(status, error)
 
 
-def _run_in_process(spec: SweepSpec, on_event) -> RunResult:
-    """--launcher none: this process is one rank of a job someone else started."""
+def _run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:
+    """--launcher none: this process is one rank of a job someone else started; rank 0 writes
+    the folder through the same RunFolder as a launched job."""
     from commbench.rank import worker
 
     rank0 = topology.detect().rank == 0
-    out = Path(spec.out_dir)
     if rank0:
-        update_run_json(out, {"spec": spec.__dict__, "launcher": "none", "status": "running"})
-    result = RunResult(out, reports=rank0)
+        folder.update({"spec": spec.__dict__, "launcher": "none", "status": "running"})
+    result = RunResult(folder.dir, reports=rank0)
 
     def emit(kind, **data):
         event = {"event": kind, **data}
-        _collect(result, event)
+        _collect(result, folder, event)
         on_event(event)
 
     try:
         worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
     except BaseException as exc:  # noqa: BLE001
         if rank0:
-            _finish(result, "failed", f"{type(exc).__name__}: {exc}")
+            _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
         worker.fail(exc)
     if rank0:
-        _finish(result, "completed", None)
+        _finish(result, folder, "completed", None)
     return result
 
 
@@ -251,7 +256,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     for run in suite.runs:
         folder = out / run.label
         done = (folder / "run.json").exists()
-        if resume and done and read_run_json(folder).get("status") == "completed":
+        if resume and done and RunFolder(folder).read_meta().get("status") == "completed":
             outcomes.append((run.label, None, None))
             if on_run:
                 on_run(run.label, "already complete")

@@ -8,7 +8,7 @@ import pandas as pd
 
 def load_rows(paths: list[str]) -> pd.DataFrame:
     """Rows of result folders, each with the segment size its run used."""
-    from commbench.analysis.report import load_runs
+    from commbench.analysis.load import load_runs
 
     rows, metas = load_runs(paths)
     segment = {m.get("run_id"): (m.get("spec") or {}).get("segment_bytes") for _, m in metas}

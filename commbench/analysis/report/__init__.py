@@ -9,45 +9,19 @@ from pathlib import Path
 import pandas as pd
 
 from commbench import runinfo
-from commbench.analysis.compare import run_dirs
-from commbench.errors import InputError
+from commbench.analysis.load import load_runs
 from commbench.analysis.report import charts
 from commbench.analysis.report.page import document, environment_table, esc, points_table
-from commbench.results import read_results, read_run_json
+from commbench.errors import InputError
 
-
-def load_runs(paths: list[str]) -> tuple[pd.DataFrame, list[tuple[str, dict]]]:
-    frames, metas = [], []
-    for path in paths:
-        for d in run_dirs(path):
-            try:
-                rows = read_results(d)
-                meta = read_run_json(d) if (d / "run.json").exists() else {}
-            except Exception as exc:  # noqa: BLE001 - any unreadable file is unusable input
-                raise InputError(f"{d}: unreadable results ({type(exc).__name__}: {exc})".splitlines()[0]) from None
-            needed = ["collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size", "size_bytes",
-                      "time_us", "busbw_gbps", "wrong"]
-            missing = [c for c in needed if c not in rows.columns]
-            if missing:
-                raise InputError(f"{d / 'results.csv'}: missing columns {', '.join(missing)}")
-            run = str(meta.get("label") or meta.get("run_id") or d.name)
-            rows = rows.assign(run=run, mode=rows.in_place.map(lambda v: "in-place" if int(v) else "out-of-place"),
-                               op=rows.op.fillna("none"))
-            for col in ("time_us_min", "time_us_p95", "time_us_p99", "samples"):
-                if col not in rows:
-                    rows[col] = float("nan")
-            frames.append(rows)
-            metas.append((str(d), meta))
-    all_rows = pd.concat(frames, ignore_index=True)
-    if "energy_j" in all_rows and "energy_j_per_byte" not in all_rows:
-        all_rows["energy_j_per_byte"] = all_rows.energy_j / all_rows.size_bytes
-    return all_rows, metas
+__all__ = ["build_report", "load_runs"]  # load_runs: the one loader, importable from here too
 
 
 def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:
     import plotly.offline
 
     rows, metas = load_runs(paths)
+    rows["mode"] = rows.in_place.map(lambda v: "in-place" if int(v) else "out-of-place")
     sections = []
     wrong_rows = rows[pd.to_numeric(rows.wrong, errors="coerce").fillna(0) > 0]
     status = (f'<span class="bad">{len(wrong_rows)} of {len(rows)} points have wrong results</span>' if len(wrong_rows)
