@@ -201,12 +201,14 @@ def test_the_worker_sends_facts_rows_and_samples_and_writes_nothing(fake_job):
                        progress=lambda kind, **data: entered.append(data["point"]["index"]))
     kinds = [e["event"] for e in events]
     assert kinds[:2] == ["facts", "ready"] and kinds[-1] == "done" and wrong == 0
-    assert sorted(kinds[2:-1]) == ["row", "row", "skip", "skip", "start", "start"]
-    assert all(kinds[i + 1] == "row" for i, kind in enumerate(kinds) if kind == "start")
+    assert sorted(kinds[2:-1]) == ["row", "row", "samples", "samples", "skip", "skip", "start", "start"]
+    assert all(kinds[i + 1:i + 3] == ["samples", "row"] for i, kind in enumerate(kinds) if kind == "start")
     facts = events[0]["run"]
     assert facts["world_size"] == 1 and facts["planned_points"] == 4 and facts["versions"] == {"fake_library": "1.0"}
     rows = [e for e in events if e["event"] == "row"]
-    assert [r["samples_us"] for r in rows] == [[2.0, 1.0, 3.0]] * 2 and sorted(entered) == [r["row"]["point"] for r in rows]
+    samples = [e for e in events if e["event"] == "samples"]
+    assert [(s["point"], s["values"]) for s in samples] == [(r["row"]["point"], [2.0, 1.0, 3.0]) for r in rows]
+    assert sorted(entered) == [r["row"]["point"] for r in rows]
     assert all(r["row"]["time_us"] == 2.0 and r["row"]["op"] == "sum" for r in rows)
     assert events[-1] == {"event": "done", "wrong": 0, "rows": 2}
     assert not Path(fake_job.out_dir).exists()  # the parent writes the folder, never a rank
@@ -233,3 +235,29 @@ def test_worker_events_written_by_the_in_process_path(fake_job):
     meta = metas[0][1]
     assert meta["status"] == "completed" and meta["versions"] == {"fake_library": "1.0"}
     assert meta["points_measured"] == 2 and len(meta["skipped"]) == 2 and meta["format_version"] == FORMAT_VERSION
+
+
+def test_samples_arrive_in_lines_a_pipe_writes_whole(fake_job, monkeypatch):
+    """Rank 0's event lines share a pipe with the other ranks' lines: samples go in events of at
+    most SAMPLES_PER_EVENT values (each line under 4 KB), gathered by the writer before the row."""
+    from commbench.rank import harness, worker
+
+    def five_samples(*args, **kwargs):
+        m = measure(*args, **kwargs)
+        return harness.Measurement(np.arange(1, 6) * 1e-6, m.batch, m.wrong, m.warmup)
+
+    measure = harness.measure
+    monkeypatch.setattr(worker, "SAMPLES_PER_EVENT", 2)
+    monkeypatch.setattr(harness, "measure", five_samples)
+    fake_job.ops = ["sum"]
+    events = []
+    worker.run(fake_job.validate(), emit=lambda kind, **data: events.append({"event": kind, **data}),
+               progress=lambda kind, **data: None)
+    lines = [json.dumps(e) for e in events if e["event"] == "samples"]
+    assert [len(json.loads(line)["values"]) for line in lines] == [2, 2, 1] * 2
+    folder = RunFolder(fake_job.out_dir)
+    folder.create({"run_id": fake_job.run_id})
+    for e in events:
+        folder.record(e)
+    rows, _ = load_runs([fake_job.out_dir], samples=True)
+    assert [list(v) for v in rows.sample_values] == [[1.0, 2.0, 3.0, 4.0, 5.0]] * 2

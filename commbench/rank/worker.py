@@ -35,6 +35,8 @@ from commbench.spec import SweepSpec
 
 Emit = Callable[..., None]
 STARTUP_TIMEOUT_S = 300.0
+# samples per event line: a line stays under 4 KB, which a pipe writes whole (other ranks share it)
+SAMPLES_PER_EVENT = 256
 
 
 def encode_spec(spec: SweepSpec) -> str:
@@ -179,7 +181,10 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     if s.rank == 0:
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device,
                        **_extra_columns(s, point, counts, m, algo, dtype))
-        emit("row", row=row, samples_us=[round(t, 4) for t in (m.samples_s * 1e6).tolist()])
+        samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
+        for i in range(0, len(samples), SAMPLES_PER_EVENT):
+            emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])
+        emit("row", row=row)
     return m.wrong
 
 
@@ -243,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     spec = decode_spec(args.spec)
     # timed loops repeat in-place reductions, so values grow without bound: numpy's overflow
     # warnings there say nothing (the correctness check starts again from a fresh fill)
-    warnings.filterwarnings("ignore", r"(overflow|invalid value) encountered", RuntimeWarning, r"commbench\.kernels")
+    warnings.filterwarnings("ignore", r"(overflow|invalid value) encountered", RuntimeWarning, r"commbench\.rank\.reducers")
     try:
         run(spec)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the whole job

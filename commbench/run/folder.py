@@ -66,6 +66,7 @@ class RunFolder:
         self.wrong = 0
         self.skipped: list[dict] = []
         self.warnings: list[str] = []
+        self._samples: dict[int, list[float]] = {}  # samples events of the point whose row is next
 
     # --- run.json -------------------------------------------------------------------------------
     def has_results(self) -> bool:
@@ -161,7 +162,7 @@ class RunFolder:
 
     # --- rank 0's events --------------------------------------------------------------------------
     def record(self, event: dict) -> None:
-        """Write what one event of rank 0 says: facts, skip, warning, row, done."""
+        """Write what one event of rank 0 says: facts, skip, warning, samples, row, done."""
         kind = event["event"]
         if kind == "facts":
             self.update(event["run"])
@@ -170,8 +171,10 @@ class RunFolder:
         elif kind == "warning":
             self.warnings.append(event["text"])
             self.update({"warnings": self.warnings})
+        elif kind == "samples":
+            self._samples.setdefault(event["point"], []).extend(event["values"])
         elif kind == "row":
-            self.add(event["row"], event.get("samples_us", ()))
+            self.add(event["row"], event.get("samples_us") or self._samples.pop(event["row"]["point"], ()))
         elif kind == "done":
             self.update({"skipped": self.skipped, "samples_file": self.finalize(), "wrong_total": self.wrong})
 
