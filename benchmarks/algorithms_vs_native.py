@@ -6,13 +6,12 @@
 Runs `commbench run` (float32 sum, out-of-place, 8 B / 16 MB / 64 MB, every algorithm), then
 prints busbw of each algorithm divided by native's at the large sizes, and the 8-byte latency
 of each algorithm with the per-step cost it implies (latency / steps on the critical path, the
-step counts from each algorithm's docstring).
+step counts from each algorithm's cost(): its α terms).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
 import tempfile
@@ -20,21 +19,18 @@ from pathlib import Path
 
 import pandas as pd
 
-ALGOS = ["native", "ring", "tree", "dbtree", "rhd", "hierarchical"]
+from commbench.analysis.model.costs import Params, Shape, time_s
+from commbench.analysis.model.predict import predicted
+
+ALGOS = ["native", *predicted()]  # the algorithms `model predict` compares (ring_topology: see ring)
 
 
 def steps(algo: str, n: int, per_node: int) -> int | None:
-    """Messages on the critical path of an all-reduce (α terms of the cost formulas)."""
-    log = math.ceil(math.log2(n)) if n > 1 else 0
-    p = 1 << (n.bit_length() - 1)
-    nodes = n // per_node
-    return {
-        "ring": 2 * (n - 1),
-        "tree": 2 * log,
-        "dbtree": 2 * log,
-        "rhd": 2 * int(math.log2(p)) + (2 if p != n else 0),
-        "hierarchical": 2 * (per_node - 1) + 2 * (nodes - 1),
-    }.get(algo)
+    """Messages on the critical path of an 8-byte all-reduce: the algorithm's cost with α = 1,
+    β = γ = 0 and no contention inside nodes (lanes: as many as messages)."""
+    shape = Shape(n // per_node, per_node, lanes=n * n)
+    t = time_s(Params(1.0, 0.0, 1.0, 0.0, 0.0), algo, "all_reduce", shape, 8)
+    return None if t is None else round(t)
 
 
 def main() -> None:

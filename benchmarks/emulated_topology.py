@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from commbench.analysis.report import load_runs
-from commbench.analysis.topology_comparison import topology_comparison
+from commbench.analysis.topology_comparison import VARIANTS, topology_comparison
 
 
 def main() -> None:
@@ -37,15 +37,14 @@ def main() -> None:
             if not (out / "results.csv").exists():
                 subprocess.run([sys.executable, "-m", "commbench", "run", "--backend", "gloo", "--emulate", layout,
                                 "--link-rate", args.link_rate, "--placement", placement, "-c", "all_reduce",
-                                "-a", "native,ring,ring_topology,hierarchical", "--sizes", args.sizes,
+                                "-a", ",".join(VARIANTS), "--sizes", args.sizes,
                                 "--in-place", "-w", "1", "--out", str(out), "--quiet",
                                 "--label", f"{layout} {placement}"], check=True)
             runs.append(str(out))
     rows, _ = load_runs(runs)
     table = topology_comparison(rows)
     pd.set_option("display.width", 250)
-    print(table[["label", "size_bytes", "time_us:native", "time_us:ring", "time_us:ring_topology",
-                 "time_us:hierarchical"]].round(0).to_string(index=False))
+    print(table[["label", "size_bytes", *(f"time_us:{v}" for v in VARIANTS)]].round(0).to_string(index=False))
     print("\nhierarchical over flat ring, block placement (target >= 1.4, theory 1.5 on 2x2):")
     block = table[table.placement == "block"]
     print(block[["label", "size_bytes", "speedup:hierarchical"]].round(3).to_string(index=False))

@@ -7,8 +7,8 @@
 1. MPI, 4 ranks, all-reduce 8 B - 64 MB, ring/tree/rhd, each point timed for at least 0.3 s, in
    --repeat independent sweeps: fit, then held-out error (leave one size out, leave one
    algorithm out), overall and for points of 64 KB and up, per sweep.
-2. Emulated 2x2 cluster at 1 Gbit/s (gloo): fit on ring/tree/rhd/dbtree/hierarchical, and again
-   without hierarchical; predicted hierarchical-over-ring speedup against the measured one.
+2. Emulated 2x2 cluster at 1 Gbit/s (gloo): fit on the algorithms `model predict` shows, and
+   again without hierarchical; predicted hierarchical-over-ring speedup against the measured one.
 3. Scale: 32 .. 1024 GPUs at 8 per node, 450 GB/s inside nodes, 50 GB/s per GPU between them.
 """
 
@@ -23,7 +23,9 @@ import pandas as pd
 from commbench.analysis.model import load_rows
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.fit import HELD_OUT_MIN_BYTES, fit_backend, held_out, summary, usable_rows
-from commbench.analysis.model.predict import best_and_crossovers, predict
+from commbench.analysis.model.predict import best_and_crossovers, predict, predicted
+
+MPI_ALGORITHMS = ("ring", "tree", "rhd")  # this experiment's choice for the one-node sweeps (section 1)
 
 
 def sweep(out: str, args: list[str]) -> str:
@@ -34,7 +36,7 @@ def sweep(out: str, args: list[str]) -> str:
 def mpi_accuracy(run: str) -> dict:
     """Fit and held-out errors of one sweep; returns the held-out points >= 64 KB by method."""
     rows = load_rows([run])
-    rows = rows[rows.algorithm.isin(["ring", "tree", "rhd"])]
+    rows = rows[rows.algorithm.isin(MPI_ALGORITHMS)]
     f = fit_backend(usable_rows(rows), "mpi")
     print(f"MPI fit of {run} ({f.points} points, lanes {f.lanes}): " + ", ".join(
         f"{k}={v:.3g}" for k, v in f.params.items() if v is not None) + f"; fit error median {100 * f.median_error:.1f} %")
@@ -92,7 +94,7 @@ def main() -> None:
     parser.add_argument("--out", default="results/model-accuracy")
     args = parser.parse_args()
     mpi_runs = args.mpi_run or [sweep(f"{args.out}/mpi-{i}", [
-        "-n", "4", "--backend", "mpi", "-a", "ring,tree,rhd", "-c", "all_reduce", "-b", "8", "-e", "64M",
+        "-n", "4", "--backend", "mpi", "-a", ",".join(MPI_ALGORITHMS), "-c", "all_reduce", "-b", "8", "-e", "64M",
         "--out-of-place", "--min-time", "0.3"]) for i in range(args.repeat)]
     results = [mpi_accuracy(run) for run in mpi_runs]
     for by in ("size_bytes", "algorithm") if results else ():
@@ -102,7 +104,7 @@ def main() -> None:
               + f"; all {len(pooled)} points {100 * pooled.median():.1f} % (p90 {100 * pooled.quantile(0.9):.1f} %)")
     if args.emulated or args.emulated_run:
         run = args.emulated_run or sweep(f"{args.out}/emulated", [
-            "--backend", "gloo", "--emulate", "2x2", "-a", "ring,tree,rhd,dbtree,hierarchical", "-c", "all_reduce",
+            "--backend", "gloo", "--emulate", "2x2", "-a", ",".join(predicted()), "-c", "all_reduce",
             "--sizes", "4K,64K,256K,1M,4M,16M,64M", "--in-place", "-w", "1"])
         emulated_speedup(run)
     at_scale()

@@ -24,7 +24,9 @@ import numpy as np
 from cuda_timing import seconds_per_call
 
 from commbench.analysis.model import load_rows
+from commbench.rank.algorithms import ALGORITHMS
 
+PEER = [name for name, a in ALGORITHMS.items() if not a.sends_messages]  # the peer-memory algorithms
 SIZES = [8 * 8**k for k in range(7)]  # 8 B .. 2 MB
 
 
@@ -51,8 +53,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--worlds", default="2,4")
     args = parser.parse_args()
-    backend, algos = ("mpi", "native,ring,peer_oneshot,peer_twoshot") if args.device == "cpu" else \
-        ("gloo", "peer_oneshot,peer_twoshot,peer_oneshot_gpuflags,peer_twoshot_gpuflags")
+    on_cpu = [name for name in PEER if not ALGORITHMS[name].flags_on_gpu]  # the _gpuflags ones wait in a GPU kernel
+    backend, algos = ("mpi", ",".join(["native", "ring", *on_cpu])) if args.device == "cpu" else ("gloo", ",".join(PEER))
     reference = {s: reduction_us(args.device, s) for s in SIZES}
     for world in map(int, args.worlds.split(",")):
         with tempfile.TemporaryDirectory() as out:

@@ -61,3 +61,31 @@ def test_fold_leaves_a_power_of_two(n):
 def test_bounds_uneven():
     assert bounds(10, 4) == [0, 2, 5, 7, 10]
     assert bounds(3, 5) == [0, 0, 1, 1, 2, 3]
+
+
+def test_metadata_derives_from_the_class():
+    from commbench.rank.algorithms import ALGORITHMS
+
+    assert ALGORITHMS["tree"].collectives == ALGORITHMS["dbtree"].collectives == ("all_reduce",)
+    assert set(ALGORITHMS["ring"].collectives) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert ALGORITHMS["ring"].modelled and not ALGORITHMS["peer_twoshot"].modelled  # peer: no cost()
+    assert not ALGORITHMS["ring_topology"].predicted and ALGORITHMS["ring_topology"].modelled
+    assert all(a.description and "\n" not in a.description for a in ALGORITHMS.values())
+
+
+def test_every_cost_formula_is_beside_its_cost():
+    """Each modelled algorithm writes its formula once, in its cost() docstring, for every
+    collective it runs; the model gives a time exactly where the algorithm runs the collective."""
+    from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.rank.collectives import COLLECTIVES
+
+    p = Params(1e-6, 1e-10, 1e-5, 1e-9, 1e-11)
+    assert modelled() == [name for name, a in ALGORITHMS.items() if a.modelled] and "ring" in modelled()
+    for name in modelled():
+        algorithm = ALGORITHMS[name]
+        for collective in COLLECTIVES:
+            runs = collective in algorithm.collectives
+            assert (collective.replace("_", "-") in type(algorithm).cost.__doc__) == runs, (name, collective)
+            t = time_s(p, name, collective, Shape(2, 3), 1 << 20)
+            assert (t is not None and t > 0) if runs else t is None, (name, collective)

@@ -4,11 +4,15 @@ size, tiny segments so pipelining runs on small buffers; exact against the known
 
 import pytest
 
+from commbench.rank.algorithms import ALGORITHMS
+from commbench.rank.collectives import COLLECTIVES
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
 
-ALGOS = ["native", "ring", "ring_topology", "tree", "dbtree", "rhd", "hierarchical"]
-SUPPORTS = {"ring": 3, "ring_topology": 3, "rhd": 3, "hierarchical": 3, "native": 3, "tree": 1, "dbtree": 1}
+# the algorithms that send messages (the peer-memory ones run on one node: test_peer.py)
+OWN = [name for name, algorithm in ALGORITHMS.items() if algorithm.sends_messages]
+ALGOS = ["native", *OWN]
+SUPPORTS = {"native": tuple(COLLECTIVES)} | {name: ALGORITHMS[name].collectives for name in OWN}
 RANKS_PER_NODE = {2: 1, 3: 1, 4: 2, 5: 5, 8: 2}  # uniform layouts: 2x1, 3x1, 2x2, 1x5, 4x2
 KNOWN_SKIPS = ("has no reduce-scatter", "has no all-gather", "less than one element per rank",
                "works in place only", "MPI has no bfloat16")
@@ -34,9 +38,9 @@ def test_algorithms_exact(tmp_path, backend, world):
     for s in meta["skipped"]:
         assert any(k in s["reason"] for k in KNOWN_SKIPS), s
     measured = rows[rows.size_bytes > 100]  # 4100 B: every combination fits
-    for algo, n_coll in SUPPORTS.items():
+    for algo, collectives in SUPPORTS.items():
         got = measured[measured.algorithm == algo]
-        assert got.collective.nunique() == n_coll, algo
+        assert set(got.collective) == set(collectives), algo
         assert set(got.dtype) == set(dtypes), algo
     uneven = measured[(measured.collective == "all_reduce") & (measured["count"] % world != 0)]
     assert set(uneven.algorithm) == set(ALGOS)  # 1025 float32 (or 512 float64) elements: uneven blocks

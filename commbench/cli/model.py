@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.rank.collectives import lookup, names
 
 model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check it, predict cluster scale.",
                         no_args_is_help=True)
@@ -95,7 +96,7 @@ def model_predict(
     inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
     reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="With --intra/--inter: reduction speed in GB/s (0: free)."),
     links_per_node: Optional[int] = typer.Option(None, "--links-per-node", help="Inter-node links per node (default: one per rank with --inter, the model's with --model)."),
-    collective: str = typer.Option("all_reduce", "-c", "--collective", help="all_reduce, all_gather or reduce_scatter."),
+    collective: str = typer.Option("all_reduce", "-c", "--collective", help=f"{names()}."),
     min_bytes: str = typer.Option("8", "-b", "--min-bytes"),
     max_bytes: str = typer.Option("8G", "-e", "--max-bytes"),
     step_factor: float = typer.Option(4.0, "-f", "--step-factor"),
@@ -103,18 +104,36 @@ def model_predict(
     out: Optional[str] = typer.Option(None, "--out", help="Also write the predictions as a results folder (for report)."),
 ):
     """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size."""
-    import json
-
     from commbench.run.api import new_run_id
     from commbench.analysis.model.costs import Params, Shape
-    from commbench.analysis.model.fit import from_json
-    from commbench.analysis.model.predict import best_and_crossovers, links, predict, write
-    from commbench.spec import format_size, parse_size, size_range
+    from commbench.analysis.model.predict import predict, write
+    from commbench.spec import parse_size, size_range
 
     if nodes < 1 or ranks_per_node < 1:
         raise InputError("--nodes and --ranks-per-node must be at least 1")
-    if collective not in ("all_reduce", "all_gather", "reduce_scatter"):
-        raise InputError(f"unknown collective {collective!r} (accepted: all_reduce, all_gather, reduce_scatter)")
+    lookup(collective)  # an InputError naming the accepted collectives
+    values, source, default_links = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
+    params = Params.from_values(values)
+    shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
+    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
+    table = predict(params, shape, collective, sizes, parse_size(segment_bytes))
+    _print_predictions(table, shape, collective, source)
+    if out:
+        run_id = new_run_id()
+        write(table, out, run_id, {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
+                                   "source": source, "params": params.__dict__, "nodes": nodes,
+                                   "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
+        err.print(f"predictions written to {escape(out)}")
+
+
+def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node) -> tuple[dict, str, int]:
+    """The parameters (name -> value) of `model predict`: a fitted model's, replaced by the links
+    given; where they come from; and the default links per node."""
+    import json
+
+    from commbench.analysis.model.fit import from_json
+    from commbench.analysis.model.predict import links
+
     if model is None and (intra is None or inter is None):
         raise InputError("give --model, or both --intra and --inter")
     if model is not None:
@@ -136,13 +155,17 @@ def model_predict(
         if values.get(f"beta_{cls}") is None:
             raise InputError(f"the model has no {cls}-node parameters (its runs had no {cls}-node links); "
                              f"give --{cls} BANDWIDTH_GBPS,LATENCY_US")
-    params = Params.from_values(values)
-    shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
-    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
-    table = predict(params, shape, collective, sizes, parse_size(segment_bytes))
+    return values, source, default_links
+
+
+def _print_predictions(table, shape, collective: str, source: str) -> None:
+    """busbw per algorithm and size, the best per size, its crossovers and the inter-node bytes."""
+    from commbench.analysis.model.predict import best_and_crossovers
+    from commbench.spec import format_size
+
     best, changes = best_and_crossovers(table)
     wide = table.pivot(index="size_bytes", columns="algorithm", values="busbw_gbps")
-    print(f"{collective}, {nodes} nodes x {ranks_per_node} ranks ({shape.n}), {shape.links_per_node} inter-node "
+    print(f"{collective}, {shape.nodes} nodes x {shape.per_node} ranks ({shape.n}), {shape.links_per_node} inter-node "
           f"link(s) per node; model: {source}")
     print("predicted busbw (GB/s); best = fastest")
     print(f"{'size':>8} " + " ".join(f"{a:>13}" for a in wide.columns) + f" {'best':>13}")
@@ -153,11 +176,3 @@ def model_predict(
     big = table[table.size_bytes == table.size_bytes.max()]
     print("inter-node bytes per call at the largest size: "
           + ", ".join(f"{r.algorithm} {r.internode_bytes_expected / 1e9:.3g} GB" for r in big.itertuples()))
-    if out:
-        run_id = new_run_id()
-        write(table, out, run_id, {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
-                                   "source": source, "params": params.__dict__, "nodes": nodes,
-                                   "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
-        err.print(f"predictions written to {escape(out)}")
-
-

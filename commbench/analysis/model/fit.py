@@ -19,7 +19,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from commbench.errors import InputError
-from commbench.analysis.model.costs import MODELLED, Params, Shape, time_s
+from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
@@ -46,7 +46,7 @@ class Fit:
 
 def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Measured, correct points of modelled algorithms with what the model needs."""
-    rows = rows[rows.algorithm.isin(MODELLED) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
+    rows = rows[rows.algorithm.isin(modelled()) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
     rows = rows[pd.to_numeric(rows.time_us, errors="coerce") > 0].copy()
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
@@ -72,7 +72,7 @@ def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes
     rows = rows[rows.backend == backend]
     if len(rows) < 3:
         raise InputError(f"backend {backend!r}: {len(rows)} usable points; the fit needs at least 3 "
-                         f"(measured, correct points of {', '.join(MODELLED)})")
+                         f"(measured, correct points of {', '.join(modelled())})")
     if lanes is None:
         most = int(rows.ranks_per_node.max())
         candidates = sorted({min(2**k, most) for k in range(most.bit_length() + 1)})
@@ -105,7 +105,7 @@ def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes
 def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
     rows = usable_rows(rows)
     if rows.empty:
-        raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(MODELLED)}")
+        raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(modelled())}")
     return [fit_backend(rows, b, links_per_node) for b in sorted(rows.backend.unique())]
 
 

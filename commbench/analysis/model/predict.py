@@ -13,13 +13,18 @@ from commbench import runinfo
 from commbench.rank.algorithms import ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.errors import InputError
-from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.results import RESULTS_CSV, ResultsWriter, update_run_json
+from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.results import build_row
+from commbench.run.folder import RunFolder
 from commbench.metrics import bandwidth
 from commbench.rank.traffic import expected_internode_bytes
 
-PREDICTED = ("ring", "tree", "dbtree", "rhd", "hierarchical")
 ITEMSIZE = 4  # float32
+
+
+def predicted() -> list[str]:
+    """The algorithms `model predict` shows: the modelled ones that say so (Algorithm.predicted)."""
+    return [name for name in modelled() if ALGORITHMS[name].predicted]
 
 
 def links(text: str, what: str) -> tuple[float, float]:
@@ -38,7 +43,7 @@ def predict(params: Params, shape: Shape, collective: str, sizes: list[int],
     coll = COLLECTIVES[collective]
     node_of = shape.node_of()
     rows = []
-    for algorithm in PREDICTED:
+    for algorithm in predicted():
         for size in sizes:
             counts = coll.counts(size, ITEMSIZE, shape.n)
             t = time_s(params, algorithm, collective, shape, counts.size_bytes, segment_bytes)
@@ -62,17 +67,12 @@ def best_and_crossovers(table: pd.DataFrame) -> tuple[pd.Series, list[tuple[int,
 
 
 def write(table: pd.DataFrame, out_dir: str | Path, run_id: str, description: dict) -> Path:
-    out = Path(out_dir)
-    if (out / RESULTS_CSV).exists():
-        raise InputError(f"output folder {str(out)!r} already holds results (choose another --out)")
-    writer = ResultsWriter(out)
+    folder = RunFolder(out_dir)
+    folder.create({"run_id": run_id, "label": description["label"], "predicted": True, "model": description})
     for i, r in enumerate(table.to_dict("records")):
-        writer.add(r | {"run_id": run_id, "label": description["label"], "point": i, "backend": description["backend"],
-                        "device": "", "dtype": "float32", "op": "sum" if COLLECTIVES[r["collective"]].reduces else "none",
-                        "in_place": 1, "iterations": 0, "batch": 0, "warmup": 0, "predicted": 1,
-                        "timestamp": runinfo.utc_now()}, [r["time_us"]])
-    writer.finalize()
-    update_run_json(out, {"run_id": run_id, "label": description["label"], "predicted": True, "model": description,
-                          "status": "completed", "end_time": runinfo.utc_now()})
-    return out
-
+        folder.add(build_row(**r, run_id=run_id, label=description["label"], point=i, backend=description["backend"],
+                             device="", dtype="float32", op="sum" if COLLECTIVES[r["collective"]].reduces else "none",
+                             in_place=1, iterations=0, batch=0, warmup=0, predicted=1), [r["time_us"]])
+    folder.finalize()
+    folder.update({"status": "completed", "end_time": runinfo.utc_now()})
+    return folder.dir

@@ -2,10 +2,9 @@
 node layout, ring order), block partitions, segmenting for pipelining, and the binding of an
 in-place algorithm to the in-place / out-of-place buffer layouts the harness uses.
 
-An algorithm implements, in place, whichever of these it supports:
-    all_reduce(ctx, buf, op)                 buf: input, ends as the reduction
-    all_gather(ctx, buf, block)              buf: own block at rank*block, ends gathered
-    reduce_scatter(ctx, buf, op, block)      buf: input, ends with the reduced own block at rank*block
+An algorithm implements, in place, a method named after each collective it supports, called as
+that collective's `bind_algorithm` says (e.g. all_reduce(ctx, buf, op): buf is the input and
+ends as the reduction).
 """
 
 from __future__ import annotations
@@ -14,9 +13,13 @@ import queue
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from commbench.rank.backends import Communicator
+# The backends and the collectives are imported when used, not when this package loads: the
+# collectives' registry loads the plugins (commbench.plugins), and a plugin algorithm imports this
+# package while the backends or the collectives may still be half-imported.
+if TYPE_CHECKING:
+    from commbench.rank.backends import Communicator
 
 MAX_SEGMENTS = 4096  # per block, so tags stay small
 
@@ -121,6 +124,26 @@ class Algorithm:
     name = ""
     reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
     sends_messages = True  # its data goes through the communicator's point-to-point calls (not so: peer)
+    description = ""  # one line for the help texts
+    predicted = True  # `commbench model predict` shows it (when it has a cost)
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives it runs: those of the registry it has a method for."""
+        from commbench.rank.collectives import COLLECTIVES  # when used: see the imports above
+
+        return tuple(c for c in COLLECTIVES if callable(getattr(self, c, None)))
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the cost model knows it: it defines cost()."""
+        return type(self).cost is not Algorithm.cost
+
+    def cost(self, p, shape, collective: str, size_bytes: float, segment_bytes: int) -> float:
+        """Modelled seconds of one call of a collective it runs, on size_bytes (N as in
+        nccl-tests) for shape (commbench.rank.algorithms.cost.Shape, n > 1) with the parameters
+        p (cost.Params, already adjusted to the call's working set). The formula is in the docstring."""
+        raise NotImplementedError(f"{self.name} has no cost model")
 
     def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
         """What one call sends, as {(source rank, destination rank): elements}: the analytical
@@ -140,43 +163,11 @@ class Algorithm:
     def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,
              in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
         """A zero-argument callable running this algorithm once on the harness' buffers, and the
-        buffer holding this rank's output. Out-of-place copies are part of what is timed."""
-        comm, red, rank = ctx.comm, ctx.comm.reducer, ctx.comm.rank
-        red.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
-        if collective == "all_reduce":
-            if in_place:
-                return (lambda: self.all_reduce(ctx, recv, op)), recv
-            if self.reads_source:
-                return (lambda: self.all_reduce(ctx, recv, op, src=send)), recv
+        buffer holding this rank's output (the collective adapts the layouts: bind_algorithm)."""
+        from commbench.rank.collectives import COLLECTIVES  # when used: see the imports above
 
-            def run_ar():
-                red.copy(recv, send)
-                self.all_reduce(ctx, recv, op)
-            return run_ar, recv
-        if collective == "all_gather":
-            if in_place:
-                return (lambda: self.all_gather(ctx, recv, in_count)), recv
-            own = comm.view(recv, rank * in_count, in_count)
-
-            def run_ag():
-                red.copy(own, send)
-                self.all_gather(ctx, recv, in_count)
-            return run_ag, recv
-        if collective == "reduce_scatter":
-            if in_place:
-                return (lambda: self.reduce_scatter(ctx, send, op, out_count)), recv
-            work = comm.alloc(in_count, _dtype_of(send))
-            mine = comm.view(work, rank * out_count, out_count)
-
-            def run_rs():
-                if self.reads_source:
-                    self.reduce_scatter(ctx, work, op, out_count, src=send)
-                else:
-                    red.copy(work, send)
-                    self.reduce_scatter(ctx, work, op, out_count)
-                red.copy(recv, mine)
-            return run_rs, recv
-        raise ValueError(f"unknown collective {collective!r}")
+        ctx.comm.reducer.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
+        return COLLECTIVES[collective].bind_algorithm(self, ctx, send, recv, op, in_place, in_count, out_count)
 
 
 def _dtype_of(buf):

@@ -6,17 +6,14 @@ Tree A is the in-order binary tree over ranks 0..n-1: rank 0 is the root with on
 largest power of two below n); a rank r > 0 whose lowest set bit is 2^h has children r - 2^(h-1)
 and the largest r + 2^j (j < h) below n, so odd ranks are leaves. Tree B is tree A shifted by
 one rank (rank r stands where r - 1 stands in A), which turns A's leaves into B's inner nodes.
-Each half is pipelined in segments: reduce up the tree, then broadcast down.
-
-Cost for N bytes, k = ⌈N/2 / segment⌉ segments per half, depth d = ⌈log2 n⌉:
-  ≈ 2(d + k)·(α + (N/2k)β) per tree, the trees running concurrently; each rank sends ≈ N bytes up
-  and ≤ N bytes down in total (as an inner node of one tree), reduction (N/2)γ per child.
-For large N: ≈ 2·Nβ·(1/2·2) = Nβ per direction per link pair, i.e. bandwidth close to ring
-without ring's 2(n-1) latency steps.
+Each half is pipelined in segments: reduce up the tree, then broadcast down. Each rank sends
+≈ N bytes up and ≤ N bytes down in total (as an inner node of one tree): for large N bandwidth
+close to ring's, without ring's 2(n-1) latency steps.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from commbench.rank.algorithms.base import Algorithm, reduce_op, scratch_pair, segments, wait_all
@@ -57,6 +54,18 @@ def double_tree(n: int) -> list[tuple[list[int | None], list[list[int]]]]:
 
 class DoubleBinaryTree(Algorithm):
     name = "dbtree"
+    description = "NCCL's double binary tree: two complementary trees, pipelined in segments"
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """n ranks, N bytes, depth d = ⌈log2 n⌉, k = ⌈N/2 / segment⌉ segments per half (tree):
+          all-reduce      2(d+k-1)·(α + N/2k·β·L) + N·γ
+        every step a rank sends one segment up (then down) each tree, both trees at once."""
+        node_of, n, N = shape.node_of(), shape.n, size_bytes
+        depth = math.ceil(math.log2(n))
+        k = max(1, math.ceil(N / 2 / segment_bytes))
+        edges = [(r, parent[r]) for parent, _ in double_tree(n) for r in range(n) if parent[r] is not None]
+        step = shape.step_time(p, edges, node_of, N / (2 * k))  # both trees' segments at once
+        return 2 * (depth + k - 1) * step + N * p.gamma * shape.reduce_load(range(n))
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         sent, halves = Counter(), (elems // 2, elems - elems // 2)

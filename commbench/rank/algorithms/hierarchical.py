@@ -11,16 +11,13 @@ local index on every node). Each level runs the ring algorithm.
 * reduce-scatter: inside each node, local rank l receives (reduced over the node) the blocks of
   every node's local rank l -> across nodes, a reduce-scatter of those M blocks.
 
-Cost for N bytes (α/β inside a node, α'/β' between nodes, G ranks per node, M nodes):
-  all-reduce  2(G-1)α + 2(G-1)/G·Nβ  +  2(M-1)α' + 2(M-1)/M·(N/G)β'  (+ reductions (G-1)/G·Nγ + (M-1)/M·(N/G)γ)
-  all-gather  (M-1)α' + (M-1)/M·(N/G)β'  +  (G-1)α + (G-1)/G·Nβ
-  reduce-scatter mirrors all-gather (plus the reductions).
 Each node's uplink carries G times less than a flat ring that crosses node boundaries at every
 hop (round-robin placement), and the same amount as a topology-ordered ring, in fewer steps.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from commbench.rank.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
@@ -64,6 +61,27 @@ def levels(ctx: Context) -> Levels:
 
 class Hierarchical(Algorithm):
     name = "hierarchical"
+    description = "two levels: rings inside each node, rings across nodes (same local rank)"
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """G ranks on each of M nodes, N bytes; α, β inside a node, α', β' between nodes:
+          all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
+                        b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
+                        pipelined over K chunks, the two intra stages sharing the node: a + b + c + (K-1)·max(a + c, b)
+          all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ"""
+        G, M, N = shape.per_node, shape.nodes, size_bytes
+        load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
+        if collective != "all_reduce":
+            inter = (M - 1) * p.step(M > 1, N / shape.n, load)
+            intra = (G - 1) * p.step(False, N / G, lanes)
+            red = (collective == "reduce_scatter") * ((G - 1) / G * N + (M - 1) / M * N / G) * p.gamma * lanes
+            return inter + intra + red
+        K = len(pipeline_chunks(int(N), G, M, segment_bytes)) - 1  # the algorithm's own chunking (bytes as units)
+        c = N / K
+        a = (G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes
+        b = 2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes
+        ag = (G - 1) * p.step(False, c / G, lanes)
+        return a + b + ag + (K - 1) * max(a + ag, b)  # both intra stages share the node's lanes
 
     def unsupported(self, ctx, collective):
         sizes = {ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)}

@@ -13,7 +13,8 @@ No message goes through the communicator.
 * peer_twoshot  all-reduce: barrier; rank r reduces block r over all slots into its own slot
                 (reduce-scatter); barrier; block q copied from rank q's slot (all-gather).
 
-Cost for N bytes (β per byte read from a peer or copied, γ per reduced byte, σ a barrier):
+Cost for N bytes (β per byte read from a peer or copied, γ per reduced byte, σ a barrier; not in
+the fitted model, which has no σ: these algorithms define no cost()):
   peer_oneshot all-reduce    N·β + σ + (n-1)·N·(β + γ)           reads the whole buffer of every peer
   peer_twoshot all-reduce    N·β + 2σ + (n-1)/n·N·(β + γ) + (n-1)/n·N·β
   all-gather                 N/n·β + σ + (n-1)/n·N·β
@@ -76,6 +77,7 @@ class _PeerMemoryAlgorithm(Algorithm):
 
 class PeerOneShot(_PeerMemoryAlgorithm):
     name = "peer_oneshot"
+    description = "one node: every rank reads every peer's buffer (one step)"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         """Elements each rank reads from each peer's memory, as if the peer had sent them."""
@@ -104,6 +106,7 @@ class PeerOneShot(_PeerMemoryAlgorithm):
 
 class PeerTwoShot(_PeerMemoryAlgorithm):
     name = "peer_twoshot"
+    description = "one node: reduce-scatter then all-gather through peer memory"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         """Block r of every peer (reduce-scatter), then block q from peer q (all-gather)."""
@@ -126,9 +129,11 @@ class PeerTwoShot(_PeerMemoryAlgorithm):
 
 class PeerOneShotGpuFlags(PeerOneShot):
     name = "peer_oneshot_gpuflags"
+    description = "peer_oneshot with its barriers waited on by a GPU kernel (--device cuda)"
     flags_on_gpu = True
 
 
 class PeerTwoShotGpuFlags(PeerTwoShot):
     name = "peer_twoshot_gpuflags"
+    description = "peer_twoshot with its barriers waited on by a GPU kernel (--device cuda)"
     flags_on_gpu = True

@@ -10,12 +10,6 @@ rank v. Active rank v owns a contiguous range of the data, seg[v]..seg[v+1].
   aligned group of d ranges with v XOR d.
 * all-reduce (Rabenseifner): halving then doubling over p equal parts of the buffer.
 Folded ranks get their share back at the end, so any world size works.
-
-Cost for N bytes, p = n a power of two:
-  all-reduce      2·log2 n·α + 2(n-1)/n·Nβ + (n-1)/n·Nγ
-  reduce-scatter  log2 n·α + (n-1)/n·Nβ + (n-1)/n·Nγ
-  all-gather      log2 n·α + (n-1)/n·Nβ
-otherwise add one fold and one unfold step: 2α + 2·Nβ (+ Nγ) on the folded ranks.
 """
 
 from __future__ import annotations
@@ -114,6 +108,31 @@ def exchanges(fold: Fold, seg: list[int], halving_steps: bool, doubling_steps: b
 
 class RecursiveHalvingDoubling(Algorithm):
     name = "rhd"
+    description = "recursive halving and doubling (Rabenseifner): log2 n steps each way"
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """n ranks, N bytes (the whole buffer), p the largest power of two <= n:
+          all-reduce      Σ_halving (α + N·d/p·β·L) + Σ_doubling (same) + (p-1)/p·N·γ
+                           + 2·(α + N·β) + N·γ when n is not a power of two (fold, unfold)
+          reduce-scatter / all-gather: the halving / the doubling half; the fold and unfold
+                           carry N one way and N/n the other
+        For p = n, unloaded: all-reduce 2·log2 n·α + 2(n-1)/n·N·β + (n-1)/n·N·γ."""
+        node_of, n, N = shape.node_of(), shape.n, size_bytes
+        halves, doubles = collective != "all_gather", collective != "reduce_scatter"
+        fold = Fold(0, n)
+        active = [fold.real(v) for v in range(fold.p)]
+        total, d = 0.0, fold.p // 2
+        while d >= 1:  # the same partners in halving (d = p/2 .. 1) and doubling (1 .. p/2)
+            pairs = [(fold.real(v), fold.real(v ^ d)) for v in range(fold.p)]
+            total += (halves + doubles) * shape.step_time(p, pairs, node_of, N * d / fold.p)
+            d //= 2
+        total += halves * (fold.p - 1) / fold.p * N * p.gamma * shape.reduce_load(active)
+        if fold.m:  # fold in (all-gather: one block) and out (reduce-scatter: one block)
+            pairs = [(2 * i, 2 * i + 1) for i in range(fold.m)]
+            total += shape.step_time(p, pairs, node_of, N if halves else N / n)
+            total += shape.step_time(p, pairs, node_of, N if doubles else N / n)
+            total += halves * N * p.gamma * shape.reduce_load([q for _, q in pairs])
+        return total
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         n = len(node_of_rank)

@@ -9,20 +9,17 @@ from its left, in segments, so that a segment is reduced and forwarded while the
   adding its own contribution; afterwards position p holds block p fully reduced.
 * all-gather: n-1 steps; at step s position p forwards block p-s and receives block p-s-1.
 * all-reduce: reduce-scatter then all-gather on the same n blocks.
-
-Cost for N bytes (α latency per message, β seconds per byte, γ reduction seconds per byte):
-  all-reduce      2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ      2(n-1) steps, 2(n-1)/n·N bytes sent per rank
-  reduce-scatter   (n-1)α +  (n-1)/n·Nβ + (n-1)/n·Nγ       N = one rank's input
-  all-gather       (n-1)α +  (n-1)/n·Nβ                    N = the gathered output
-(with segmenting each step is ⌈block/segment⌉ messages that overlap each other).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from commbench.rank.algorithms.base import Algorithm, bounds, reduce_op, ring_order, scratch_pair, segments, wait_all
-from commbench.rank.backends import Communicator
+
+if TYPE_CHECKING:
+    from commbench.rank.backends import Communicator
 
 
 def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list], op: str, seg: int,
@@ -111,8 +108,22 @@ def ring_messages(order: list[int], sizes: list[int], reduce_scatter: bool, all_
 
 class Ring(Algorithm):
     name = "ring"
+    description = "ring in rank order: bandwidth-optimal, 2(n-1) steps"
     order = "rank"
     reads_source = True
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """n ranks, N bytes, L the load of the step's busiest link (commbench.rank.algorithms.cost):
+          all-reduce      2(n-1)·(α + N/n·β·L) + (n-1)/n·N·γ     2(n-1)/n·N bytes sent per rank
+          reduce-scatter   (n-1)·(α + N/n·β·L) + (n-1)/n·N·γ     N = one rank's input
+          all-gather       (n-1)·(α + N/n·β·L)                   N = the gathered output
+        (Thakur, Rabenseifner & Gropp 2005). The ⌈block/segment⌉ messages of a step overlap: one α."""
+        node_of, n, N = shape.node_of(), shape.n, size_bytes
+        reduce_scatter, all_gather = collective != "all_gather", collective != "reduce_scatter"
+        order = ring_order(node_of, self.order)
+        step = shape.step_time(p, [(order[i], order[(i + 1) % n]) for i in range(n)], node_of, N / n)
+        steps = (n - 1) * (reduce_scatter + all_gather)
+        return steps * step + reduce_scatter * (n - 1) / n * N * p.gamma * shape.reduce_load(range(n))
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         order, n = ring_order(node_of_rank, self.order), len(node_of_rank)
@@ -151,4 +162,6 @@ class TopologyRing(Ring):
     """The same ring with each node's ranks adjacent in the ring."""
 
     name = "ring_topology"
+    description = "ring with each node's ranks adjacent: leaves each node once"
     order = "topology"
+    predicted = False  # model predict places ranks by block, where it is the rank-order ring

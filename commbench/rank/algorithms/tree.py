@@ -3,10 +3,7 @@
 Rank r's parent is r minus its lowest set bit; its children are r + 2^k for every 2^k below
 that bit (all powers of two below n for rank 0). Reduce: receive from each child in increasing
 distance, add, send the sum to the parent. Broadcast: the same edges in reverse order.
-
-Cost for N bytes: 2⌈log2 n⌉(α + Nβ) + ⌈log2 n⌉·Nγ  (2⌈log2 n⌉ steps on the critical path; every
-non-root rank sends N bytes up once, interior ranks send N bytes down to each child). Latency-
-optimal in steps, not in bandwidth: the whole buffer crosses every edge twice.
+Latency-optimal in steps, not in bandwidth: the whole buffer crosses every edge twice.
 """
 
 from __future__ import annotations
@@ -27,6 +24,19 @@ def binomial_parent(rank: int) -> int | None:
 
 class Tree(Algorithm):
     name = "tree"
+    description = "binomial tree: reduce to rank 0, then broadcast"
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """n ranks, N bytes, levels = the pairs at distance d = 1, 2, 4 .. < n:
+          all-reduce      Σ_levels 2·(α + N·β·L_level) + ⌈log2 n⌉·N·γ     (binomial reduce + broadcast)
+        every non-root rank sends N bytes up once; interior ranks send N bytes down to each child."""
+        node_of, n, N = shape.node_of(), shape.n, size_bytes
+        total, d = 0.0, 1
+        while d < n:  # level d: ranks r = d mod 2d send to r - d (and receive back on the way down)
+            pairs = [(r, r - d) for r in range(d, n, 2 * d)]
+            total += 2 * shape.step_time(p, pairs, node_of, N) + N * p.gamma * shape.reduce_load([q for _, q in pairs])
+            d *= 2
+        return total
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         sent = Counter()
