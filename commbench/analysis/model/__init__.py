@@ -1,5 +1,5 @@
 """The α-β-γ cost model: fit it to measured sweeps (fit.py), predict any scale (predict.py),
-from the per-algorithm costs in costs.py."""
+from each algorithm's own cost() (costs.py dispatches to them)."""
 
 from __future__ import annotations
 
