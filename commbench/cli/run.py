@@ -12,6 +12,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.run.suites import bundled_suites
 from commbench.spec import SweepSpec
 
 
@@ -69,7 +70,7 @@ def _summarize(result, json_rows: bool) -> None:
 
 @app.command()
 def sweep(
-    suite: str = typer.Argument(..., help="A suite file, or the name of a bundled suite (quick, ci, algorithms, hierarchical, emulated, power, cluster)."),
+    suite: str = typer.Argument(..., help=f"A suite file, or the name of a bundled suite ({', '.join(bundled_suites())})."),
     out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),

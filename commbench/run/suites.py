@@ -50,6 +50,11 @@ class Suite:
     runs: list[SuiteRun]
 
 
+def bundled_suites() -> list[str]:
+    """Names of the suites shipped in suites/."""
+    return sorted(f.stem for f in SUITES_DIR.glob("*.yaml")) if SUITES_DIR.is_dir() else []
+
+
 def find_suite(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_file():
@@ -57,7 +62,7 @@ def find_suite(name_or_path: str) -> Path:
     bundled = SUITES_DIR / f"{name_or_path}.yaml"
     if bundled.is_file():
         return bundled
-    known = ", ".join(sorted(f.stem for f in SUITES_DIR.glob("*.yaml"))) if SUITES_DIR.is_dir() else "none found"
+    known = ", ".join(bundled_suites()) or "none found"
     raise InputError(f"no suite {name_or_path!r}: not a file, and not a bundled suite (bundled: {known})")
 
 
