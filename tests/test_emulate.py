@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -61,22 +60,25 @@ def test_every_algorithm_on_2x2(tmp_path, no_leftovers):
 
 
 @needs_root
-def test_round_robin_placement(tmp_path, no_leftovers):
+def test_round_robin_placement(tmp_path, no_leftovers, capsys):
     _, out = _emulated(tmp_path, "--emulate", "2x2", "--placement", "round-robin", "-a", "ring,ring_topology",
                        "-c", "all_reduce", "--sizes", "1M", "--in-place", "--iters", 2, "-w", 1, check_rc=0)
     rows, _, meta = load_run(out)
     assert meta["node_of_rank"] == [0, 1, 0, 1]
     bytes_of = rows.set_index("algorithm").internode_bytes_measured
     assert bytes_of["ring_topology"] < 0.55 * bytes_of["ring"]  # every rank-order ring edge crosses nodes
-    comparison = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=0)
-    assert "ring_topology" in comparison.stderr
+    from commbench.cli import app
+
+    capsys.readouterr()
+    app(["topo-compare", str(out), "--csv", str(tmp_path / "c.csv")], standalone_mode=False)  # in this process
+    assert "ring_topology" in capsys.readouterr().err
     table = pd.read_csv(tmp_path / "c.csv")
     assert table["speedup:ring_topology"].iloc[0] > 1
 
 
 @needs_root
 def test_failed_run_leaves_nothing(tmp_path, no_leftovers):
-    proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 3, "-w", 1,
+    proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 1, "-w", 1,
                           env={"COMMBENCH_INJECT_HANG_RANK": "1"})
     assert proc.returncode == 1, proc.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
@@ -89,10 +91,12 @@ def test_sigterm_tears_down(tmp_path, no_leftovers):
                              "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len([n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]) < 3:
-        time.sleep(0.2)
-    time.sleep(3)  # the ranks are up and hanging
+    seen = []
+    for line in proc.stdout:  # the parent reports the ranks ready (then rank 0 hangs in its first point)
+        seen.append(line)
+        if " points" in line:
+            break
+    assert len([n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]) >= 3, seen
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

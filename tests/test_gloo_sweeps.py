@@ -10,13 +10,19 @@ pytest.importorskip("torch")
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int8", "uint8"]
 OPS = ["sum", "prod", "min", "max", "avg"]
 SIZES = ["16", "1028", "65548"]
+FLOATS = {"float32", "float64", "float16", "bfloat16"}
+# the local launcher starts the same ranks as torchrun-3 (only their environment differs), so it
+# runs the launch path on part of the dtype x op matrix that torchrun runs whole
+LOCAL_DTYPES, LOCAL_OPS = ["float32", "bfloat16", "int8"], ["sum", "prod", "avg"]
 
 
-@pytest.mark.parametrize("world,launcher", [(2, "torchrun"), (3, "torchrun"), (4, "torchrun"), (3, "local")])
-def test_gloo_sweep_exact(tmp_path, world, launcher):
+@pytest.mark.parametrize("world,launcher,dtypes,ops", [(2, "torchrun", DTYPES, OPS), (3, "torchrun", DTYPES, OPS),
+                                                       (4, "torchrun", DTYPES, OPS), (3, "local", LOCAL_DTYPES, LOCAL_OPS)],
+                         ids=["2-torchrun", "3-torchrun", "4-torchrun", "3-local"])
+def test_gloo_sweep_exact(tmp_path, world, launcher, dtypes, ops):
     out = tmp_path / "run"
     commbench("run", "-n", world, "--backend", "gloo", "--launcher", launcher, "--sizes", ",".join(SIZES),
-              "-d", ",".join(DTYPES), "-o", ",".join(OPS), "--both", "--iters", 2, "-w", 1,
+              "-d", ",".join(dtypes), "-o", ",".join(ops), "--both", "--iters", 2, "-w", 1,
               "--out", out, "--quiet", check_rc=0)
     rows, samples, meta = load_run(out)
     skipped = meta["skipped"]
@@ -26,6 +32,7 @@ def test_gloo_sweep_exact(tmp_path, world, launcher):
     allowed = {"torch.distributed.all_reduce works in place only",
                "avg of integers truncates; commbench checks avg on floating-point types only"}
     assert all(r in allowed or r.endswith("less than one element per rank") for r in reasons), reasons
-    assert set(rows[rows.op == "avg"].dtype) == {"float32", "float64", "float16", "bfloat16"}
+    assert set(rows[rows.op == "avg"].dtype) == FLOATS & set(dtypes)
+    assert set(rows.dtype) == set(dtypes) and set(rows.op.fillna("none")) == set(ops) | {"none"}
     assert set(rows.collective) == {"all_reduce", "all_gather", "reduce_scatter"}
     assert meta["versions"]["torch"]
