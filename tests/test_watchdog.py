@@ -119,10 +119,11 @@ def test_startup_timeout(clock):
 def test_startup_deadline_is_the_longer_of_300_s_and_timeout(clock, timeout, startup):
     """A rank 0 that says "ready" just in time; then the point timeout runs (no point yet: size 0)."""
     job = FakeJob(clock, [(startup - 0.5, "stdout", event("ready", world_size=1))], hang=True)
-    with pytest.raises(JobError):
+    limit = point_timeout(SweepSpec(timeout=timeout), 0)
+    with pytest.raises(JobError, match=rf"^timed out after {limit:g} s during start-up"):  # the limit in force
         _follow(job, timeout)
     assert job.killed
-    assert clock.now == pytest.approx(1000.0 + startup - 0.5 + point_timeout(SweepSpec(timeout=timeout), 0))
+    assert clock.now == pytest.approx(1000.0 + startup - 0.5 + limit)
 
 
 @pytest.mark.parametrize("size,limit", [(1024, 120.0001024), (10**9, 220.0)])

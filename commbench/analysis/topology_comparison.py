@@ -24,7 +24,7 @@ def topology_comparison(rows: pd.DataFrame) -> pd.DataFrame:
     for col in GROUP:
         if col not in rows:
             rows[col] = ""
-    rows[GROUP] = rows[GROUP].fillna("")
+    rows[GROUP] = rows[GROUP].astype(object).fillna("")  # text and numbers alike: no dtype to upcast
     for col in ("internode_bytes_measured", "internode_bytes_expected"):
         if col not in rows:
             rows[col] = float("nan")

@@ -110,7 +110,8 @@ class Monitor:
 def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[dict]:
     """Rank 0's events (and every rank's "enter"), relaying every other line; enforces the
     start-up and per-point timeouts."""
-    deadline = time.monotonic() + max(STARTUP_TIMEOUT_S, spec.timeout or 0)
+    limit = max(STARTUP_TIMEOUT_S, spec.timeout or 0)  # the one in force, for the message
+    deadline = time.monotonic() + limit
     try:
         for line in job.lines(lambda: deadline):
             event = events.parse(line.text) if line.stream == "stdout" else None
@@ -119,12 +120,11 @@ def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[
                 relay(line)
                 continue
             monitor.observe(event)
-            size = monitor.point["size"] if monitor.point else 0
-            deadline = time.monotonic() + point_timeout(spec, size)
+            limit = point_timeout(spec, monitor.point["size"] if monitor.point else 0)
+            deadline = time.monotonic() + limit
             if event["event"] != "enter":
                 yield event
     except TimeoutError:
         job.kill()
-        limit = point_timeout(spec, monitor.point["size"]) if monitor.point else STARTUP_TIMEOUT_S
         raise JobError(f"timed out after {limit:g} s {monitor.where()}{monitor.stragglers()}; "
                        "the job was killed") from None
