@@ -12,10 +12,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
+from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.rank.collectives import COLLECTIVES
 from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 

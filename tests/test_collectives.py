@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from commbench.rank.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
+from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.patterns import Pattern
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commbench.errors import InputError
 from commbench.analysis.importers import parse_nccl_tests, parse_osu
+from commbench.errors import InputError
 from conftest import DATA, commbench, load_run
 
 SAMPLES = DATA / "osu"

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from commbench.errors import InputError
+from commbench.rank.worker import decode_spec
 from commbench.run.launch import build_commands, find_binary, resolve_launcher
 from commbench.spec import SweepSpec
-from commbench.rank.worker import decode_spec
 from conftest import ROOT, load_run, needs_mpirun
 
 

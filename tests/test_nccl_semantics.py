@@ -6,8 +6,8 @@ collective it has, in place and out of place, twice back to back, exactly."""
 import numpy as np
 import pytest
 
-from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.dtypes import DTYPES
+from commbench.rank.algorithms import ALGORITHMS, Context
 from nccl_semantics import Deadlock, World
 
 SENDING = sorted(name for name, a in ALGORITHMS.items() if a.sends_messages)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import host_cuda
-from commbench.rank.reducers import CUDA_DIR
 from commbench.rank.peermem import FLAG_BYTES
+from commbench.rank.reducers import CUDA_DIR
 
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))
 WORDS = FLAG_BYTES // 8

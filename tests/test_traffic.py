@@ -10,8 +10,8 @@ import pytest
 from commbench.rank.algorithms import ALGORITHMS
 from commbench.rank.algorithms.base import ring_order
 from commbench.rank.collectives import COLLECTIVES
-from commbench.run.launch import find_binary
 from commbench.rank.traffic import expected_internode_bytes, internode
+from commbench.run.launch import find_binary
 from conftest import ROOT, needs_mpirun
 
 

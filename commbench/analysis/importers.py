@@ -21,9 +21,9 @@ import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commbench.rank.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.metrics import summarize
+from commbench.rank.collectives import COLLECTIVES
 from commbench.results import build_row
 from commbench.run.folder import RunFolder
 

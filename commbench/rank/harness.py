@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from commbench.dtypes import DType
 from commbench.rank.backends import Communicator
 from commbench.rank.collectives import Collective, Counts
-from commbench.dtypes import DType
 from commbench.rank.patterns import Pattern, tile
 from commbench.rank.power import calls_for_window
 from commbench.rank.timers import choose_batch, choose_iterations, timer_for

@@ -20,16 +20,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from commbench.rank import harness, machine, nccl_log, power, topology, traffic
-
 from commbench import runinfo
+from commbench.dtypes import DTYPES
+from commbench.events import emit_stdout
+from commbench.metrics import summarize
+from commbench.rank import harness, machine, nccl_log, power, topology, traffic
 from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import Communicator, open_backend
 from commbench.rank.collectives import COLLECTIVES
-from commbench.dtypes import DTYPES
-from commbench.events import emit_stdout
 from commbench.rank.plan import Point, build_plan
-from commbench.metrics import summarize
 from commbench.results import build_row
 from commbench.spec import SweepSpec
 

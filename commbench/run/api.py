@@ -20,13 +20,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench.rank import backends, topology
-
-from commbench.run import emulate, launch, processes, watchdog
-
 from commbench import runinfo
 from commbench.errors import InputError, JobError
+from commbench.rank import backends, topology
 from commbench.results import RESULTS_CSV
+from commbench.run import emulate, launch, processes, watchdog
 from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
 

@@ -28,11 +28,11 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
-from commbench.run import processes
 from commbench.errors import InputError
-from commbench.spec import SweepSpec
 from commbench.rank.topology import PLACEMENT_ENV
 from commbench.rank.traffic import LINK_IFACE_ENV
+from commbench.run import processes
+from commbench.spec import SweepSpec
 
 SUBNET = "10.231.0"
 IFACE = "eth0"

@@ -15,13 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from commbench.run import emulate, processes
-
 from commbench.binaries import find_binary
-from commbench.rank import topology
 from commbench.errors import InputError
-from commbench.spec import SweepSpec
+from commbench.rank import topology
 from commbench.rank.worker import encode_spec
+from commbench.run import emulate, processes
+from commbench.spec import SweepSpec
 
 MPI_LAUNCHERS = ("mpirun", "srun", "none")
 KILL_GRACE_S = 3.0

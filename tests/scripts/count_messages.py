@@ -6,10 +6,10 @@ import json
 import sys
 from collections import Counter
 
+from commbench.dtypes import DTYPES
 from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
 from commbench.rank.collectives import COLLECTIVES
-from commbench.dtypes import DTYPES
 from commbench.rank.traffic import block_elems
 
 

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from commbench.errors import InputError
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.errors import InputError
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,

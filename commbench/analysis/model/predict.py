@@ -10,14 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 from commbench import runinfo
+from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.errors import InputError
+from commbench.metrics import bandwidth
 from commbench.rank.algorithms import ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
-from commbench.errors import InputError
-from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.rank.traffic import expected_internode_bytes
 from commbench.results import build_row
 from commbench.run.folder import RunFolder
-from commbench.metrics import bandwidth
-from commbench.rank.traffic import expected_internode_bytes
 
 ITEMSIZE = 4  # float32
 

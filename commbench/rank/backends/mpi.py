@@ -7,8 +7,8 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank.backends.base import Communicator, Convention, NumpyBuffers, Request
 from commbench.dtypes import DType
+from commbench.rank.backends.base import Communicator, Convention, NumpyBuffers, Request
 from commbench.rank.reducers import NumpyReducer
 
 _OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}

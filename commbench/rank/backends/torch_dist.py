@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from commbench.rank.backends.base import Communicator, Convention, Request, Requests
 from commbench.dtypes import DType
+from commbench.rank.backends.base import Communicator, Convention, Request, Requests
 from commbench.rank.reducers import TorchReducer, gpu_reducer
 
 _OPS = {
