@@ -32,8 +32,13 @@ def _run(tmp_path, backend, world, dtypes, ops, extra=()):
 def test_algorithms_exact(tmp_path, backend, world):
     if backend == "gloo":
         pytest.importorskip("torch")
-    dtypes = ["float32", "float64", "int32", "float16"] + (["bfloat16"] if backend == "gloo" else [])
-    rows, samples, meta = _run(tmp_path, backend, world, dtypes, ["sum", "max", "min", "prod"])
+    dtypes, ops = ["float32", "float64", "int32", "float16"] + (["bfloat16"] if backend == "gloo" else []), \
+        ["sum", "max", "min", "prod"]
+    if backend == "gloo" and world >= 4:
+        # gloo's own arithmetic (every dtype and op) is checked at 2 and 3 ranks; at 4, 5 and 8 ranks (as
+        # slow as MPI's full matrix x 9 on 2 cores) the algorithms' structure, on uneven blocks at every size
+        dtypes, ops = ["float16", "float64"], ["sum", "max"]
+    rows, samples, meta = _run(tmp_path, backend, world, dtypes, ops)
     check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
     for s in meta["skipped"]:
         assert any(k in s["reason"] for k in KNOWN_SKIPS), s
