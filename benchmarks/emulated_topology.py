@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.analysis.report import load_runs
+from commbench.analysis.load import load_runs
 from commbench.analysis.topology_comparison import VARIANTS, topology_comparison
 
 

@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from commbench import plugins
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
@@ -98,7 +99,7 @@ class SweepSpec:
     """One sweep: the cross product collectives x backends x algorithms x dtypes x ops x modes x sizes."""
 
     collectives: list[str] = field(default_factory=lambda: list(COLLECTIVES))
-    backends: list[str] = field(default_factory=lambda: ["mpi"])  # concrete: from_options resolves "auto"
+    backends: list[str] = field(default_factory=lambda: ["auto"])  # validate() resolves "auto"
     algorithms: list[str] = field(default_factory=lambda: split_list(_D["algorithm"]))
     sizes: list[int] = field(default_factory=lambda: size_range(
         parse_size(_D["min_bytes"]), parse_size(_D["max_bytes"]), _D["step_factor"]))
@@ -129,8 +130,10 @@ class SweepSpec:
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
     def validate(self) -> "SweepSpec":
+        plugins.check()  # a plugin that failed to import would show as an unknown name below
         self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)
-        self.backends = _choose("backend", self.backends, BACKENDS)
+        self.backends = _choose("backend", [default_backend() if b.strip().lower() == "auto" else b
+                                            for b in self.backends], BACKENDS)
         self.algorithms = _choose("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
         self.dtypes = _choose("dtype", self.dtypes, DTYPES)
         self.ops = _choose("op", self.ops, OPS)
@@ -225,8 +228,7 @@ class SweepSpec:
         if nprocs is None:
             layout = cls(emulate=o.get("emulate")).emulated_layout()
             nprocs = layout[0] * layout[1] if layout else DEFAULT_NPROCS
-        backends = [default_backend() if b.lower() == "auto" else b for b in split_list(o.pop("backend"))]
-        return cls(nprocs=nprocs, collectives=split_list(o.pop("collective")), backends=backends,
+        return cls(nprocs=nprocs, collectives=split_list(o.pop("collective")), backends=split_list(o.pop("backend")),
                    algorithms=split_list(o.pop("algorithm")), dtypes=split_list(o.pop("dtype")),
                    ops=split_list(o.pop("op")), in_place=list(MODES[mode]), sizes=sorted(set(size_list)),
                    segment_bytes=parse_size(o.pop("segment_bytes")), min_iters=max(1, min(5, o["max_iters"])),

@@ -5,7 +5,7 @@
 // input buffer without a copy. The n-ary form serves the peer-memory collectives, which reduce
 // every rank's slot at once: one pass writing dst instead of k-1 passes over it. It rounds after
 // every OP, left to right, so its result is bit-identical to the chain of binary calls.
-// Loaded at run time by CuPy (RawModule, NVRTC) from commbench/kernels.py, compile-checked with
+// Loaded at run time by CuPy (RawModule, NVRTC) from commbench/rank/reducers.py, compile-checked with
 // nvcc for sm_80 and sm_90 by tests/test_cuda_compile.py, and run on the CPU (built by g++) by
 // tests/test_kernels_on_host.py.
 //
@@ -21,7 +21,7 @@
 //   return the other operand): a NaN operand is the result (the first's when both are), and of
 //   equal operands (-0.0 and +0.0) the first, as torch's scalar loop on the CPU (std::min);
 // * subnormal inputs and results are kept, as on the CPU: CuPy compiles with -ftz=true whatever
-//   commbench asks (commbench/kernels.py, CUPY_NVRTC_OPTIONS), so float's arithmetic and
+//   commbench asks (commbench/rank/reducers.py, CUPY_NVRTC_OPTIONS), so float's arithmetic and
 //   comparisons here are PTX without .ftz (tests/test_cuda_compile.py checks that none is left).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max:

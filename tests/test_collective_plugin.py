@@ -114,3 +114,12 @@ def test_all_to_all_plugin_on_gloo(tmp_path):
     reasons = {s["reason"] for s in meta["skipped"]}
     assert reasons == {"torch.distributed.all_to_all_single gives wrong results in place (use --out-of-place or --both)"}
     assert len(meta["skipped"]) == 4 * 2 and all(s["in_place"] for s in meta["skipped"])
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_line_exit_2():
+    from conftest import commbench
+
+    proc = commbench("run", "-n", 2, "--sizes", "8", env={"COMMBENCH_PLUGINS": "no_such_plugin_module"})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "commbench: error: COMMBENCH_PLUGINS: cannot import 'no_such_plugin_module' "
+        "(ModuleNotFoundError: No module named 'no_such_plugin_module')"], proc.stderr

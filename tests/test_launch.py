@@ -27,6 +27,14 @@ def test_mpirun_argv():
     assert decode_spec(argv[-1]) == spec  # the spec travels intact, whatever its strings hold
     if os.geteuid() == 0:
         assert "--allow-run-as-root" in argv
+    assert "-x" not in argv
+
+
+@needs_mpirun
+def test_mpirun_forwards_the_plugins_to_every_host(monkeypatch):
+    monkeypatch.setenv("COMMBENCH_PLUGINS", "my_collectives")
+    [(argv, env)] = build_commands(_spec(), "mpirun", [])
+    assert argv[argv.index("-x") + 1] == "COMMBENCH_PLUGINS" and env["COMMBENCH_PLUGINS"] == "my_collectives"
 
 
 def test_torchrun_and_local_argv():

@@ -15,10 +15,10 @@ from commbench.run import folder as folder_module
 from commbench.run.folder import RunFolder
 
 
-def _row(point, wrong=0, **extra):
+def _row(point, wrong=0, samples=3, **extra):
     return build_row(run_id="r1", label="lab", point=point, collective="all_reduce", backend="mpi", algorithm="native",
                      device="cpu", dtype="float32", op="sum", in_place=1, world_size=4, nodes=1, ranks_per_node=4,
-                     size_bytes=1024 * (point + 1), count=256 * (point + 1), time_us=10.0 + point, samples=3,
+                     size_bytes=1024 * (point + 1), count=256 * (point + 1), time_us=10.0 + point, samples=samples,
                      iterations=3, batch=1, warmup=1, wrong=wrong, **extra)
 
 
@@ -116,8 +116,11 @@ EVENTS = [
     {"event": "skip", "point": {"index": 0, "collective": "all_reduce"}, "reason": "no such thing"},
     {"event": "start", "point": {"index": 1}},
     {"event": "warning", "text": "slow fallback"},
-    {"event": "row", "row": _row(1, wrong=2), "samples_us": [1.5, 2.5]},
-    {"event": "row", "row": _row(2), "samples_us": [3.25]},
+    {"event": "samples", "point": 1, "values": [1.5]},  # a point's samples may come in several events
+    {"event": "samples", "point": 1, "values": [2.5]},
+    {"event": "row", "row": _row(1, wrong=2, samples=2)},
+    {"event": "samples", "point": 2, "values": [3.25]},
+    {"event": "row", "row": _row(2, samples=1)},
     {"event": "done", "wrong": 2, "rows": 2},
 ]
 
@@ -150,10 +153,40 @@ def test_rows_lost_on_the_way_fail_the_run(tmp_path):
     f = RunFolder(tmp_path / "run")
     f.create({"run_id": "r1"})
     result = RunResult(f.dir)
-    _collect(result, f, EVENTS[5])
+    for event in EVENTS[:8]:  # facts .. the row of point 1
+        _collect(result, f, event)
     with pytest.raises(JobError, match="1 of the 2 rows rank 0 sent did not arrive"):
         _collect(result, f, {"event": "done", "wrong": 2, "rows": 2})
     assert RunFolder(f.dir).repair() == {1}
+
+
+def test_a_row_missing_samples_is_not_written(tmp_path):
+    """A samples line lost on the way: the row is not written without them (the point stays
+    to be measured again), and the run fails at the end instead of keeping a short row."""
+    from commbench.errors import JobError
+    from commbench.run.api import RunResult, _collect
+
+    f = RunFolder(tmp_path / "run")
+    f.create({"run_id": "r1"})
+    result = RunResult(f.dir)
+    for event in EVENTS[:6] + EVENTS[7:]:  # the second samples event of point 1 is lost
+        if event["event"] != "done":
+            _collect(result, f, event)
+    assert [r["point"] for r in result.rows] == [2] and RunFolder(f.dir).repair() == {2}
+    with pytest.raises(JobError, match="1 of the 2 rows"):
+        _collect(result, f, EVENTS[-1])
+
+
+def test_facts_lost_on_the_way_fail_the_run(tmp_path):
+    from commbench.errors import JobError
+    from commbench.run.api import RunResult, _collect
+
+    f = RunFolder(tmp_path / "run")
+    f.create({"run_id": "r1"})
+    result = RunResult(f.dir)
+    with pytest.raises(JobError, match="facts for run.json"):
+        for event in EVENTS[1:]:
+            _collect(result, f, event)
 
 
 class FakeComm:
@@ -165,6 +198,9 @@ class FakeComm:
 
     def library_info(self):
         return {"fake_library": "1.0"}
+
+    def barrier(self):
+        pass
 
     def unsupported(self, collective, dtype, op, in_place, native):
         return "the fake has no max" if op == "max" else None

@@ -12,10 +12,11 @@ from typer.exceptions import Abort, Exit, TyperException
 from rich.console import Console
 from rich.markup import escape
 
+from commbench import plugins
 import commbench
 from commbench.errors import InputError, JobError
 
-app = typer.Typer(help="Benchmark collective communication: all-reduce, all-gather, reduce-scatter.",
+app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -36,6 +37,7 @@ def main() -> None:
     """Entry point: errors become one line (exit 2 for bad input, 1 for failed jobs)."""
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
+        plugins.check()
         code = app(standalone_mode=False)  # returns a command's typer.Exit code in this mode
         sys.exit(code if isinstance(code, int) else 0)
     except InputError as exc:

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from commbench.analysis.compare import FORMATS
 from commbench.cli.app import app, err
 from commbench.errors import InputError
 
@@ -15,7 +16,7 @@ from commbench.errors import InputError
 def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     """Print the topology comparison of these result folders, if they hold one."""
     from commbench.run.console import comparison_table
-    from commbench.analysis.report import load_runs
+    from commbench.analysis.load import load_runs
     from commbench.analysis.topology_comparison import topology_comparison
 
     rows, _ = load_runs(results)
@@ -57,9 +58,10 @@ def topo_compare(
 ):
     """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical, with
     speedups over the flat ring and inter-node bytes (measured and expected)."""
+    from commbench.analysis.topology_comparison import VARIANTS
+
     if not print_comparison(results, csv):
-        raise InputError("no multi-node points of two or more of native, ring, ring_topology, hierarchical "
-                         "in these results")
+        raise InputError(f"no multi-node points of two or more of {', '.join(VARIANTS)} in these results")
 
 
 @app.command()
@@ -67,11 +69,10 @@ def compare(
     baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
     candidate: str = typer.Argument(..., help="Candidate result folder."),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
-    fmt: str = typer.Option("text", "--format", help="text, markdown, json or junit."),
+    fmt: str = typer.Option("text", "--format", help=f"{', '.join(FORMATS)}."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
 ):
     """Regression verdict between two result sets: exit 1 on any regression, 0 otherwise, 2 on unusable input."""
-    from commbench.analysis.compare import FORMATS
     from commbench.analysis.compare import compare as run_compare
 
     if fmt not in FORMATS:

@@ -146,6 +146,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
         emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
              already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
              note=f"power not measured: {s.power_note}" if s.power_note else None)
+    control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
     return s
 
 

@@ -164,6 +164,14 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
     except JobError as exc:
         _finish(result, folder, "failed", str(exc))
         raise
+    except OSError as exc:  # the folder cannot be written (disk full, permissions): the job is of no use
+        job.kill()
+        error = f"cannot write {str(folder.dir)!r}: {exc.strerror or exc}"
+        try:
+            _finish(result, folder, "failed", error)
+        except OSError:
+            pass
+        raise JobError(error) from None
     finally:
         if any(p.poll() is None for p in job.procs):
             job.kill()
@@ -182,9 +190,9 @@ def _masked(argv: list[str]) -> list[str]:
 
 def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
     """Write the event into the folder (a row is on disk before anyone is shown it), then note it."""
-    folder.record(event)
+    written = folder.record(event)
     kind = event["event"]
-    if kind == "row":
+    if kind == "row" and written:
         result.rows.append(event["row"])
     elif kind == "skip":
         result.skipped.append(event["point"] | {"reason": event["reason"]})
@@ -194,6 +202,9 @@ def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
         if sent != len(result.rows):
             raise JobError(f"{sent - len(result.rows)} of the {sent} rows rank 0 sent did not arrive whole; "
                            "resume the run to measure those points again")
+        if not folder.has_facts:
+            raise JobError("rank 0's facts for run.json (world, versions, machines) did not arrive whole; "
+                           "resume the run to record them")
 
 
 def _finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:

@@ -67,6 +67,7 @@ class RunFolder:
         self.skipped: list[dict] = []
         self.warnings: list[str] = []
         self._samples: dict[int, list[float]] = {}  # samples events of the point whose row is next
+        self.has_facts = False  # rank 0's "facts" arrived (run.json's world, versions, machines)
 
     # --- run.json -------------------------------------------------------------------------------
     def has_results(self) -> bool:
@@ -161,11 +162,12 @@ class RunFolder:
         return done
 
     # --- rank 0's events --------------------------------------------------------------------------
-    def record(self, event: dict) -> None:
+    def record(self, event: dict) -> bool:
         """Write what one event of rank 0 says: facts, skip, warning, samples, row, done."""
         kind = event["event"]
         if kind == "facts":
             self.update(event["run"])
+            self.has_facts = True
         elif kind == "skip":
             self.skipped.append(event["point"] | {"reason": event["reason"]})
         elif kind == "warning":
@@ -173,10 +175,14 @@ class RunFolder:
             self.update({"warnings": self.warnings})
         elif kind == "samples":
             self._samples.setdefault(event["point"], []).extend(event["values"])
-        elif kind == "row":
-            self.add(event["row"], event.get("samples_us") or self._samples.pop(event["row"]["point"], ()))
+        elif kind == "row":  # written only with all its samples (a lost line: the point is not on disk)
+            samples = self._samples.pop(event["row"]["point"], [])
+            if len(samples) != int(event["row"]["samples"]):
+                return False
+            self.add(event["row"], samples)
         elif kind == "done":
             self.update({"skipped": self.skipped, "samples_file": self.finalize(), "wrong_total": self.wrong})
+        return True
 
     def finish(self, status: str, error: str | None) -> None:
         """Record how the run ended; totals count every row of the run (a resumed run included)."""

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 from commbench.binaries import find_binary
 from commbench.errors import InputError
+from commbench.plugins import PLUGINS_ENV
 from commbench.rank import topology
 from commbench.rank.worker import encode_spec
 from commbench.run import emulate, processes
@@ -71,6 +72,8 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tup
                 args.append("--allow-run-as-root")
             if n > (os.cpu_count() or 1):
                 args.append("--oversubscribe")
+            if PLUGINS_ENV in env:  # Open MPI passes variables to other hosts only when told
+                args += ["-x", PLUGINS_ENV]
         return [(args + extra + worker, env)]
     if launcher == "srun":
         return [([_which("srun"), "-n", str(n)] + extra + worker, env)]

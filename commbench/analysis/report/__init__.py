@@ -14,7 +14,7 @@ from commbench.analysis.report import charts
 from commbench.analysis.report.page import document, environment_table, esc, points_table
 from commbench.errors import InputError
 
-__all__ = ["build_report", "load_runs"]  # load_runs: the one loader, importable from here too
+__all__ = ["build_report"]
 
 
 def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:

@@ -107,7 +107,7 @@ def scratch_pair(ctx: Context, key, length: int, like) -> list:
     cache_key = ("scratch", key, like.dtype)
     cached = ctx.cache.get(cache_key)
     if cached is None or len(cached[0]) < length:
-        cached = [ctx.comm.alloc(max(length, 1), _dtype_of(like)) for _ in range(2)]
+        cached = [ctx.comm.alloc_like(like, max(length, 1)) for _ in range(2)]
         ctx.cache[cache_key] = cached
     return cached
 
@@ -154,7 +154,8 @@ class Algorithm:
 
     def unsupported(self, ctx: Context, collective: str) -> str | None:
         if not hasattr(self, collective):
-            return f"{self.name} has no {collective.replace('_', '-')} (it is an all-reduce algorithm)"
+            runs = ", ".join(c.replace("_", "-") for c in self.collectives)
+            return f"{self.name} has no {collective.replace('_', '-')} (it runs {runs})"
         if self.sends_messages and not ctx.comm.carries_device_buffers:
             return (f"{ctx.comm.backend} cannot send {ctx.comm.device} buffers point to point; "
                     "the peer algorithms need no sends")
@@ -168,10 +169,3 @@ class Algorithm:
 
         ctx.comm.reducer.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
         return COLLECTIVES[collective].bind_algorithm(self, ctx, send, recv, op, in_place, in_count, out_count)
-
-
-def _dtype_of(buf):
-    from commbench.dtypes import DTYPES
-
-    name = str(buf.dtype).replace("torch.", "")
-    return DTYPES[name]
