@@ -13,73 +13,14 @@
 //   16-byte aligned (the *_scalar entry points serve the others);
 // * grid-stride loops: any grid covers any length, so the launch picks a grid for the GPU
 //   (a few waves of blocks), not for the buffer;
-// * half and bfloat16 compute in float and round once: exactly the IEEE result of the
-//   half-precision operation (float carries at least 2p+2 significand bits for a p-bit half or
-//   bfloat16, so rounding the float result of +, *, min, max again is the correctly rounded one);
-//   int8 / uint8 compute in int and wrap like the CPU path;
-// * min and max propagate NaN, as torch.minimum / torch.maximum (not NCCL: its fminf / __hmin
-//   return the other operand): a NaN operand is the result (the first's when both are), and of
-//   equal operands (-0.0 and +0.0) the first, as torch's scalar loop on the CPU (std::min);
-// * subnormal inputs and results are kept, as on the CPU: CuPy compiles with -ftz=true whatever
-//   commbench asks (commbench/rank/reducers.py, CUPY_NVRTC_OPTIONS), so float's arithmetic and
-//   comparisons here are PTX without .ftz (tests/test_cuda_compile.py checks that none is left).
+// * the arithmetic (rounding, NaN, subnormals) is cuda/arith.h's, shared with the collectives.
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max:
 //   reduce_<dtype>_<op>[_scalar](T* dst, const T* a, const T* b, long long n)
 //   reduce_many_<dtype>_<op>[_scalar](T* dst, long long n, int k, const T* s0, ..., const T* s7)
 //     (1 <= k <= MANY; the unused pointers are ignored)
 
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
-template <typename T> struct Compute { typedef T type; };
-template <> struct Compute<__half> { typedef float type; };
-template <> struct Compute<__nv_bfloat16> { typedef float type; };
-template <> struct Compute<signed char> { typedef int type; };
-template <> struct Compute<unsigned char> { typedef int type; };
-
-enum { SUM = 0, PROD = 1, MIN = 2, MAX = 3 };
-
-// The compute type's +, *, < and NaN test; float's in PTX without .ftz on the GPU (see above;
-// .rn also keeps ptxas from contracting a * and a + into one fma).
-template <typename C> __device__ __forceinline__ C add(C x, C y) { return x + y; }
-template <typename C> __device__ __forceinline__ C mul(C x, C y) { return x * y; }
-template <typename C> __device__ __forceinline__ bool less(C x, C y) { return x < y; }
-template <typename C> __device__ __forceinline__ bool is_nan(C x) { return x != x; }  // integers: never
-#ifdef __CUDA_ARCH__
-template <> __device__ __forceinline__ float add(float x, float y) {
-    asm("add.rn.f32 %0, %0, %1;" : "+f"(x) : "f"(y));
-    return x;
-}
-template <> __device__ __forceinline__ float mul(float x, float y) {
-    asm("mul.rn.f32 %0, %0, %1;" : "+f"(x) : "f"(y));
-    return x;
-}
-template <> __device__ __forceinline__ bool less(float x, float y) {
-    unsigned r;
-    asm("{ .reg .pred p; setp.lt.f32 p, %1, %2; selp.u32 %0, 1, 0, p; }" : "=r"(r) : "f"(x), "f"(y));
-    return r;
-}
-template <> __device__ __forceinline__ bool is_nan(float x) {
-    unsigned r;
-    asm("{ .reg .pred p; setp.nan.f32 p, %1, %1; selp.u32 %0, 1, 0, p; }" : "=r"(r) : "f"(x));
-    return r;
-}
-#endif
-
-template <int OP, typename C>
-__device__ __forceinline__ C apply(C x, C y) {
-    if (OP == SUM) return add(x, y);
-    if (OP == PROD) return mul(x, y);
-    const bool y_wins = OP == MIN ? less(y, x) : less(x, y);  // ties keep x
-    return !is_nan(x) && (y_wins || is_nan(y)) ? y : x;      // NaN propagates, x's first
-}
-
-template <typename T, int OP>
-__device__ __forceinline__ T combine(T x, T y) {
-    typedef typename Compute<T>::type C;
-    return static_cast<T>(apply<OP, C>(static_cast<C>(x), static_cast<C>(y)));
-}
+#include "arith.h"
 
 template <typename T, int OP>
 __device__ void reduce_scalar(T* dst, const T* a, const T* b, long long n) {
@@ -188,8 +129,8 @@ __device__ void reduce_many_vector(T* dst, long long n, int k, const Sources<T>&
 
 COMMBENCH_REDUCE_ALL_OPS(float32, float)
 COMMBENCH_REDUCE_ALL_OPS(float64, double)
-COMMBENCH_REDUCE_ALL_OPS(float16, __half)
-COMMBENCH_REDUCE_ALL_OPS(bfloat16, __nv_bfloat16)
+COMMBENCH_REDUCE_ALL_OPS(float16, cb_half)
+COMMBENCH_REDUCE_ALL_OPS(bfloat16, cb_bfloat16)
 COMMBENCH_REDUCE_ALL_OPS(int32, int)
 COMMBENCH_REDUCE_ALL_OPS(int64, long long)
 COMMBENCH_REDUCE_ALL_OPS(int8, signed char)

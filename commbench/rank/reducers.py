@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -123,12 +124,27 @@ def entry_points() -> dict[str, list[str]]:
     return {REDUCE_SOURCE.name: reducer, "peer_flags.cu": ["peer_barrier"]}
 
 
+def cuda_source(source: str, seen: set | None = None) -> str:
+    """cuda/<source> with its local headers (#include "x.h") written in place, each once: one
+    text, so the compilers need no include path and CuPy's cache (keyed by the text) sees a
+    header change."""
+    seen = set() if seen is None else seen
+
+    def inline(m: re.Match) -> str:
+        if m.group(1) in seen:
+            return ""
+        seen.add(m.group(1))
+        return cuda_source(m.group(1), seen)
+
+    return re.sub(r'^#include "([^"]+)"[^\n]*$', inline, (CUDA_DIR / source).read_text(), flags=re.M)
+
+
 @functools.lru_cache(maxsize=None)
 def cuda_module(source: str):
     """cuda/<source> compiled once per process by NVRTC (CuPy caches the binary on disk too)."""
     import cupy
 
-    return cupy.RawModule(code=(CUDA_DIR / source).read_text(), options=NVRTC_OPTIONS)
+    return cupy.RawModule(code=cuda_source(source), options=NVRTC_OPTIONS)
 
 
 class CudaReducer:

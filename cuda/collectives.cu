@@ -1,0 +1,500 @@
+// Ring and tree collectives as kernels: every rank of a node runs one persistent kernel per call
+// that does every step itself (commbench/rank/kernels.py launches it; algorithms ring_kernel and
+// tree_kernel). One source, two targets (cuda/portable.h): on a GPU each channel is a thread
+// block and the shared regions are cudaMalloc'd buffers opened by CUDA IPC; on the host each
+// channel is a thread and the regions live in one /dev/shm segment every rank maps.
+//
+// Memory. Every rank owns a region that every rank of the node maps:
+//   [tail flags: MAX_CHANNELS x MAX_CONNS lines][head flags: likewise][FIFOs]
+// A connection is an ordered pair of ranks (sender s, receiver r) per channel: r's FIFO for s
+// (nslots slots of slot_bytes in r's region), r's tail flag for s (messages s has delivered,
+// written by s) and s's head flag for r (messages r has consumed, written by r). Each rank keeps
+// how many messages it sent and received on each connection (in_seq / out_seq, across calls),
+// so a flag is a sequence number: back-to-back calls need no reset and no barrier.
+//
+// The primitive (NCCL's simple protocol): transfer() waits until the messages it reads have
+// arrived (acquire the tail) and the slots it writes are free (acquire the head), combines up to
+// two received chunks with the rank's own input, writes the result to its output and/or the
+// receivers' FIFOs, then publishes (release the receivers' tails and the senders' heads).
+// Every algorithm below is a schedule of transfers over chunks of at most one slot; channels
+// take contiguous slices of the buffer. A wait that reaches the timeout records who waited for
+// whom at which step (CbComm.error) and ends the kernel: the caller raises, nothing hangs.
+//
+// Algorithms (n ranks, N bytes per rank; ring in rank order; elements of one chunk per step):
+//   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:
+//                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank
+//   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
+//   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here)
+//   tree all-reduce       reduce up a binary tree, broadcast down it, pipelined over chunks (the
+//                         broadcast of chunk k runs LAG chunks behind its reduction); with two or
+//                         more channels, odd channels use the mirrored tree, in which the leaves
+//                         of the first are inner ranks: a double binary tree. 2·depth steps of
+//                         latency, every inner rank receiving 2 and sending 3 copies of N/2.
+// Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
+// min max (avg: sum, then the caller divides):
+//   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
+//   cb_ring_all_gather (bytes)
+//   (const CbComm* comms, const void* send, void* recv, long long count, long long stride, int channels)
+// count: elements of the all-reduce buffer, of one rank's block for the others (bytes for
+// all-gather); stride: bytes between the buffers of consecutive ranks of one launch (a launch of
+// gridDim.y ranks, tests on one GPU), 0 otherwise. Host only: cb_host_call (the launch).
+
+#include "portable.h"
+#include "arith.h"
+
+#define CB_MAX_RANKS 64
+#define CB_MAX_CHANNELS 32
+#define CB_MAX_CONNS 8
+#define CB_LINE 64
+#define CB_FIFO_OFFSET (2 * CB_MAX_CHANNELS * CB_MAX_CONNS * CB_LINE)
+#define CB_THREADS 512  // per block on the GPU
+
+struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirrors it (ctypes)
+    long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
+    long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (0 data, 1 a free slot)
+    char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it
+    int in_conn[CB_MAX_RANKS];  // my connection index for messages from rank p (-1: none)
+    int out_conn[CB_MAX_RANKS];  // my connection index for messages to rank p
+    int peer_in_conn[CB_MAX_RANKS];  // p's in_conn[me]
+    int peer_out_conn[CB_MAX_RANKS];  // p's out_conn[me]
+    int tree_parent[2];  // per tree, -1 at the root
+    int tree_child[2][2];  // per tree, -1 where none
+    cb_u64 in_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
+    cb_u64 out_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
+};
+
+__device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int ch, int conn) {
+    return (cb_u64*)(c->region[owner] + (ch * CB_MAX_CONNS + conn) * CB_LINE);
+}
+__device__ __forceinline__ cb_u64* head_flag(const CbComm* c, int owner, int ch, int conn) {
+    return (cb_u64*)(c->region[owner] + (CB_MAX_CHANNELS + ch) * CB_MAX_CONNS * CB_LINE + conn * CB_LINE);
+}
+__device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int ch, int conn, cb_u64 seq) {
+    return c->region[owner] + CB_FIFO_OFFSET +
+           ((conn * c->channels + ch) * c->nslots + (long long)(seq % (cb_u64)c->nslots)) * c->slot_bytes;
+}
+
+// --- the data path: out_k = in_0 OP in_1 OP own, for every element --------------------------------
+template <typename T, int OP, int NIN, bool OWN, int NOUT>
+__device__ __forceinline__ void combine_scalar(const T* __restrict__ i0, const T* __restrict__ i1,
+                                               const T* __restrict__ own, T* __restrict__ o0, T* __restrict__ o1,
+                                               T* __restrict__ o2, long long from, long long n) {
+    for (long long i = from + cb_tid(); i < n; i += cb_nthreads()) {
+        T v = NIN ? cb_load_fresh(i0 + i) : own[i];
+        if (NIN > 1) v = combine<T, OP>(v, cb_load_fresh(i1 + i));
+        if (NIN && OWN) v = combine<T, OP>(v, own[i]);
+        o0[i] = v;
+        if (NOUT > 1) o1[i] = v;
+        if (NOUT > 2) o2[i] = v;
+    }
+}
+
+template <typename T, int OP, int NIN, bool OWN, int NOUT>
+__device__ void combine_elements(const T* const* in, const T* own, T* const* out, long long n) {
+    const T* i0 = NIN > 0 ? in[0] : nullptr;
+    const T* i1 = NIN > 1 ? in[1] : nullptr;
+    T *o0 = out[0], *o1 = NOUT > 1 ? out[1] : nullptr, *o2 = NOUT > 2 ? out[2] : nullptr;
+    long long done = 0;
+#ifdef CB_DEVICE  // 16 bytes per load and store where every pointer allows it
+    constexpr int V = 16 / sizeof(T);
+    const unsigned long long any = (unsigned long long)i0 | (unsigned long long)i1 | (unsigned long long)own |
+                                   (unsigned long long)o0 | (unsigned long long)o1 | (unsigned long long)o2;
+    if ((any & 15) == 0) {
+        const long long vectors = n / V;
+        for (long long i = cb_tid(); i < vectors; i += cb_nthreads()) {
+            uint4 acc = NIN ? cb_load_fresh((const uint4*)i0 + i) : ((const uint4*)own)[i];
+            T* a = (T*)&acc;
+            if (NIN > 1) {
+                const uint4 x = cb_load_fresh((const uint4*)i1 + i);
+#pragma unroll
+                for (int e = 0; e < V; ++e) a[e] = combine<T, OP>(a[e], ((const T*)&x)[e]);
+            }
+            if (NIN && OWN) {
+                const uint4 x = ((const uint4*)own)[i];
+#pragma unroll
+                for (int e = 0; e < V; ++e) a[e] = combine<T, OP>(a[e], ((const T*)&x)[e]);
+            }
+            ((uint4*)o0)[i] = acc;
+            if (NOUT > 1) ((uint4*)o1)[i] = acc;
+            if (NOUT > 2) ((uint4*)o2)[i] = acc;
+        }
+        done = vectors * V;
+    }
+#endif
+    combine_scalar<T, OP, NIN, OWN, NOUT>(i0, i1, own, o0, o1, o2, done, n);
+}
+
+template <typename T, int OP>
+__device__ void combine_any(const T* const* in, int nin, const T* own, T* const* out, int nout, long long n) {
+    // the combinations the schedules use: (received, own, outputs)
+#define CB_CASE(NIN, OWN, NOUT) \
+    if (nin == NIN && (own != nullptr) == OWN && nout == NOUT) return combine_elements<T, OP, NIN, OWN, NOUT>(in, own, out, n);
+    CB_CASE(0, true, 1) CB_CASE(0, true, 2) CB_CASE(0, true, 3)
+    CB_CASE(1, false, 1) CB_CASE(1, false, 2) CB_CASE(1, false, 3)
+    CB_CASE(1, true, 1) CB_CASE(1, true, 2)
+    CB_CASE(2, true, 1) CB_CASE(2, true, 2)
+#undef CB_CASE
+}
+
+// --- the primitive -------------------------------------------------------------------------------
+struct Channel {
+    const CbComm* c;
+    int me, ch;
+    cb_u64* in_seq;  // this channel's counters (registers of the block; written back at the end)
+    cb_u64* out_seq;
+    long long step;  // transfers so far in this call, for the error message
+    long long deadline;
+
+    __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what) {
+        int spins = 0;
+        while (cb_load_acquire(flag) < value) {
+            if (++spins < CB_SPINS_BEFORE_BACKOFF) continue;
+            spins = 0;
+            const long long now = cb_now_ns();
+            if (deadline == 0) {
+                deadline = now + c->timeout_ns;
+            } else if (now > deadline || c->error[0]) {
+                if (!c->error[0]) {
+                    c->error[1] = me, c->error[2] = ch, c->error[3] = step, c->error[4] = peer, c->error[5] = what;
+                    c->error[0] = 1;
+                }
+                return false;
+            }
+            cb_back_off();
+        }
+        return true;
+    }
+};
+
+// One transfer of n elements: from[] the ranks whose next message is read (0-2), own the rank's
+// input (or null), dst the rank's output (or null), to[] the ranks the result is sent to (0-2).
+// False if a wait timed out (every thread of the block returns false).
+template <typename T, int OP>
+__device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T* dst, const int* to, int nto,
+                         long long n) {
+    CB_SHARED const T* in[2];
+    CB_SHARED T* out[3];
+    CB_SHARED int ok;
+    const CbComm* c = h.c;
+    if (cb_tid() == 0) {
+        ok = 1;
+        for (int k = 0; k < nfrom && ok; ++k) {
+            const int conn = c->in_conn[from[k]];
+            ok = h.wait(tail_flag(c, h.me, h.ch, conn), h.in_seq[conn] + 1, from[k], 0);
+            in[k] = (const T*)fifo_slot(c, h.me, h.ch, conn, h.in_seq[conn]);
+        }
+        int nout = 0;
+        if (dst) out[nout++] = dst;
+        for (int k = 0; k < nto && ok; ++k) {
+            const int mine = c->out_conn[to[k]];
+            const cb_u64 seq = h.out_seq[mine];
+            if (seq + 1 > (cb_u64)c->nslots) ok = h.wait(head_flag(c, h.me, h.ch, mine), seq + 1 - c->nslots, to[k], 1);
+            out[nout++] = (T*)fifo_slot(c, to[k], h.ch, c->peer_in_conn[to[k]], seq);
+        }
+    }
+    cb_sync();
+    if (!ok) return false;
+    combine_any<T, OP>(in, nfrom, own, out, (dst != nullptr) + nto, n);
+    cb_sync();
+    if (cb_tid() == 0) {
+        for (int k = 0; k < nto; ++k) {
+            const int mine = c->out_conn[to[k]];
+            cb_store_release(tail_flag(c, to[k], h.ch, c->peer_in_conn[to[k]]), ++h.out_seq[mine]);
+        }
+        for (int k = 0; k < nfrom; ++k) {
+            const int conn = c->in_conn[from[k]];
+            cb_store_release(head_flag(c, from[k], h.ch, c->peer_out_conn[from[k]]), ++h.in_seq[conn]);
+        }
+    }
+    ++h.step;
+    return true;
+}
+
+// --- the schedules --------------------------------------------------------------------------------
+__device__ __forceinline__ long long part(long long count, long long i, long long parts) {
+    return count / parts * i + count % parts * i / parts;  // i*count/parts without overflow
+}
+
+// Ring all-reduce, one round of n blocks: position r sends block r-1 first, reduces what
+// arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
+template <typename T, int OP>
+__device__ bool ring_all_reduce(Channel& h, const T* send, T* recv, long long count, int channels) {
+    const int n = h.c->nranks, r = h.me;
+    const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
+    const long long chunk = h.c->slot_bytes / sizeof(T);
+    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    for (long long base = lo; base < hi; base += n * chunk) {
+        const long long len = n * chunk < hi - base ? n * chunk : hi - base;
+#define CB_BLOCK(q) const long long off = base + part(len, (q), n), m = base + part(len, (q) + 1, n) - off; \
+                    if (m == 0) continue;
+        for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: step 0 sends, the others receive, reduce, send
+            CB_BLOCK((r - 1 - s + 2 * n) % n)
+            if (!transfer<T, OP>(h, left, s > 0, send + off, nullptr, right, 1, m)) return false;
+        }
+        for (int s = 0; s < n; ++s) {  // block r completes; then each block goes round once
+            CB_BLOCK((r - s + n) % n)
+            if (!transfer<T, OP>(h, left, 1, s == 0 ? send + off : nullptr, recv + off, right, s < n - 1, m))
+                return false;
+        }
+#undef CB_BLOCK
+    }
+    return true;
+}
+
+// Ring reduce-scatter: the reduce-scatter half of the all-reduce on blocks of `count` elements,
+// rank r's input block q at send + q*count, its output block (r) at recv.
+template <typename T, int OP>
+__device__ bool ring_reduce_scatter(Channel& h, const T* send, T* recv, long long count, int channels) {
+    const int n = h.c->nranks, r = h.me;
+    const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
+    const long long chunk = h.c->slot_bytes / sizeof(T);
+    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    for (long long off = lo; off < hi; off += chunk) {
+        const long long m = chunk < hi - off ? chunk : hi - off;
+        for (int s = 0; s < n; ++s) {
+            const int q = (r - 1 - s + 2 * n) % n;  // the last step's block is r
+            if (!transfer<T, OP>(h, left, s > 0, send + q * count + off, s == n - 1 ? recv + off : nullptr, right,
+                                 s < n - 1, m))
+                return false;
+        }
+    }
+    return true;
+}
+
+// Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's.
+__device__ bool ring_all_gather(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
+                                int channels) {
+    const int n = h.c->nranks, r = h.me;
+    const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
+    const long long chunk = h.c->slot_bytes;
+    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    for (long long off = lo; off < hi; off += chunk) {
+        const long long m = chunk < hi - off ? chunk : hi - off;
+        for (int s = 0; s < n; ++s) {
+            const int q = (r - s + n) % n;
+            unsigned char* dst = recv + q * count + off;
+            if (s == 0) {  // own block: into place (unless already there, in place) and to the right
+                if (!transfer<unsigned char, SUM>(h, left, 0, send + off, dst == send + off ? nullptr : dst, right,
+                                                  n > 1, m))
+                    return false;
+            } else if (!transfer<unsigned char, SUM>(h, left, 1, nullptr, dst, right, s < n - 1, m)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// Tree all-reduce over tree t: reduce chunk k up (children's sums + own, to the parent; the root
+// keeps the result), and broadcast chunk k - LAG down (from the parent, or the root's result).
+template <typename T, int OP>
+__device__ bool tree_all_reduce(Channel& h, const T* send, T* recv, long long count, int channels) {
+    const CbComm* c = h.c;
+    const int t = channels > 1 ? h.ch % 2 : 0;
+    const int parent = c->tree_parent[t];
+    int children[2], nchild = 0;
+    for (int k = 0; k < 2; ++k)
+        if (c->tree_child[t][k] >= 0) children[nchild++] = c->tree_child[t][k];
+    const int up[1] = {parent};
+    const long long chunk = c->slot_bytes / sizeof(T);
+    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const long long chunks = (hi - lo + chunk - 1) / chunk, lag = c->nslots / 2;
+    for (long long k = 0; k < chunks + lag; ++k) {
+        if (k < chunks) {
+            const long long off = lo + k * chunk, m = chunk < hi - off ? chunk : hi - off;
+            if (!transfer<T, OP>(h, children, nchild, send + off, parent < 0 ? recv + off : nullptr, up, parent >= 0, m))
+                return false;
+        }
+        if (k >= lag && (parent >= 0 || nchild)) {
+            const long long off = lo + (k - lag) * chunk, m = chunk < hi - off ? chunk : hi - off;
+            if (!(parent >= 0 ? transfer<T, OP>(h, up, 1, nullptr, recv + off, children, nchild, m)
+                              : transfer<T, OP>(h, up, 0, recv + off, nullptr, children, nchild, m)))
+                return false;
+        }
+    }
+    return true;
+}
+
+// --- entry points ------------------------------------------------------------------------------------
+// One block (channel) of one rank: load its counters, run the schedule, store them back.
+template <typename T, int OP, bool (*SCHEDULE)(Channel&, const T*, T*, long long, int)>
+__device__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count, long long stride,
+                            int channels) {
+    const long long y = cb_launch_rank();
+    CbComm* c = (CbComm*)comms + y;
+    const int ch = cb_channel();
+    CB_SHARED cb_u64 in_seq[CB_MAX_CONNS], out_seq[CB_MAX_CONNS];
+    if (cb_tid() < CB_MAX_CONNS) {
+        in_seq[cb_tid()] = c->in_seq[ch][cb_tid()];
+        out_seq[cb_tid()] = c->out_seq[ch][cb_tid()];
+    }
+#ifndef CB_DEVICE
+    for (int k = 1; k < CB_MAX_CONNS; ++k) in_seq[k] = c->in_seq[ch][k], out_seq[k] = c->out_seq[ch][k];
+#endif
+    cb_sync();
+    Channel h{c, (int)c->rank, ch, in_seq, out_seq, 0, 0};
+    const T* s = (const T*)((const char*)send + y * stride);
+    T* d = (T*)((char*)recv + y * stride);
+    if (c->nranks == 1) {
+        if (s != d) {
+            const long long lo = part(count, ch, channels), hi = part(count, ch + 1, channels);
+            for (long long i = lo + cb_tid(); i < hi; i += cb_nthreads()) d[i] = s[i];
+        }
+    } else {
+        SCHEDULE(h, s, d, count, channels);
+    }
+    cb_sync();
+    if (cb_tid() < CB_MAX_CONNS) {
+        c->in_seq[ch][cb_tid()] = in_seq[cb_tid()];
+        c->out_seq[ch][cb_tid()] = out_seq[cb_tid()];
+    }
+#ifndef CB_DEVICE
+    for (int k = 1; k < CB_MAX_CONNS; ++k) c->in_seq[ch][k] = in_seq[k], c->out_seq[ch][k] = out_seq[k];
+#endif
+}
+
+#define CB_ARGS const CbComm *comms, const void *send, void *recv, long long count, long long stride, int channels
+#define CB_ENTRIES_OP(NAME, T, OPNAME, OP)                                                              \
+    extern "C" __global__ void cb_ring_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
+        run_channel<T, OP, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
+    }                                                                                                   \
+    extern "C" __global__ void cb_ring_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                      \
+        run_channel<T, OP, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels);     \
+    }                                                                                                   \
+    extern "C" __global__ void cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
+        run_channel<T, OP, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
+    }
+#define CB_ENTRIES(NAME, T)                 \
+    CB_ENTRIES_OP(NAME, T, sum, SUM)        \
+    CB_ENTRIES_OP(NAME, T, prod, PROD)      \
+    CB_ENTRIES_OP(NAME, T, min, MIN)        \
+    CB_ENTRIES_OP(NAME, T, max, MAX)
+
+extern "C" __global__ void cb_ring_all_gather(CB_ARGS) {
+    run_channel<unsigned char, SUM, ring_all_gather>(comms, send, recv, count, stride, channels);
+}
+
+// CB_DTYPE (0-8) compiles one dtype's entry points only (NVRTC at run time: one module per dtype)
+#if !defined(CB_DTYPE) || CB_DTYPE == 1
+CB_ENTRIES(float32, float)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 2
+CB_ENTRIES(float64, double)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 3
+CB_ENTRIES(float16, cb_half)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 4
+CB_ENTRIES(bfloat16, cb_bfloat16)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 5
+CB_ENTRIES(int32, int)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 6
+CB_ENTRIES(int64, long long)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 7
+CB_ENTRIES(int8, signed char)
+#endif
+#if !defined(CB_DTYPE) || CB_DTYPE == 8
+CB_ENTRIES(uint8, unsigned char)
+#endif
+
+#ifndef CB_DEVICE
+// --- the host launch: channel 0 in the calling thread, the others in a pool of threads ----------------
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+typedef void (*CbEntry)(CB_ARGS);
+
+struct CbCall {  // one bound call (commbench/rank/kernels.py builds it once per point)
+    CbEntry entry;
+    const CbComm* comm;
+    const void* send;
+    void* recv;
+    long long count, channels;
+};
+
+namespace cb_host {
+struct Pool {  // never destroyed: its threads live as long as the process
+    std::mutex mutex;
+    std::condition_variable wake;
+    const CbCall* call = nullptr;
+    unsigned long long generation = 0;
+    std::atomic<int> pending{0};
+    int threads = 0;
+
+    void grow(int wanted) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (; threads < wanted; ++threads) std::thread(&Pool::serve, this, threads + 1).detach();
+    }
+
+    void serve(int my_channel) {
+        unsigned long long seen = 0;
+        for (;;) {
+            const CbCall* job;
+            {
+                std::unique_lock<std::mutex> lock(mutex);
+                wake.wait(lock, [&] { return generation != seen; });
+                seen = generation;
+                job = call;
+            }
+            if (my_channel < job->channels) {
+                channel = my_channel;
+                job->entry(job->comm, job->send, job->recv, job->count, 0, (int)job->channels);
+                pending.fetch_sub(1, std::memory_order_acq_rel);
+            }
+        }
+    }
+};
+// one pool per communicator, so that ranks sharing a process (tests) each have their own threads
+inline Pool* pool(const CbComm* comm) {
+    static std::mutex guard;
+    static std::unordered_map<const CbComm*, Pool*>* pools = new std::unordered_map<const CbComm*, Pool*>();
+    std::lock_guard<std::mutex> lock(guard);
+    Pool*& p = (*pools)[comm];
+    if (!p) p = new Pool();
+    return p;
+}
+}  // namespace cb_host
+
+// Run one call on this rank; 0, or the error code (details in comm->error).
+extern "C" int cb_host_call(const CbCall* call) {
+    cb_host::Pool* p = call->channels > 1 ? cb_host::pool(call->comm) : nullptr;
+    if (p) {
+        p->grow((int)call->channels - 1);
+        p->pending.store((int)call->channels - 1, std::memory_order_release);
+        {
+            std::lock_guard<std::mutex> lock(p->mutex);
+            p->call = call;
+            ++p->generation;
+        }
+        p->wake.notify_all();
+    }
+    cb_host::channel = 0;
+    call->entry(call->comm, call->send, call->recv, call->count, 0, (int)call->channels);
+    if (p) {
+        int spins = 0;
+        while (p->pending.load(std::memory_order_acquire) > 0)
+            if (++spins > CB_SPINS_BEFORE_BACKOFF) cb_back_off();
+    }
+    return (int)call->comm->error[0];
+}
+
+// `calls` back-to-back calls, timed in C: the seconds of each of `samples` batches of `batch` calls.
+extern "C" int cb_host_time(const CbCall* call, long long samples, long long batch, double* seconds) {
+    for (long long s = 0; s < samples; ++s) {
+        const long long t0 = cb_now_ns();
+        for (long long b = 0; b < batch; ++b)
+            if (int err = cb_host_call(call)) return err;
+        seconds[s] = (cb_now_ns() - t0) * 1e-9;
+    }
+    return 0;
+}
+
+extern "C" long long cb_comm_bytes() { return sizeof(CbComm); }
+extern "C" long long cb_fifo_offset() { return CB_FIFO_OFFSET; }
+#endif

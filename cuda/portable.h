@@ -1,0 +1,165 @@
+// What differs between the two targets of cuda/*.cu, and nothing else: the 16-bit float types,
+// memory fences and atomics on the flags, waiting, the clock, and who runs a "thread block".
+//
+// * CUDA (nvcc or NVRTC, __CUDACC__): cuda_fp16.h / cuda_bf16.h; flags are stored with
+//   fence.sc.sys + st.release.sys and read with ld.acquire.sys (system scope: the peer may be
+//   another GPU or another process's kernel on this one); data written by a peer is read with
+//   ld.global.cg (from L2, never a stale L1 line); a block is one channel of blockDim.x threads.
+// * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernels.py builds it): the
+//   16-bit floats are bit patterns converted to and from float with round-to-nearest-even;
+//   flags use GCC's __atomic builtins with the same orderings; a "block" is one host thread
+//   (cb_tid() == 0, cb_nthreads() == 1, so loops are plain loops the compiler vectorises), its
+//   channel set by the host launcher; waits spin briefly, then yield the core (ranks may
+//   outnumber cores).
+#pragma once
+
+#if defined(__CUDACC__)
+#define CB_DEVICE 1
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+typedef __half cb_half;
+typedef __nv_bfloat16 cb_bfloat16;
+#define CB_SHARED __shared__
+#else
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __global__
+#define __global__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline __attribute__((always_inline))
+#endif
+#define CB_SHARED
+
+namespace cb_host {
+inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+inline uint32_t float_to_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+inline float half_to_float(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return bits_to_float(sign | 0x7f800000u | (m << 13));
+    if (e) return bits_to_float(sign | ((e + 112) << 23) | (m << 13));
+    if (!m) return bits_to_float(sign);
+    e = 113;  // subnormal: m * 2^-24, normalised
+    while (!(m & 0x400)) { m <<= 1; --e; }
+    return bits_to_float(sign | (e << 23) | ((m & 0x3ff) << 13));
+}
+
+inline uint16_t float_to_half(float f) {  // round to nearest, ties to even
+    uint32_t x = float_to_bits(f), sign = (x >> 16) & 0x8000;
+    x &= 0x7fffffffu;
+    if (x > 0x7f800000u) return uint16_t(sign | 0x7e00 | ((x >> 13) & 0x3ff));  // NaN stays NaN
+    if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // from halfway above 65504: infinity
+    if (x >= 0x38800000u) {  // a normal half
+        uint32_t r = x - 0x38000000u;
+        r += 0x0fffu + ((r >> 13) & 1);
+        return uint16_t(sign | (r >> 13));
+    }
+    if (x <= 0x33000000u) return uint16_t(sign);  // at most half the smallest subnormal: zero
+    uint32_t shift = 126 - (x >> 23), m = (x & 0x7fffffu) | 0x800000u;
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1))) ++q;
+    return uint16_t(sign | q);
+}
+
+inline float bfloat16_to_float(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
+
+inline uint16_t float_to_bfloat16(float f) {
+    uint32_t x = float_to_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);  // quiet NaN
+    x += 0x7fffu + ((x >> 16) & 1);
+    return uint16_t(x >> 16);
+}
+}  // namespace cb_host
+
+struct cb_half {
+    uint16_t bits;
+    cb_half() = default;
+    explicit cb_half(float f) : bits(cb_host::float_to_half(f)) {}
+    explicit operator float() const { return cb_host::half_to_float(bits); }
+};
+struct cb_bfloat16 {
+    uint16_t bits;
+    cb_bfloat16() = default;
+    explicit cb_bfloat16(float f) : bits(cb_host::float_to_bfloat16(f)) {}
+    explicit operator float() const { return cb_host::bfloat16_to_float(bits); }
+};
+#endif
+
+typedef unsigned long long cb_u64;
+
+// --- flags: release on write, acquire on read ------------------------------------------------
+__device__ __forceinline__ void cb_store_release(cb_u64* p, cb_u64 v) {
+#ifdef CB_DEVICE
+    __threadfence_system();
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+__device__ __forceinline__ cb_u64 cb_load_acquire(const cb_u64* p) {
+#ifdef CB_DEVICE
+    cb_u64 v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+// --- waiting ------------------------------------------------------------------------------------
+enum { CB_SPINS_BEFORE_BACKOFF = 256 };
+
+__device__ __forceinline__ void cb_back_off() {
+#ifdef CB_DEVICE
+    __nanosleep(64);
+#else
+    sched_yield();
+#endif
+}
+
+__device__ __forceinline__ long long cb_now_ns() {
+#ifdef CB_DEVICE
+    cb_u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return (long long)t;
+#else
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+#endif
+}
+
+// --- who runs a block ----------------------------------------------------------------------------
+#ifdef CB_DEVICE
+__device__ __forceinline__ int cb_tid() { return threadIdx.x; }
+__device__ __forceinline__ int cb_nthreads() { return blockDim.x; }
+__device__ __forceinline__ int cb_channel() { return blockIdx.x; }
+__device__ __forceinline__ int cb_launch_rank() { return blockIdx.y; }  // several ranks in one launch (tests)
+__device__ __forceinline__ void cb_sync() { __syncthreads(); }
+#else
+namespace cb_host {
+inline thread_local int channel = 0;
+}
+constexpr int cb_tid() { return 0; }
+constexpr int cb_nthreads() { return 1; }
+inline int cb_channel() { return cb_host::channel; }
+constexpr int cb_launch_rank() { return 0; }
+inline void cb_sync() {}
+#endif
+
+// --- data a peer wrote: read past any stale cache line -------------------------------------------
+template <typename T>
+__device__ __forceinline__ T cb_load_fresh(const T* p) {
+#ifdef CB_DEVICE
+    return __ldcg(p);
+#else
+    return *p;
+#endif
+}
