@@ -84,6 +84,8 @@ OPTIONS: tuple[Option, ...] = (
            "-a", is_list=True),
     Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
     Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),
+    Option("channels", int, None, "Channels of ring_kernel / tree_kernel per call (threads on the CPU, blocks on a "
+           "GPU; default: one per MB, at most cores / ranks on the CPU)."),
     Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)}.", "-d", is_list=True),
     Option("op", str, "sum", f"Comma list: {', '.join(OPS)} (all-gather ignores it).", "-o", is_list=True),
     Option("mode", str, "both", f"Buffers: {_names(MODES)}.", cli=False),

@@ -17,6 +17,7 @@ from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
+from commbench.rank.kernels import MAX_CHANNELS
 from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
@@ -115,7 +116,7 @@ class SweepSpec:
     min_iters: int = 5
     max_iters: int = _D["max_iters"]
     batch: int | None = _D["batch"]  # calls per timing sample; None: automatic (samples >= 100 us)
-    timeout: float | None = _D["timeout"]  # seconds per point; None: scales with size (see watchdog.point_timeout)
+    timeout: float | None = _D["timeout"]  # seconds per point; None: scales with size (point_timeout)
     label: str = _D["label"]
     run_id: str = ""
     out_dir: str = ""
@@ -127,7 +128,12 @@ class SweepSpec:
     power: bool = _D["power"]  # GPU power and energy per point (commbench.rank.power)
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
+    channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernels)
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
+
+    def point_timeout(self, size_bytes: int) -> float:
+        """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
+        return self.timeout if self.timeout is not None else 120.0 + size_bytes / 1e7
 
     def validate(self) -> "SweepSpec":
         plugins.check()  # a plugin that failed to import would show as an unknown name below
@@ -168,6 +174,8 @@ class SweepSpec:
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:
             raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
+        if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
+            raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
         if self.segment_bytes < 1:
             raise InputError(f"invalid --segment-bytes {self.segment_bytes}: it must be at least 1")
         if self.ring_order not in RING_ORDERS:

@@ -114,7 +114,7 @@ __device__ __forceinline__ cb_u64 cb_load_acquire(const cb_u64* p) {
 }
 
 // --- waiting ------------------------------------------------------------------------------------
-enum { CB_SPINS_BEFORE_BACKOFF = 256 };
+enum { CB_SPINS_BETWEEN_CLOCKS = 64 };
 
 __device__ __forceinline__ void cb_back_off() {
 #ifdef CB_DEVICE

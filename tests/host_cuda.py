@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.rank.reducers import CudaReducer
+from commbench.rank.reducers import CUDA_DIR, CudaReducer
 
 HEADER = Path(__file__).resolve().parent / "host_cuda.h"
 _CTYPES = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32}
@@ -50,7 +50,7 @@ def cuda_includes() -> list[str]:
 def build(source: Path, out_dir: Path) -> HostKernels:
     lib = out_dir / f"{source.stem}.so"
     cmd = ["g++", "-std=c++17", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-Wno-unknown-pragmas",
-           *cuda_includes(), "-x", "c++", "-include", str(HEADER), str(source), "-o", str(lib)]
+           *cuda_includes(), f"-I{CUDA_DIR}", "-x", "c++", "-include", str(HEADER), str(source), "-o", str(lib)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode:
         raise RuntimeError(f"{shlex.join(cmd)}\n{proc.stderr[-4000:]}")

@@ -11,7 +11,7 @@ from commbench import events
 from commbench.errors import JobError
 from commbench.run import watchdog
 from commbench.run.launch import Job, Line
-from commbench.run.watchdog import STARTUP_TIMEOUT_S, Monitor, describe_point, iter_events, point_timeout
+from commbench.run.watchdog import STARTUP_TIMEOUT_S, Monitor, describe_point, iter_events
 from commbench.spec import SweepSpec
 
 POINT = {"index": 4, "backend": "mpi", "collective": "all_reduce", "algorithm": "ring", "dtype": "float32",
@@ -119,7 +119,7 @@ def test_startup_timeout(clock):
 def test_startup_deadline_is_the_longer_of_300_s_and_timeout(clock, timeout, startup):
     """A rank 0 that says "ready" just in time; then the point timeout runs (no point yet: size 0)."""
     job = FakeJob(clock, [(startup - 0.5, "stdout", event("ready", world_size=1))], hang=True)
-    limit = point_timeout(SweepSpec(timeout=timeout), 0)
+    limit = SweepSpec(timeout=timeout).point_timeout(0)
     with pytest.raises(JobError, match=rf"^timed out after {limit:g} s during start-up"):  # the limit in force
         _follow(job, timeout)
     assert job.killed
@@ -155,7 +155,7 @@ def test_the_timeout_option_sets_the_point_timeout(clock):
 
 
 def test_point_timeout_and_description():
-    assert point_timeout(SweepSpec(), 10**8) == 130.0 and point_timeout(SweepSpec(timeout=2.5), 10**9) == 2.5
+    assert SweepSpec().point_timeout(10**8) == 130.0 and SweepSpec(timeout=2.5).point_timeout(10**9) == 2.5
     assert describe_point(POINT) == WHERE[3:]
     assert describe_point(POINT | {"collective": "all_gather", "op": None, "in_place": False}) == \
         "all_gather ring on mpi, float32, out-of-place, 1024 B"

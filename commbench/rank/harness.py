@@ -104,7 +104,7 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     if bind is None:
         bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
     fn, out = bind(bufs.send, bufs.recv)
-    timer = timer_for(comm.device)
+    timer = getattr(fn, "timer", None) or timer_for(comm.device)  # a bound call may bring its own loop (kernels)
 
     bufs.fill(pattern)
     comm.barrier()

@@ -39,11 +39,13 @@ from commbench.rank.reducers import CUDA_DIR, NVRTC_OPTIONS, cuda_source
 SOURCE = CUDA_DIR / "collectives.cu"
 MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
 FIFO_OFFSET = 2 * MAX_CHANNELS * MAX_CONNS * 64
+SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
 SLOTS = 8  # FIFO depth per connection and channel
 SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
 CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
 MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
+SPIN_S = {"cpu": 200e-6, "oversubscribed": 2e-6, "cuda": 20e-6}
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
 HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread")
@@ -63,7 +65,7 @@ class CbComm(ctypes.Structure):
     """struct CbComm of cuda/collectives.cu, field for field."""
 
     _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
-                                                  "timeout_ns")] + [
+                                                  "timeout_ns", "spin_ns")] + [
         ("error", ctypes.c_void_p),
         ("region", ctypes.c_void_p * MAX_RANKS),
         ("in_conn", ctypes.c_int * MAX_RANKS), ("out_conn", ctypes.c_int * MAX_RANKS),
@@ -102,11 +104,12 @@ def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
-                slot_bytes: int) -> CbComm:
+                slot_bytes: int, spin_s: float) -> CbComm:
     """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
-               conns=max([len(s) for s in senders] + [1]), timeout_ns=int(timeout_s * 1e9), error=error)
+               conns=max([len(s) for s in senders] + [1]), timeout_ns=int(timeout_s * 1e9), error=error,
+               spin_ns=int(spin_s * 1e9))
     for p in range(MAX_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):
@@ -126,7 +129,7 @@ def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: lis
 
 def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
     conns = max([len(s) for s in peers(n)[0]] + [1])
-    return FIFO_OFFSET + conns * channels * SLOTS * slot_bytes
+    return FIFO_OFFSET + SKEW_BYTES + conns * channels * SLOTS * slot_bytes
 
 
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
@@ -140,6 +143,16 @@ def describe(error, what: str) -> str:
     code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
     waited = f"rank {peer}'s data" if kind == 0 else f"a free slot at rank {peer}"
     return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
+
+
+def spin_time(device: str, local_ranks: int) -> float:
+    """How long a wait spins before it backs off: long where every rank has a core of its own (a
+    yield hands the core to whatever else runs, the launcher say, for a time slice: measured 3x
+    slower all-reduce on 2 ranks), short where ranks outnumber cores (the rank being waited for
+    needs this core). Automatic channels never outnumber the cores (auto_channels)."""
+    if device == "cuda":
+        return SPIN_S["cuda"]
+    return SPIN_S["cpu"] if local_ranks <= (os.cpu_count() or 1) else SPIN_S["oversubscribed"]
 
 
 def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:
@@ -331,7 +344,7 @@ class NodeKernels:
             self.lib = host_library()
             self.node = HostNode(comm, nbytes)
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,
-                                  self.slot_bytes)
+                                  self.slot_bytes, spin_time(device, self.n))
         if device == "cuda":
             import cupy
 
@@ -339,6 +352,10 @@ class NodeKernels:
                 raw = np.frombuffer(bytes(self.struct), dtype=np.uint8)
                 self.device_struct = cupy.asarray(raw)  # the counters live here from now on
         comm.barrier()
+
+    def set_timeout(self, seconds: float) -> None:
+        """A wait's timeout from the next call on (the host's; a GPU keeps the first point's)."""
+        self.struct.timeout_ns = int(seconds * 1e9)
 
     def call_channels(self, nbytes: int, wanted: int | None) -> int:
         return min(self.channels, wanted or auto_channels(self.device, nbytes, self.n))
@@ -355,7 +372,8 @@ class NodeKernels:
         def run():
             if run_host(call):
                 raise KernelFault(describe(node.error(), what))
-        run.call = call  # for timing the loop in C (time_batches)
+        run.call = call
+        run.timer = lambda fn, samples, batch=1: self.time_batches(run, samples, batch)  # the loop in C
         return run
 
     def _bind_gpu(self, name, dtype, send, recv, count, channels, what):
@@ -387,6 +405,23 @@ class NodeKernels:
         else:
             self.comm.barrier()
             self.node.close()
+
+
+def unavailable(device: str) -> str | None:
+    """Why the kernels cannot run on this device here (one line), or None; builds them first."""
+    try:
+        if device == "cuda":
+            import torch
+
+            gpu_function("cb_ring_all_reduce_float32_sum", "float32", torch.cuda.current_device())
+        else:
+            host_library()
+    except KernelUnavailable as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - CuPy / NVRTC errors of any kind: the points are skipped
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"ring_kernel and tree_kernel did not build for the GPU ({type(exc).__name__}: {first})"
+    return None
 
 
 def address(buf) -> int:

@@ -32,6 +32,8 @@ from commbench.rank.plan import Point, build_plan
 from commbench.results import build_row
 from commbench.spec import SweepSpec
 
+KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills
+
 Emit = Callable[..., None]
 STARTUP_TIMEOUT_S = 300.0
 # samples per event line: a line stays under 4 KB, which a pipe writes whole (other ranks share it)
@@ -170,8 +172,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         emit("start", point=point.as_dict())
     if s.tuning is not None:
         s.tuning.read()  # what NCCL logged before this point
-    binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype,
-                                                         spec.segment_bytes)
+    binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
     m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                         spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter)
     fallback = getattr(comm.reducer, "fallback", None)
@@ -226,8 +227,10 @@ def _link_counter(info: topology.RankInfo):
     return lambda: traffic.tx_bytes(iface)
 
 
-def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, segment_bytes: int):
-    ctx.segment_elems = max(1, segment_bytes // dtype.itemsize)
+def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, spec: SweepSpec):
+    ctx.segment_elems = max(1, spec.segment_bytes // dtype.itemsize)
+    ctx.timeout_s = KERNEL_TIMEOUT_SHARE * spec.point_timeout(counts.size_bytes)  # the kernel's line comes first
+    ctx.channels = spec.channels
     return lambda send, recv: algo.bind(ctx, point.collective, send, recv, point.op, point.in_place,
                                         counts.in_count, counts.out_count)
 

@@ -19,11 +19,6 @@ from commbench.spec import SweepSpec
 STARTUP_TIMEOUT_S = 300.0
 
 
-def point_timeout(spec: SweepSpec, size_bytes: int) -> float:
-    """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
-    return spec.timeout if spec.timeout is not None else 120.0 + size_bytes / 1e7
-
-
 def describe_point(point: dict) -> str:
     mode = "in-place" if point.get("in_place") else "out-of-place"
     op = f" {point['op']}" if point.get("op") else ""
@@ -120,7 +115,7 @@ def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[
                 relay(line)
                 continue
             monitor.observe(event)
-            limit = point_timeout(spec, monitor.point["size"] if monitor.point else 0)
+            limit = spec.point_timeout(monitor.point["size"] if monitor.point else 0)
             deadline = time.monotonic() + limit
             if event["event"] != "enter":
                 yield event

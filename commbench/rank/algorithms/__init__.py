@@ -7,6 +7,7 @@ from commbench import plugins
 from commbench.rank.algorithms.base import Algorithm, Context
 from commbench.rank.algorithms.dbtree import DoubleBinaryTree
 from commbench.rank.algorithms.hierarchical import Hierarchical
+from commbench.rank.algorithms.kernel import RingKernel, TreeKernel
 from commbench.rank.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags
 from commbench.rank.algorithms.rhd import RecursiveHalvingDoubling
 from commbench.rank.algorithms.ring import Ring, TopologyRing
@@ -22,7 +23,7 @@ def register(algorithm: Algorithm) -> Algorithm:
 
 
 for _a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(), RecursiveHalvingDoubling(), Hierarchical(),
-           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags()):
+           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags(), RingKernel(), TreeKernel()):
     register(_a)
 plugins.load()
 

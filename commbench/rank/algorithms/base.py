@@ -40,6 +40,8 @@ class Context:
     node_of_rank: list[int]  # node index of every rank of comm
     segment_elems: int = 1 << 18
     cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
+    timeout_s: float = 120.0  # a wait inside a kernel gives up after this (the point's timeout, less a margin)
+    channels: int | None = None  # the kernels' channels per call (None: by size; commbench.rank.kernels)
 
     @property
     def reducer(self):
