@@ -32,7 +32,8 @@ def check_sweep(rows, samples, meta, world, expected_points):
     assert dict(per_point.size()) == dict(zip(rows.point, rows.samples))
     assert (rows.iterations == rows.samples * rows.batch).all()
     medians = per_point.median()
-    assert np.allclose(rows.set_index("point").time_us, medians.loc[rows.point], rtol=1e-4)
+    # samples are kept to 1e-4 us (a kernel's call is ~0.2 us): the medians agree to that
+    assert np.allclose(rows.set_index("point").time_us, medians.loc[rows.point], rtol=1e-4, atol=1e-4)
     assert meta["status"] == "completed" and meta["world_size"] == world
     assert meta["points_measured"] == expected_points and meta["wrong_total"] == 0
     for key in ("python", "commbench", "numpy", "platform"):

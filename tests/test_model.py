@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
-from commbench.analysis.model.fit import fit_backend, held_out, summary, usable_rows
-from commbench.analysis.model.predict import predicted
+from commbench.analysis.model.fit import fit, fit_backend, from_json, held_out, summary, to_json, usable_rows
+from commbench.analysis.model.predict import predict, predicted
+from commbench.rank.algorithms import ALGORITHMS
 from conftest import commbench, needs_mpirun
 
 BETA_ONLY = Params(0.0, 1e-9, 0.0, 1e-8, 0.0)
@@ -43,11 +44,15 @@ def test_latency_terms_count_steps():
     assert time_s(alpha, "hierarchical", "all_reduce", Shape(4, 2), 8) == pytest.approx(2 * 1e-6 + 6 * 1e-5)
 
 
-def _synthetic(params, noise, seed=0, size_step=2):
+STEP_ALGORITHMS = [a for a in modelled() if ALGORITHMS[a].engine == "steps"]
+
+
+def _synthetic(params, noise, seed=0, size_step=2, algos=STEP_ALGORITHMS,
+               shapes=(Shape(1, 4, lanes=2), Shape(2, 2, lanes=2))):  # 4 ranks share 2 lanes on one node
     rng = np.random.default_rng(seed)
     rows = []
-    for shape in (Shape(1, 4, lanes=2), Shape(2, 2, lanes=2)):  # 4 ranks share 2 lanes on one node
-        for algo in modelled():
+    for shape in shapes:
+        for algo in algos:
             for size in (2**k for k in range(3, 29, size_step)):  # 8 B .. 128 MB: beyond the cache too
                 t = time_s(params, algo, "all_reduce", shape, size)
                 rows.append({"backend": "gloo", "algorithm": algo, "collective": "all_reduce", "size_bytes": size,
@@ -79,6 +84,44 @@ def test_held_out_error_and_uninformed_parameters():
     single = rows[rows.nodes == 1]
     model = fit_backend(single, "gloo")
     assert model.params["alpha_inter"] is None and model.params["beta_inter"] is None
+
+
+def test_kernels_are_fitted_apart_and_predicted_with_their_own_parameters(tmp_path):
+    steps = Params(2e-5, 5e-10, 0.0, 0.0, 3e-10)
+    flags = Params(2e-7, 2e-10, 0.0, 0.0, 1e-10)  # a flag hand-off: 100x less α
+    one_node = (Shape(1, 4, lanes=2),)
+    rows = pd.concat([_synthetic(steps, 0.0, size_step=4, algos=["ring", "tree", "rhd"], shapes=one_node),
+                      _synthetic(flags, 0.0, size_step=4, algos=["ring_kernel", "tree_kernel"], shapes=one_node)])
+    native = rows[rows.algorithm == "ring"].assign(algorithm="native")  # not modelled: in no group
+    fits = {f.group: f for f in fit(pd.concat([rows, native]))}
+    assert set(fits) == {"gloo", "gloo/kernel"}
+    assert fits["gloo"].algorithms == ["rhd", "ring", "tree"]
+    assert fits["gloo/kernel"].algorithms == ["ring_kernel", "tree_kernel"]
+    assert fits["gloo/kernel"].engine == "kernel" and fits["gloo/kernel"].backend == "gloo"
+    assert fits["gloo"].median_error < 1e-6 and fits["gloo/kernel"].median_error < 1e-6  # each its own α
+    for group, truth in (("gloo", steps), ("gloo/kernel", flags)):  # α and lanes trade off: compare times
+        f, shape = fits[group], Shape(1, 4, lanes=fits[group].lanes)
+        assert time_s(f.to_params(), "ring", "all_reduce", shape, 8) == pytest.approx(
+            time_s(truth, "ring", "all_reduce", one_node[0], 8), rel=1e-3)
+    held = held_out(rows, "size_bytes")
+    assert set(held.group) == {"gloo", "gloo/kernel"} and held.error.abs().max() < 1e-3
+    loaded = from_json(json.loads(json.dumps(to_json(list(fits.values()), ["x"]))), "gloo")
+    assert [f.group for f in loaded] == ["gloo", "gloo/kernel"]
+    assert loaded[1].to_params() == fits["gloo/kernel"].to_params()
+    params = {"steps": steps, "kernel": flags}
+    table = predict(params, Shape(1, 8), "all_reduce", [8]).set_index("algorithm").time_us
+    assert table["ring_kernel"] == pytest.approx(2 * 7 * 2e-7 * 1e6, rel=1e-2)  # 2(n-1) hand-offs
+    assert table["ring"] == pytest.approx(2 * 7 * 2e-5 * 1e6, rel=1e-2)
+    two_nodes = predict(params, Shape(2, 4), "all_reduce", [8])
+    assert "ring_kernel" not in set(two_nodes.algorithm) and "ring" in set(two_nodes.algorithm)  # one node only
+    assert "ring_kernel" not in set(predict(steps, Shape(1, 8), "all_reduce", [8]).algorithm)  # no kernel parameters
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(to_json(list(fits.values()), ["x"])))
+    proc = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "1M", check_rc=0)
+    assert "ring_kernel" in proc.stdout and "gloo, gloo/kernel" in proc.stdout
+    proc = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model, "--inter", "10,5",
+                     "-e", "1M", check_rc=0)
+    assert "ring_kernel" not in proc.stdout and "ring" in proc.stdout
 
 
 @needs_mpirun
@@ -115,7 +158,7 @@ def test_predict_at_scale_and_crossovers(tmp_path):
                      "-b", "8", "-e", "8G", "-f", 4, "--out", tmp_path / "p", check_rc=0)
     assert "crossover" in proc.stdout
     rows = pd.read_csv(tmp_path / "p" / "results.csv")
-    assert set(rows.algorithm) == set(predicted()) and "ring_topology" not in predicted()  # = ring, by block
+    assert set(rows.algorithm) == set(predicted("steps")) and "ring_topology" not in predicted()  # = ring, by block
     big = rows[rows.size_bytes == rows.size_bytes.max()].set_index("algorithm")
     assert big.busbw_gbps["ring"] == pytest.approx(50, rel=0.05)  # one crossing link per node per step
     assert big.busbw_gbps["hierarchical"] > 5 * big.busbw_gbps["ring"]  # 8 rails in parallel

@@ -36,7 +36,7 @@ def model_fit(
     output: str = typer.Option("model.json", "-o", "--output", help="Where to write the fitted model."),
     links_per_node: int = typer.Option(1, "--links-per-node", help="Links each node has to the others (1 on the emulated cluster)."),
 ):
-    """Fit α, β per link class (intra-, inter-node) and γ per backend from measured sweeps."""
+    """Fit α, β per link class (intra-, inter-node) and γ per backend from measured sweeps (the kernels apart)."""
     import json
 
     from commbench.analysis.model import load_rows
@@ -46,7 +46,7 @@ def model_fit(
         raise InputError(f"invalid --links-per-node {links_per_node}: it must be at least 1")
     fits = fit(load_rows(results), links_per_node)
     for f in fits:
-        print(f"{f.backend}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
+        print(f"{f.group}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
               f"{100 * f.median_error:.1f} %, p90 {100 * f.p90_error:.1f} %")
         for name, value in f.params.items():
             print("  " + _fmt_param(name, value, f.rel_std.get(name)))
@@ -79,8 +79,8 @@ def model_validate(
         print(f"{what}: {s['points']} held-out points, median |error| {100 * s['median_abs_error']:.1f} %, "
               f"p90 {100 * s['p90_abs_error']:.1f} %; >= 64 KB: {s['points_64k_up']} points, median "
               + (f"{100 * big:.1f} %" if big is not None else "-"))
-        for algo, g in errors.groupby("algorithm"):
-            print(f"  {algo:14} median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
+        for (group, algo), g in errors.groupby(["group", "algorithm"]):
+            print(f"  {algo:14} ({group}) median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
         frames.append(errors.assign(method=by))
     if csv and frames:
         pd.concat(frames).to_csv(csv, index=False)
@@ -91,7 +91,7 @@ def model_predict(
     nodes: int = typer.Option(..., "--nodes", help="Nodes."),
     ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
     model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file (all its groups), or one group (mpi/kernel)."),
     intra: Optional[str] = typer.Option(None, "--intra", help="Inside a node: BANDWIDTH_GBPS,LATENCY_US (e.g. 450,2)."),
     inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
     reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="With --intra/--inter: reduction speed in GB/s (0: free)."),
@@ -113,26 +113,32 @@ def model_predict(
         raise InputError("--nodes and --ranks-per-node must be at least 1")
     lookup(collective)  # an InputError naming the accepted collectives
     values, source, default_links = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
-    params = Params.from_values(values)
+    params = {engine: Params.from_values(v) for engine, v in values.items()}
     shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
     sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     table = predict(params, shape, collective, sizes, parse_size(segment_bytes))
+    if table.empty:
+        raise InputError(f"the model's algorithms ({', '.join(values)}) have no {collective} at "
+                         f"{nodes} node(s) x {ranks_per_node}")
     _print_predictions(table, shape, collective, source)
     if out:
         run_id = new_run_id()
         write(table, out, run_id, {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
-                                   "source": source, "params": params.__dict__, "nodes": nodes,
-                                   "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
+                                   "source": source, "params": {e: p.__dict__ for e, p in params.items()},
+                                   "nodes": nodes, "ranks_per_node": ranks_per_node,
+                                   "links_per_node": shape.links_per_node})
         err.print(f"predictions written to {escape(out)}")
 
 
 def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node) -> tuple[dict, str, int]:
-    """The parameters (name -> value) of `model predict`: a fitted model's, replaced by the links
-    given; where they come from; and the default links per node."""
+    """The parameters of `model predict` per engine (engine -> name -> value): a fitted model's
+    groups of one backend, the links given replacing theirs (without a model: the step
+    algorithms'); where they come from; and the default links per node."""
     import json
 
+    from commbench.analysis.model.costs import Shape
     from commbench.analysis.model.fit import from_json
-    from commbench.analysis.model.predict import links
+    from commbench.analysis.model.predict import links, predicted, runs_at
 
     if model is None and (intra is None or inter is None):
         raise InputError("give --model, or both --intra and --inter")
@@ -142,17 +148,24 @@ def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_no
                 fitted = from_json(json.load(fh), backend)
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read model {model!r}: {exc}") from None
-        values, source, default_links = dict(fitted.params), f"{model} ({fitted.backend})", fitted.links_per_node
+        values = {f.engine: dict(f.params) for f in fitted}
+        source = f"{model} ({', '.join(f.group for f in fitted)})"
+        default_links = fitted[0].links_per_node
     else:
-        values = {"gamma": 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0}
+        values = {"steps": {"gamma": 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0}}
         source, default_links = f"--reduce-bw {reduce_bw}", ranks_per_node
     for cls, text in (("intra", intra), ("inter", inter)):  # given links replace the model's
         if text is not None:
-            values[f"alpha_{cls}"], values[f"beta_{cls}"] = links(text, f"--{cls}")
+            for v in values.values():
+                v[f"alpha_{cls}"], v[f"beta_{cls}"] = links(text, f"--{cls}")
             source += f" --{cls} {text}"
+    shape = Shape(nodes, ranks_per_node)
+    values = {e: v for e, v in values.items() if any(runs_at(a, shape) for a in predicted(e))}
+    if not values:
+        raise InputError(f"the model's algorithms do not run on {nodes} nodes (the kernels run the ranks of one node)")
     needed = (["intra"] if ranks_per_node > 1 else []) + (["inter"] if nodes > 1 else [])
     for cls in needed:
-        if values.get(f"beta_{cls}") is None:
+        if any(v.get(f"beta_{cls}") is None for v in values.values()):
             raise InputError(f"the model has no {cls}-node parameters (its runs had no {cls}-node links); "
                              f"give --{cls} BANDWIDTH_GBPS,LATENCY_US")
     return values, source, default_links

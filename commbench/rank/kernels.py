@@ -182,8 +182,9 @@ def host_library() -> ctypes.CDLL:
     """cuda/collectives.cu built for this machine (cached by source text, compiler and flags)."""
     cxx = compiler()
     if cxx is None:
-        raise KernelUnavailable("ring_kernel and tree_kernel need a C++ compiler for their host build "
-                                "(none of g++, c++, clang++ on the PATH; or set CXX)")
+        where = (f"CXX={os.environ['CXX']} is not a program" if os.environ.get("CXX")
+                 else "none of g++, c++, clang++ on the PATH; or set CXX")
+        raise KernelUnavailable(f"ring_kernel and tree_kernel need a C++ compiler for their host build ({where})")
     text = cuda_source(SOURCE.name)
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     key = hashlib.sha256("\0".join([text, cxx, *version, *HOST_FLAGS, platform.machine()]).encode()).hexdigest()[:20]
@@ -207,7 +208,8 @@ def _compile(cxx: str, text: str, lib: Path) -> None:
         proc = subprocess.run([cxx, *HOST_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True)
         if proc.returncode:
             first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])
-            raise KernelUnavailable(f"the host build of cuda/collectives.cu failed ({Path(cxx).name}): {first}")
+            raise KernelUnavailable(f"the host build of cuda/collectives.cu failed ({Path(cxx).name} exited "
+                                    f"{proc.returncode}{': ' + first if first else ', printing nothing'})")
         os.replace(out, lib)
 
 
@@ -302,7 +304,7 @@ class GpuNode:
             self._pinned = rt.hostAlloc(8 * ERROR_WORDS, 2)  # cudaHostAllocMapped
             self._error = np.frombuffer((ctypes.c_longlong * ERROR_WORDS).from_address(self._pinned), dtype=np.int64)
             self._error[:] = 0
-            self.error_address = rt.hostGetDevicePointer(self._pinned, 0)
+            self.error_address = rt.pointerGetAttributes(self._pinned).devicePointer
         self._rank = comm.rank
 
     def error(self):
@@ -422,6 +424,39 @@ def unavailable(device: str) -> str | None:
         first = (str(exc).strip().splitlines() or [""])[0]
         return f"ring_kernel and tree_kernel did not build for the GPU ({type(exc).__name__}: {first})"
     return None
+
+
+class OneGpuNode:
+    """n ranks of one node in one process and one launch (gridDim.y = ranks): their regions in one
+    allocation, rank y's buffers at base + y·stride. The cheapest real test of the device protocol
+    (tests/gpu, benchmarks): every rank's blocks run at once, so flags, fences, chunking and
+    channels run on the hardware; bandwidth is then HBM-bound, not NVLink-bound."""
+
+    def __init__(self, n: int, channels: int, timeout_s: float = 20.0):
+        import cupy
+
+        self._cp, self.n = cupy, n
+        slot = SLOT_BYTES["cuda"]
+        region = region_bytes(n, channels, slot)
+        self.memory = cupy.zeros(region * n, dtype=cupy.uint8)
+        base = self.memory.data.ptr
+        self._error = cupy.cuda.alloc_pinned_memory(8 * ERROR_WORDS)
+        self.error_words = np.frombuffer(self._error, dtype=np.int64, count=ERROR_WORDS)
+        self.error_words[:] = 0
+        error = cupy.cuda.runtime.pointerGetAttributes(self._error.ptr).devicePointer
+        raw = b"".join(bytes(comm_struct(r, n, channels, timeout_s, [base + q * region for q in range(n)], error, slot,
+                                         SPIN_S["cuda"])) for r in range(n))
+        self.comms = cupy.asarray(np.frombuffer(raw, dtype=np.uint8))
+
+    def run(self, name: str, dtype: str | None, send: int, recv: int, count: int, stride: int, channels: int,
+            ranks: int | None = None) -> None:
+        """Launch kernel `name` for ranks 0 .. ranks-1 (default all) on the current stream."""
+        import torch
+
+        fn = gpu_function(name, dtype, torch.cuda.current_device())
+        with self._cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            fn((channels, ranks or self.n), (GPU_THREADS,), (self.comms, np.uint64(send), np.uint64(recv),
+                                                            np.int64(count), np.int64(stride), np.int32(channels)))
 
 
 def address(buf) -> int:

@@ -1,9 +1,13 @@
-"""Fit the cost model (commbench.analysis.model.costs) to measured rows, per backend: least squares on
+"""Fit the cost model (commbench.analysis.model.costs) to measured rows, per group: least squares on
 log(predicted / measured), so a 10 % miss weighs the same at 8 B and at 64 MB, over log
 parameters, so each stays positive. Uncertainty from the Jacobian at the optimum
 (σ² (JᵀJ)⁻¹, a relative standard error per parameter). Parameters the rows cannot inform (no
 multi-node points: no inter-node α, β; no working set beyond the cache: no memory term) are
 left out and reported as such.
+
+A group is a backend's algorithms of one engine (Algorithm.engine): "mpi" holds the algorithms
+whose steps are library calls, "mpi/kernel" the kernels, whose steps are flag hand-offs (an α
+about 100x smaller, that one fit of both would average away).
 
 `validate` refits without one size (then without one algorithm) at a time and predicts what
 was left out: held-out error, the honest measure of a model.
@@ -20,12 +24,27 @@ from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.errors import InputError
+from commbench.rank.algorithms import ALGORITHMS
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
          "mem_factor": 1.0, "cache_bytes": 64e6}
 MEMORY = ("mem_factor", "cache_bytes")
 HELD_OUT_MIN_BYTES = 64 * 1024
+STEPS = "steps"  # Algorithm.engine of the algorithms whose group is the backend's own name
+
+
+def group_of(backend: str, algorithm: str) -> str:
+    """The fit an algorithm's points belong to: "<backend>", or "<backend>/<engine>" for an
+    engine other than steps."""
+    engine = ALGORITHMS[algorithm].engine
+    return backend if engine == STEPS else f"{backend}/{engine}"
+
+
+def split_group(group: str) -> tuple[str, str]:
+    """"mpi" -> ("mpi", "steps"); "mpi/kernel" -> ("mpi", "kernel")."""
+    backend, _, engine = group.partition("/")
+    return backend, engine or STEPS
 
 
 @dataclass
@@ -39,6 +58,11 @@ class Fit:
     links_per_node: int
     lanes: int  # intra-node copies/reductions at full speed at once, chosen by the fit
     algorithms: list = field(default_factory=list)
+    engine: str = STEPS  # the algorithms' Algorithm.engine
+
+    @property
+    def group(self) -> str:
+        return self.backend if self.engine == STEPS else f"{self.backend}/{self.engine}"
 
     def to_params(self) -> Params:
         return Params.from_values(self.params)
@@ -57,6 +81,7 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     if "segment_bytes" not in rows:
         rows["segment_bytes"] = 1 << 20
     rows["in_place"] = pd.to_numeric(rows.get("in_place", pd.Series(1, index=rows.index)), errors="coerce").fillna(1).astype(bool)
+    rows["group"] = [group_of(b, a) for b, a in zip(rows.backend, rows.algorithm)]
     return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
 
 
@@ -66,17 +91,18 @@ def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None =
                             r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
 
 
-def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
-    """Least squares for one backend; lanes (intra-node contention) is tried at every power of
-    two up to the ranks per node, and the best kept, unless given."""
-    rows = rows[rows.backend == backend]
+def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
+    """Least squares for one group of usable_rows ("mpi": the backend's step algorithms, or
+    "mpi/kernel"); lanes (intra-node contention) is tried at every power of two up to the ranks
+    per node, and the best kept, unless given."""
+    rows = rows[rows.group == group]
     if len(rows) < 3:
-        raise InputError(f"backend {backend!r}: {len(rows)} usable points; the fit needs at least 3 "
+        raise InputError(f"{group!r}: {len(rows)} usable points; the fit needs at least 3 "
                          f"(measured, correct points of {', '.join(modelled())})")
     if lanes is None:
         most = int(rows.ranks_per_node.max())
         candidates = sorted({min(2**k, most) for k in range(most.bit_length() + 1)})
-        return min((fit_backend(rows, backend, links_per_node, c) for c in candidates),
+        return min((fit_backend(rows, group, links_per_node, c) for c in candidates),
                    key=lambda f: (f.p90_error + f.median_error))
     measured = rows.time_us.to_numpy() / 1e6
     base = _predict(Params.from_values(START), rows, links_per_node, lanes)
@@ -97,16 +123,18 @@ def fit_backend(rows: pd.DataFrame, backend: str, links_per_node: int = 1, lanes
     cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
     rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active) if k in values}
     errors = np.abs(np.exp(best.fun) - 1)
+    backend, engine = split_group(group)
     return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
                {k: rel.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
-               links_per_node, lanes, sorted(rows.algorithm.unique()))
+               links_per_node, lanes, sorted(rows.algorithm.unique()), engine)
 
 
 def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
+    """One fit per group (backend and engine) of the rows."""
     rows = usable_rows(rows)
     if rows.empty:
         raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(modelled())}")
-    return [fit_backend(rows, b, links_per_node) for b in sorted(rows.backend.unique())]
+    return [fit_backend(rows, g, links_per_node) for g in sorted(rows.group.unique())]
 
 
 def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFrame:
@@ -114,12 +142,12 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
     with their predictions."""
     rows = usable_rows(rows)
     out = []
-    for backend in sorted(rows.backend.unique()):
-        sub = rows[rows.backend == backend]
+    for group in sorted(rows.group.unique()):
+        sub = rows[rows.group == group]
         for value in sorted(sub[by].unique()):
             train, test = sub[sub[by] != value], sub[sub[by] == value]
             try:
-                model = fit_backend(train, backend, links_per_node)
+                model = fit_backend(train, group, links_per_node)
             except InputError:
                 continue
             if any(model.params[k] is None for k in NAMES if _needs(k, test)):
@@ -154,18 +182,22 @@ def summary(errors: pd.DataFrame) -> dict:
 
 
 def to_json(fits: list[Fit], sources: list[str]) -> dict:
-    return {"commbench_model": 1, "sources": sources, "fits": {f.backend: asdict(f) for f in fits}}
+    return {"commbench_model": 1, "sources": sources, "fits": {f.group: asdict(f) for f in fits}}
 
 
-def from_json(data: dict, backend: str | None = None) -> Fit:
+def from_json(data: dict, backend: str | None = None) -> list[Fit]:
+    """The fits of one backend (each of its groups), or of one group ("mpi/kernel"); backend may
+    be left out where the model holds one backend."""
     try:
-        fits = data["fits"]
-        if backend is None:
-            if len(fits) != 1:
-                raise InputError(f"the model holds backends {', '.join(fits)}; choose one with --backend")
-            backend = next(iter(fits))
-        if backend not in fits:
-            raise InputError(f"the model has no backend {backend!r} (it has: {', '.join(fits)})")
-        return Fit(**fits[backend])
-    except (KeyError, TypeError, StopIteration) as exc:
+        fits = [Fit(**f) for f in data["fits"].values()]
+    except (KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"not a commbench model file ({type(exc).__name__}: {exc})") from None
+    backends = sorted({f.backend for f in fits})
+    if backend is None:
+        if len(backends) != 1:
+            raise InputError(f"the model holds backends {', '.join(backends)}; choose one with --backend")
+        backend = backends[0]
+    chosen = [f for f in fits if backend in (f.backend, f.group)]
+    if not chosen:
+        raise InputError(f"the model has no backend {backend!r} (it has: {', '.join(f.group for f in fits)})")
+    return sorted(chosen, key=lambda f: (f.engine != STEPS, f.engine))

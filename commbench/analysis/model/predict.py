@@ -1,7 +1,8 @@
 """Predict collectives at a scale nobody can book: per algorithm and size, time, busbw and the
 bytes that cross node links; the best algorithm per size and where the best one changes.
 Written in the results layout (rows marked predicted) so `commbench report` draws them next to
-measured runs."""
+measured runs. Each algorithm is predicted with its engine's parameters (Algorithm.engine, as the
+model fits them apart: fit.py); an engine without parameters leaves its algorithms out."""
 
 from __future__ import annotations
 
@@ -22,9 +23,15 @@ from commbench.run.folder import RunFolder
 ITEMSIZE = 4  # float32
 
 
-def predicted() -> list[str]:
-    """The algorithms `model predict` shows: the modelled ones that say so (Algorithm.predicted)."""
-    return [name for name in modelled() if ALGORITHMS[name].predicted]
+def predicted(engine: str | None = None) -> list[str]:
+    """The algorithms `model predict` shows: the modelled ones that say so (Algorithm.predicted),
+    of one engine if given."""
+    return [name for name in modelled() if ALGORITHMS[name].predicted and engine in (None, ALGORITHMS[name].engine)]
+
+
+def runs_at(algorithm: str, shape: Shape) -> bool:
+    """Whether the algorithm runs at this shape: the kernels run the ranks of one node (kernel.py)."""
+    return shape.nodes == 1 or ALGORITHMS[algorithm].engine != "kernel"
 
 
 def links(text: str, what: str) -> tuple[float, float]:
@@ -38,15 +45,20 @@ def links(text: str, what: str) -> tuple[float, float]:
     return lat * 1e-6, 1 / (bw * 1e9)
 
 
-def predict(params: Params, shape: Shape, collective: str, sizes: list[int],
+def predict(params: Params | dict[str, Params], shape: Shape, collective: str, sizes: list[int],
             segment_bytes: int = 1 << 20) -> pd.DataFrame:
+    """params: per engine (Algorithm.engine: "steps", "kernel"), or the step algorithms' alone."""
+    per_engine = params if isinstance(params, dict) else {"steps": params}
     coll = COLLECTIVES[collective]
     node_of = shape.node_of()
     rows = []
     for algorithm in predicted():
+        p = per_engine.get(ALGORITHMS[algorithm].engine)
+        if p is None or not runs_at(algorithm, shape):
+            continue
         for size in sizes:
             counts = coll.counts(size, ITEMSIZE, shape.n)
-            t = time_s(params, algorithm, collective, shape, counts.size_bytes, segment_bytes)
+            t = time_s(p, algorithm, collective, shape, counts.size_bytes, segment_bytes)
             if t is None or counts.size_bytes == 0:
                 continue
             algbw, busbw = bandwidth(counts.size_bytes, t * 1e6, coll.bus_factor(shape.n))

@@ -128,6 +128,7 @@ class Algorithm:
     sends_messages = True  # its data goes through the communicator's point-to-point calls (not so: peer)
     description = ""  # one line for the help texts
     predicted = True  # `commbench model predict` shows it (when it has a cost)
+    engine = "steps"  # what a step costs: "steps", a library call each; "kernel", a flag hand-off (fitted apart)
 
     @property
     def collectives(self) -> tuple[str, ...]:

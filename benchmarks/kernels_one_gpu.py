@@ -1,0 +1,83 @@
+"""ring_kernel and tree_kernel on ONE GPU, where NCCL cannot run two ranks (it refuses two ranks
+on one GPU): every rank of a node in one launch (commbench.rank.kernels.OneGpuNode), bus bandwidth
+at 64 MB - 1 GB per rank next to the GPU's own device-to-device copy rate of the same bytes.
+Every rank's data then lives in the same HBM, so this measures the protocol's cost against memory
+bandwidth (HBM-bound), not a fabric. Several processes on one GPU: `commbench run --backend gloo
+--device cuda -a ring_kernel` under MPS (README). Several GPUs: benchmarks/kernels_vs_native.py
+--device cuda (against NCCL).
+
+    python benchmarks/kernels_one_gpu.py [--ranks 2,4,8] [--sizes 64M,256M,1G] [--channels 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    import torch
+
+    from commbench.metrics import bandwidth
+    from commbench.rank.collectives import COLLECTIVES
+    from commbench.rank.kernels import OneGpuNode, entry
+    from commbench.spec import parse_size
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="2,4,8")
+    ap.add_argument("--sizes", default="64M,256M,1G")
+    ap.add_argument("--channels", type=int, default=16)
+    ap.add_argument("--iters", type=int, default=5)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU: nothing to measure (this benchmark needs one)")
+    print(f"{torch.cuda.get_device_name()}; channels {args.channels}; busbw in GB/s; copy_GB/s: torch's "
+          "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")
+    print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>6} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
+    for n in map(int, args.ranks.split(",")):
+        node = OneGpuNode(n, args.channels)
+        for size in map(parse_size, args.sizes.split(",")):
+            count = size // 4
+            for algorithm, collective in (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"),
+                                          ("ring", "all_gather")):
+                per = count // n if collective != "all_reduce" else count  # one rank's block
+                in_count = per * n if collective == "reduce_scatter" else per
+                out_count = per * n if collective == "all_gather" else per
+                slab = max(in_count, out_count)
+                try:
+                    send = torch.ones((n, slab), device="cuda")
+                    recv = torch.empty((n, slab), device="cuda")
+                except torch.cuda.OutOfMemoryError:
+                    print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>6}   (out of GPU memory)")
+                    continue
+                units = per * 4 if collective == "all_gather" else per
+                name = entry(algorithm, collective, "float32", "sum")
+                call = lambda: node.run(name, "float32", send.data_ptr(), recv.data_ptr(), units, slab * 4,  # noqa
+                                        args.channels)
+                call()
+                torch.cuda.synchronize()
+                assert node.error_words[0] == 0
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(args.iters):
+                    call()
+                stop.record()
+                stop.synchronize()
+                t = start.elapsed_time(stop) / 1e3 / args.iters
+                nbytes = max(in_count, out_count) * 4
+                _, busbw = bandwidth(nbytes, t * 1e6, COLLECTIVES[collective].bus_factor(n))
+                copy_src = send.view(-1)[: slab * n]
+                copy_dst = recv.view(-1)[: slab * n]
+                start.record()
+                copy_dst.copy_(copy_src)
+                stop.record()
+                stop.synchronize()
+                copy = copy_src.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
+                print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>6} {t * 1e6:>10.1f} {busbw:>8.1f} {copy:>9.1f}")
+                del send, recv
+                torch.cuda.empty_cache()
+        del node
+    print("(single-process, all ranks in one launch: HBM-bound; NCCL has no one-GPU multi-rank mode to compare)")
+
+
+if __name__ == "__main__":
+    main()

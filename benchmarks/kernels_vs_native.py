@@ -1,0 +1,175 @@
+"""ring_kernel and tree_kernel next to the library's native call (and the Python ring), one
+`commbench run` job per configuration, so the algorithms of a configuration share the job.
+
+    python benchmarks/kernels_vs_native.py                   # CPU: MPI, 2 and 4 ranks (a few minutes)
+    python benchmarks/kernels_vs_native.py --quick           # fewer sizes, 0.05 s a point (< 1 minute)
+    python benchmarks/kernels_vs_native.py --device cuda     # also ring_kernel vs NCCL, 64 MB - 1 GB
+
+Configurations (float32 sum, out of place):
+  latency   2 ranks, all-reduce 8 B - 4 KB: native, ring_kernel, tree_kernel, ring
+  busbw     2 and 4 ranks, all three collectives, 1 - 64 MB: native, ring_kernel
+  gpu       (--device cuda) every GPU of this machine (at least 2), NCCL, 64 MB - 1 GB: native, ring_kernel
+
+Targets, each judged on its worst point (the median is shown beside it):
+  ring_kernel and tree_kernel latency / native        <= 1.5 (moonshot <= 1.0)
+  ring_kernel busbw / native, 2 and 4 ranks, 1-64 MB  >= 1.0
+  Python ring latency / ring_kernel latency at 8 B    >= 10
+The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
+
+Note: the kernels' host build times its calls in a loop in C (kernels.NodeKernels.time_batches);
+native's calls are timed by the harness' Python loop, whose per-call cost is in native's figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+LATENCY_SIZES = [8 << i for i in range(10)]  # 8 B .. 4 KB
+BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+GPU_SIZES = [64 << 20, 256 << 20, 1 << 30]
+QUICK = {"latency": [8, 64, 512, 4096], "busbw": [1 << 20, 16 << 20], "gpu": [64 << 20, 256 << 20]}
+COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather"]
+COLUMNS = ["config", "metric", "ratio_of", "collective", "size_bytes", "num", "den", "ratio"]
+
+
+def size_text(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def span(sizes: list[int]) -> str:
+    return f"{size_text(min(sizes))}B-{size_text(max(sizes))}B"
+
+
+def run(out: Path, n: int, backend: str, algos: list[str], collectives: list[str], sizes: list[int],
+        args, device: str = "cpu") -> pd.DataFrame:
+    """One commbench job; its rows (every one correct)."""
+    cmd = [sys.executable, "-m", "commbench", "run", "-n", str(n), "--backend", backend, "--device", device,
+           "-a", ",".join(algos), "-c", ",".join(collectives), "--sizes", ",".join(map(size_text, sizes)),
+           "-d", "float32", "-o", "sum", "--out-of-place", "--min-time", str(args.min_time),
+           "--max-iters", str(args.max_iters), "--out", str(out), "--quiet"]
+    if args.channels:
+        cmd += ["--channels", str(args.channels)]
+    print("$", " ".join(cmd[1:]).replace("-m commbench", "commbench", 1), flush=True)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # mpirun
+    subprocess.run(cmd, check=True, env=env)
+    rows = pd.read_csv(out / "results.csv")
+    assert (rows.wrong == 0).all(), rows[rows.wrong != 0]
+    missing = set(algos) - set(rows.algorithm)
+    assert not missing, f"no points of {', '.join(sorted(missing))} (skipped: see {out / 'run.json'})"
+    return rows
+
+
+def ratios(rows: pd.DataFrame, metric: str, num: str, den: str, config: str) -> pd.DataFrame:
+    """num's metric over den's, per collective and size (one row each)."""
+    wide = rows.pivot_table(index=["collective", "size_bytes"], columns="algorithm", values=metric)
+    return pd.DataFrame({"config": config, "metric": metric, "ratio_of": f"{num}/{den}", "num": wide[num],
+                         "den": wide[den], "ratio": wide[num] / wide[den]}).reset_index()[COLUMNS]
+
+
+class Verdicts:
+    def __init__(self):
+        self.lines: list[dict] = []
+
+    def add(self, name: str, table: pd.DataFrame, bound: float, at_most: bool, moonshot: float | None = None):
+        """Judged on the worst ratio: the largest for an upper bound, the smallest for a lower."""
+        worst = table.ratio.max() if at_most else table.ratio.min()
+        ok = (lambda r: r <= bound) if at_most else (lambda r: r >= bound)
+        line = {"target": f"{name} {'<=' if at_most else '>='} {bound:g}", "points": len(table),
+                "worst": worst, "median": table.ratio.median(), "verdict": "PASS" if ok(worst) else "FAIL"}
+        if moonshot is not None:
+            line["moonshot"] = f"<= {moonshot:g}: " + ("PASS" if worst <= moonshot else "FAIL")
+        self.lines.append(line)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.lines).fillna("-")
+
+
+def gpus() -> tuple[int, str]:
+    """GPUs this machine has for the --device cuda configuration, and why not where none."""
+    try:
+        import torch
+    except ImportError:
+        return 0, "torch is not installed"
+    if not torch.cuda.is_available():
+        return 0, "no CUDA GPU (torch.cuda.is_available() is False)"
+    return torch.cuda.device_count(), ""
+
+
+def markdown(table: pd.DataFrame) -> str:
+    cells = table.astype(object).where(table.notna(), "").map(lambda v: f"{v:.3g}" if isinstance(v, float) else str(v))
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells.values.tolist()])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="mpi", help="The CPU configurations' backend (native's library).")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: also ring_kernel vs NCCL.")
+    ap.add_argument("--quick", action="store_true", help="Fewer sizes, 0.05 s a point.")
+    ap.add_argument("--min-time", type=float, default=None, help="Seconds a point (default 1; --quick 0.05).")
+    ap.add_argument("--max-iters", type=int, default=None, help="Default 200000 (--quick 20000).")
+    ap.add_argument("--channels", type=int, default=None, help="Passed to commbench run (default: by size).")
+    ap.add_argument("--out", default=None, help="Keep the runs here, with the tables as CSV and markdown.")
+    args = ap.parse_args()
+    args.min_time = args.min_time or (0.05 if args.quick else 1.0)
+    args.max_iters = args.max_iters or (20000 if args.quick else 200000)
+    sizes = QUICK if args.quick else {"latency": LATENCY_SIZES, "busbw": BUSBW_SIZES, "gpu": GPU_SIZES}
+    root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="kernels-"))
+    verdicts, tables = Verdicts(), []
+    count, why = gpus() if args.device == "cuda" else (0, "")
+    if args.device == "cuda" and count < 2:
+        why = f"ring_kernel vs NCCL needs at least 2 GPUs on one node ({why or f'this machine has {count}'})"
+        print(f"GPU configuration skipped: {why}")
+
+    lat = run(root / "latency-n2", 2, args.backend, ["native", "ring_kernel", "tree_kernel", "ring"],
+              ["all_reduce"], sizes["latency"], args)
+    for algo in ("ring_kernel", "tree_kernel"):
+        t = ratios(lat, "time_us", algo, "native", "latency n=2")
+        tables.append(t)
+        verdicts.add(f"{algo} latency / native (2 ranks, {span(sizes['latency'])})", t, 1.5, at_most=True, moonshot=1.0)
+    python_ring = ratios(lat[lat.size_bytes == 8], "time_us", "ring", "ring_kernel", "latency n=2")
+    tables.append(python_ring)
+    verdicts.add("Python ring latency / ring_kernel (8 B)", python_ring, 10, at_most=False)
+
+    for n in (2, 4):
+        bw = run(root / f"busbw-n{n}", n, args.backend, ["native", "ring_kernel"], COLLECTIVES, sizes["busbw"], args)
+        t = ratios(bw, "busbw_gbps", "ring_kernel", "native", f"busbw n={n}")
+        tables.append(t)
+        verdicts.add(f"ring_kernel busbw / native ({n} ranks, {span(sizes['busbw'])})", t, 1.0, at_most=False)
+
+    if count >= 2:
+        gpu = run(root / f"gpu-n{count}", count, "nccl", ["native", "ring_kernel"], COLLECTIVES, sizes["gpu"],
+                  args, device="cuda")
+        tables.append(ratios(gpu, "busbw_gbps", "ring_kernel", "native", f"gpu nccl n={count}"))
+
+    table = pd.concat(tables, ignore_index=True)
+    for (config, metric, ratio_of), t in table.groupby(["config", "metric", "ratio_of"], sort=False):
+        num, den = ratio_of.split("/")
+        print(f"\n{config}: {metric} {ratio_of}")
+        print(t.drop(columns=["config", "metric", "ratio_of"]).rename(columns={"num": num, "den": den})
+              .round(3).to_string(index=False))
+    summary = verdicts.table()
+    print("\n" + summary.round(3).to_string(index=False))
+    if args.device == "cuda" and count < 2:
+        print(f"GPU configuration skipped: {why}")
+    if args.out:
+        table.to_csv(root / "kernels_vs_native.csv", index=False)
+        summary.to_csv(root / "kernels_vs_native_targets.csv", index=False)
+        text = f"## Targets\n\n{markdown(summary.round(3))}\n\n## Ratios\n\n{markdown(table)}\n"
+        (root / "kernels_vs_native.md").write_text(text, encoding="utf-8")
+        print(f"\ntables: {root / 'kernels_vs_native.csv'}, {root / 'kernels_vs_native.md'}")
+    print(f"runs: {root}")
+
+
+if __name__ == "__main__":
+    main()
