@@ -8,9 +8,17 @@ import subprocess
 
 import pytest
 
-from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points
+from commbench.rank import kernels
+from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
 
 NVCC = shutil.which("nvcc")
+
+
+def entry_points() -> dict[str, list[str]]:
+    """Every kernel the Python side launches, by the file in cuda/ that must define it."""
+    return {**reducer_entry_points(), **kernels.entry_points()}
+
+
 SOURCES = sorted(CUDA_DIR.glob("*.cu"))
 ARCHS = ["sm_80", "sm_90"]
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

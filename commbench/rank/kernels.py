@@ -132,6 +132,15 @@ def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
     return FIFO_OFFSET + SKEW_BYTES + conns * channels * SLOTS * slot_bytes
 
 
+def entry_points() -> dict[str, list[str]]:
+    """Every kernel of cuda/collectives.cu the Python side launches (tests/test_cuda_compile.py)."""
+    from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS
+
+    names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"))
+             for d in CUDA_DTYPES for o in CUDA_OPS]
+    return {SOURCE.name: names + [entry("ring", "all_gather", "float32", None)]}
+
+
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
     """The kernel's name in cuda/collectives.cu (avg runs as sum; the caller divides)."""
     if collective == "all_gather":
@@ -283,6 +292,11 @@ class HostNode:
         self._map.close()
 
 
+def mps_running() -> bool:
+    """Whether an MPS control daemon serves this machine (its pipe directory has its control pipe)."""
+    return os.path.exists(os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "control"))
+
+
 class GpuNode:
     """Every rank's region in its own cudaMalloc, opened by the others through CUDA IPC; the
     error words in pinned host memory the GPU writes and the host reads without waiting."""
@@ -345,6 +359,15 @@ class NodeKernels:
         else:
             self.lib = host_library()
             self.node = HostNode(comm, nbytes)
+        self.note = None
+        if device == "cuda":
+            import torch
+
+            sharing = comm.size - len(set(comm.allgather_object(torch.cuda.current_device())))
+            if sharing and not mps_running():
+                self.note = (f"{comm.size} ranks share {comm.size - sharing} GPU(s) without MPS: the GPU time-slices "
+                             "between processes, so every step of ring_kernel / tree_kernel waits a slice (correct, "
+                             "slow); start it with nvidia-cuda-mps-control -d")
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,
                                   self.slot_bytes, spin_time(device, self.n))
         if device == "cuda":

@@ -175,10 +175,10 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
     m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                         spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter)
-    fallback = getattr(comm.reducer, "fallback", None)
-    if s.rank == 0 and fallback and fallback not in s.warned:
-        s.warned.append(fallback)
-        emit("warning", text=fallback)
+    for note in [getattr(comm.reducer, "fallback", None), *s.contexts[point.backend].notes]:
+        if s.rank == 0 and note and note not in s.warned:
+            s.warned.append(note)
+            emit("warning", text=note)
     if s.rank == 0:
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device,
                        **_extra_columns(s, point, counts, m, algo, dtype))

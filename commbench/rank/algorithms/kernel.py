@@ -44,6 +44,8 @@ class _Kernel(Algorithm):
         if node is None:
             node = ctx.cache[NODE_KEY] = kernels.NodeKernels(ctx.comm, ctx.comm.device, ctx.timeout_s,
                                                              ctx.channels or kernels.MAX_AUTO_CHANNELS[ctx.comm.device])
+            if node.note:
+                ctx.notes.append(node.note)
         return node
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
