@@ -13,44 +13,15 @@
 // side, so there a spinning barrier waits for the others' slices: correct, but slow.
 // Cost: one launch, plus the last arrival's flag store crossing PCIe to host memory and back.
 //
-// The #else branches are for tests/host_cuda.h, which builds this file for the CPU to run the
-// barrier with one host thread per rank: GCC's __atomic builtins with the same orderings.
+// cuda/portable.h maps the flags for tests/host_cuda.h, which builds this file for the CPU to run
+// the barrier with one host thread per rank: GCC's __atomic builtins with the same orderings.
 
-#ifndef __CUDA_ARCH__
-#include <sched.h>
-#endif
-
-__device__ __forceinline__ void store_release_system(long long* p, long long v) {
-#ifdef __CUDA_ARCH__
-    __threadfence_system();
-    asm volatile("st.release.sys.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#endif
-}
-
-__device__ __forceinline__ long long load_acquire_system(const long long* p) {
-#ifdef __CUDA_ARCH__
-    long long v;
-    asm volatile("ld.acquire.sys.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-#else
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
-}
-
-__device__ __forceinline__ void back_off() {
-#ifdef __CUDA_ARCH__
-    __nanosleep(200);
-#else
-    sched_yield();
-#endif
-}
+#include "portable.h"  // the flags' release / acquire and the back-off, shared with the collectives
 
 extern "C" __global__ void peer_barrier(long long* const* flags, int rank, int size, long long epoch) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    store_release_system(flags[rank], epoch);
+    cb_store_release((cb_u64*)flags[rank], (cb_u64)epoch);
     for (int r = 0; r < size; ++r) {
-        while (load_acquire_system(flags[r]) < epoch) back_off();
+        while ((long long)cb_load_acquire((const cb_u64*)flags[r]) < epoch) cb_back_off();
     }
 }

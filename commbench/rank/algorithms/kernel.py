@@ -70,14 +70,14 @@ class _Kernel(Algorithm):
         fn, _ = self.bind(ctx, collective, send, recv, op, send is recv, in_count, out_count)
         fn()
 
+    def all_reduce(self, ctx, buf, op, src=None):
+        self._once(ctx, "all_reduce", buf if src is None else src, buf, op, len(buf), len(buf))
+
 
 class RingKernel(_Kernel, Ring):
     name = "ring_kernel"
     description = "ring as one kernel per call over the node's shared memory (cuda/collectives.cu)"
     kernel = "ring"
-
-    def all_reduce(self, ctx, buf, op, src=None):
-        self._once(ctx, "all_reduce", buf if src is None else src, buf, op, len(buf), len(buf))
 
     def reduce_scatter(self, ctx, buf, op, block, src=None):
         mine = ctx.comm.view(buf, ctx.comm.rank * block, block)
@@ -92,6 +92,3 @@ class TreeKernel(_Kernel, DoubleBinaryTree):
     name = "tree_kernel"
     description = "double binary tree as one kernel per call over the node's shared memory"
     kernel = "tree"
-
-    def all_reduce(self, ctx, buf, op, src=None):
-        self._once(ctx, "all_reduce", buf if src is None else src, buf, op, len(buf), len(buf))
