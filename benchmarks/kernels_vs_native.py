@@ -16,7 +16,7 @@ Targets, each judged on its worst point (the median is shown beside it):
   Python ring latency / ring_kernel latency at 8 B    >= 10
 The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
 
-Note: the kernels' host build times its calls in a loop in C (kernels.NodeKernels.time_batches);
+Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
 native's calls are timed by the harness' Python loop, whose per-call cost is in native's figure.
 """
 

@@ -1,5 +1,5 @@
 // Ring and tree collectives as kernels: every rank of a node runs one persistent kernel per call
-// that does every step itself (commbench/rank/kernels.py launches it; algorithms ring_kernel and
+// that does every step itself (commbench/rank/kernel_node.py launches it; algorithms ring_kernel and
 // tree_kernel). One source, two targets (cuda/portable.h): on a GPU each channel is a thread
 // block and the shared regions are cudaMalloc'd buffers opened by CUDA IPC; on the host each
 // channel is a thread and the regions live in one /dev/shm segment every rank maps.
@@ -416,7 +416,7 @@ CB_ENTRIES(uint8, unsigned char)
 
 typedef void (*CbEntry)(CB_ARGS);
 
-struct CbCall {  // one bound call (commbench/rank/kernels.py builds it once per point)
+struct CbCall {  // one bound call (commbench/rank/kernel_host.py builds it once per point)
     CbEntry entry;
     const CbComm* comm;
     const void* send;
@@ -428,7 +428,7 @@ namespace cb_host {
 struct Pool {  // never destroyed: its threads live as long as the process
     std::mutex mutex;
     std::condition_variable wake;
-    const CbCall* call = nullptr;
+    CbCall job{};  // the current call, copied: a worker never reads the caller's CbCall after it returned
     unsigned long long generation = 0;
     std::atomic<int> pending{0};
     int threads = 0;
@@ -441,16 +441,16 @@ struct Pool {  // never destroyed: its threads live as long as the process
     void serve(int my_channel) {
         unsigned long long seen = 0;
         for (;;) {
-            const CbCall* job;
+            CbCall job;
             {
                 std::unique_lock<std::mutex> lock(mutex);
                 wake.wait(lock, [&] { return generation != seen; });
                 seen = generation;
-                job = call;
+                job = this->job;
             }
-            if (my_channel < job->channels) {
+            if (my_channel < job.channels) {
                 channel = my_channel;
-                job->entry(job->comm, job->send, job->recv, job->count, 0, (int)job->channels);
+                job.entry(job.comm, job.send, job.recv, job.count, 0, (int)job.channels);
                 pending.fetch_sub(1, std::memory_order_acq_rel);
             }
         }
@@ -475,7 +475,7 @@ extern "C" int cb_host_call(const CbCall* call) {
         p->pending.store((int)call->channels - 1, std::memory_order_release);
         {
             std::lock_guard<std::mutex> lock(p->mutex);
-            p->call = call;
+            p->job = *call;
             ++p->generation;
         }
         p->wake.notify_all();

@@ -5,7 +5,7 @@
 //   fence.sc.sys + st.release.sys and read with ld.acquire.sys (system scope: the peer may be
 //   another GPU or another process's kernel on this one); data written by a peer is read with
 //   ld.global.cg (from L2, never a stale L1 line); a block is one channel of blockDim.x threads.
-// * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernels.py builds it): the
+// * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernel_host.py builds it): the
 //   16-bit floats are bit patterns converted to and from float with round-to-nearest-even;
 //   flags use GCC's __atomic builtins with the same orderings; a "block" is one host thread
 //   (cb_tid() == 0, cb_nthreads() == 1, so loops are plain loops the compiler vectorises), its

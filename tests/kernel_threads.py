@@ -1,6 +1,6 @@
 """cuda/collectives.cu's host build with every rank in this process: a rank is a Python thread
 with its own CbComm, all ranks' regions one numpy buffer (what /dev/shm is to real ranks), the
-calls the product's (commbench/rank/kernels.py: host_library, comm_struct, region_bytes, entry).
+calls the product's (commbench/rank/kernels.py: comm_struct, region_bytes, entry; kernel_host.host_library).
 ctypes releases the GIL for the length of a call, so the ranks' kernels run concurrently.
 
 Also the collectives' reference results and buffer layouts (in place and out of place), for any
@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from commbench.rank import kernels as K
+from commbench.rank.kernel_host import host_library
 
 KINDS = {  # a test's name of a kernel: (schedule, collective)
     "ring_all_reduce": ("ring", "all_reduce"),
@@ -51,7 +52,7 @@ class Node:
 
     def __init__(self, n: int, channels: int, slot_bytes: int = K.SLOT_BYTES["cpu"], timeout_s: float = 20.0,
                  spin_s: float = K.SPIN_S["oversubscribed"]):
-        self.lib = K.host_library()
+        self.lib = host_library()
         self.n, self.channels, self.slot_bytes = n, channels, slot_bytes
         per_rank = -(-K.region_bytes(n, channels, slot_bytes) // PAGE) * PAGE
         self._memory = np.zeros(per_rank * n + PAGE, np.uint8)  # zeroed flags, as a fresh /dev/shm segment

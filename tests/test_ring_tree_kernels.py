@@ -22,12 +22,13 @@ import numpy as np
 import pytest
 
 import kernel_threads as kt
+from commbench.rank import kernel_host, kernel_node
 from commbench.rank import kernels as K
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import DTYPES, KINDS, OPS, Case, Node, run_cases
 from sweep_checks import check_sweep
 
-needs_compiler = pytest.mark.skipif(K.compiler() is None, reason="no C++ compiler (g++, c++, clang++ or $CXX)")
+needs_compiler = pytest.mark.skipif(kernel_host.compiler() is None, reason="no C++ compiler (g++, c++, clang++ or $CXX)")
 
 
 # --- 1. bit-exact results, in one process ---------------------------------------------------------------
@@ -205,7 +206,7 @@ def test_kernel_fault_names_rank_step_and_peer():
         def barrier(self):
             pass
 
-    node = K.NodeKernels(Alone(), "cpu", 0.2, 1)
+    node = kernel_node.NodeKernels(Alone(), "cpu", 0.2, 1)
     assert not _segments_of([os.getpid()])  # mapped and unlinked at once
     x = np.arange(100, dtype=np.float64)
     run = node.bind(K.entry("ring", "all_reduce", "float64", "sum"), "float64", x, x, 100, 1)
@@ -238,12 +239,12 @@ void float_to_bfloat16(const float* in, uint16_t* out, long n) {
 
 @pytest.fixture(scope="module")
 def conversions(tmp_path_factory):
-    cxx = K.compiler()
+    cxx = kernel_host.compiler()
     if cxx is None:
         pytest.skip("no C++ compiler (g++, c++, clang++ or $CXX)")
     folder = tmp_path_factory.mktemp("portable")
     (folder / "shim.cc").write_text(SHIM)
-    proc = subprocess.run([cxx, *K.HOST_FLAGS, f"-I{K.SOURCE.parent}", str(folder / "shim.cc"), "-o",
+    proc = subprocess.run([cxx, *kernel_host.HOST_FLAGS, f"-I{K.SOURCE.parent}", str(folder / "shim.cc"), "-o",
                            str(folder / "shim.so")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lib = ctypes.CDLL(str(folder / "shim.so"))
@@ -339,8 +340,8 @@ def test_bfloat16_conversions_as_torch(conversions):
 # --- real jobs ---------------------------------------------------------------------------------------------------
 def _segments_of(pids) -> list[str]:
     """/dev/shm segments of the kernels named after one of these processes."""
-    names = os.listdir(K.SHM_DIR) if os.path.isdir(K.SHM_DIR) else []
-    return [s for s in names for pid in pids if s.startswith(f"{K.SEGMENT_PREFIX}{pid}-")]
+    names = os.listdir(kernel_host.SHM_DIR) if os.path.isdir(kernel_host.SHM_DIR) else []
+    return [s for s in names for pid in pids if s.startswith(f"{kernel_host.SEGMENT_PREFIX}{pid}-")]
 
 
 def _job_processes(out_dir) -> dict[int, int | None]:
@@ -510,8 +511,8 @@ def test_rank_killed_inside_the_kernel(tmp_path):
 def test_stale_segment_is_removed_and_a_live_ones_kept(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = Path(K.SHM_DIR) / f"{K.SEGMENT_PREFIX}{dead.pid}-deadbeef0000"
-    live = Path(K.SHM_DIR) / f"{K.SEGMENT_PREFIX}{os.getpid()}-deadbeef0001"
+    stale = Path(kernel_host.SHM_DIR) / f"{kernel_host.SEGMENT_PREFIX}{dead.pid}-deadbeef0000"
+    live = Path(kernel_host.SHM_DIR) / f"{kernel_host.SEGMENT_PREFIX}{os.getpid()}-deadbeef0001"
     for p in (stale, live):
         p.write_bytes(b"\0" * 4096)
     try:

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 from commbench.rank import kernels  # noqa: E402
-from commbench.rank.kernels import OneGpuNode  # noqa: E402
+from commbench.rank.kernel_gpu import OneGpuNode  # noqa: E402
 from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS  # noqa: E402
 
 REFERENCE = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": torch.maximum}

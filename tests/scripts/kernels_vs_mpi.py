@@ -8,7 +8,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank import kernels
+from commbench.rank import kernel_node, kernels
 from commbench.rank.backends import open_backend
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
@@ -36,7 +36,7 @@ def values(rng, dtype, op, count):
 def main():
     comm = open_backend("mpi", 0, 0, 0, 60)
     assert comm.size <= 4, "values() keeps 8-bit sums and products in range for at most 4 ranks"
-    node = kernels.NodeKernels(comm, "cpu", 30.0, 3)
+    node = kernel_node.NodeKernels(comm, "cpu", 30.0, 3)
     rng = np.random.default_rng(1000 + comm.rank)
     compared, differ = 0, []
     for algorithm in ("ring", "tree"):

@@ -1,7 +1,7 @@
 """ring_kernel and tree_kernel: the ring of ring.py and the double binary tree of dbtree.py, each
 call run by every rank of a node as one persistent kernel that does every step itself: a GPU
 kernel on CUDA tensors, the same source built for the host on CPU buffers (cuda/collectives.cu,
-where the steps are; commbench/rank/kernels.py builds, maps and binds it). No message goes
+where the steps are; commbench/rank/kernel_node.py builds, maps and binds it). No message goes
 through the communicator: the ranks' shared regions carry the data, sequence-number flags the
 synchronisation, so one call costs the data movement and 2(n-1) (ring) or 2·depth (tree) flag
 hand-offs, not a library call per step.
@@ -12,7 +12,7 @@ the Python algorithms by the cost model (an α of flags, not of library calls).
 
 from __future__ import annotations
 
-from commbench.rank import kernels
+from commbench.rank import kernel_node, kernels
 from commbench.rank.peermem import itemsize
 from commbench.rank.algorithms.base import Algorithm
 from commbench.rank.algorithms.dbtree import DoubleBinaryTree
@@ -36,13 +36,13 @@ class _Kernel(Algorithm):
             return f"{self.name} runs the ranks of one node (these ranks are on {nodes} nodes)"
         if ctx.comm.size > kernels.MAX_RANKS:
             return f"{self.name} runs at most {kernels.MAX_RANKS} ranks"
-        return kernels.unavailable(ctx.comm.device)
+        return kernel_node.unavailable(ctx.comm.device)
 
-    def node(self, ctx) -> kernels.NodeKernels:
+    def node(self, ctx) -> kernel_node.NodeKernels:
         """The communicator's regions and CbComm, built once per job (collectively)."""
         node = ctx.cache.get(NODE_KEY)
         if node is None:
-            node = ctx.cache[NODE_KEY] = kernels.NodeKernels(ctx.comm, ctx.comm.device, ctx.timeout_s,
+            node = ctx.cache[NODE_KEY] = kernel_node.NodeKernels(ctx.comm, ctx.comm.device, ctx.timeout_s,
                                                              ctx.channels or kernels.MAX_AUTO_CHANNELS[ctx.comm.device])
             if node.note:
                 ctx.notes.append(node.note)

@@ -1,0 +1,178 @@
+"""The host build of cuda/collectives.cu and the node's shared memory on the CPU.
+
+The system C++ compiler builds the source once per machine and source text, at first use, into a
+cached shared library (one rank compiles, the others wait on a lock). The regions are one
+/dev/shm segment that rank 0 creates, every rank maps, and rank 0 unlinks as soon as all have
+mapped it: a killed job leaves no name behind; a segment left by a job killed in that instant
+carries a dead pid in its name and is removed by the next job. A call is cb_host_call on a
+prepared CbCall: channels are threads, the first the caller's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import hashlib
+import mmap
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from commbench.rank.kernels import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
+                                    describe, what)
+from commbench.rank.reducers import cuda_source
+
+SHM_DIR = "/dev/shm"
+SEGMENT_PREFIX = "commbench-kernels-"
+HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread")
+
+
+def compiler() -> str | None:
+    """The C++ compiler the host build uses: $CXX, else g++, c++ or clang++ on the PATH."""
+    named = os.environ.get("CXX")
+    if named:
+        return shutil.which(named)
+    return next((p for p in map(shutil.which, ("g++", "c++", "clang++")) if p), None)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("COMMBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commbench")
+    return Path(root) / "kernels"
+
+
+@functools.lru_cache(maxsize=None)
+def host_library() -> ctypes.CDLL:
+    """cuda/collectives.cu built for this machine (cached by source text, compiler and flags)."""
+    cxx = compiler()
+    if cxx is None:
+        where = (f"CXX={os.environ['CXX']} is not a program" if os.environ.get("CXX")
+                 else "none of g++, c++, clang++ on the PATH; or set CXX")
+        raise KernelUnavailable(f"ring_kernel and tree_kernel need a C++ compiler for their host build ({where})")
+    text = cuda_source(SOURCE.name)
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    key = hashlib.sha256("\0".join([text, cxx, *version, *HOST_FLAGS, platform.machine()]).encode()).hexdigest()[:20]
+    folder = cache_dir()
+    lib = folder / f"collectives-{key}.so"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"collectives-{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one rank compiles, the others wait and load its build
+            if not lib.exists():
+                _compile(cxx, text, lib)
+    except OSError as exc:
+        raise KernelUnavailable(f"cannot build the kernels in {folder}: {exc.strerror or exc}") from None
+    return _prototypes(ctypes.CDLL(str(lib)))
+
+
+def _compile(cxx: str, text: str, lib: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        src, out = Path(tmp) / "collectives.cc", Path(tmp) / lib.name
+        src.write_text(text)
+        proc = subprocess.run([cxx, *HOST_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True)
+        if proc.returncode:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])
+            raise KernelUnavailable(f"the host build of cuda/collectives.cu failed ({Path(cxx).name} exited "
+                                    f"{proc.returncode}{': ' + first if first else ', printing nothing'})")
+        os.replace(out, lib)
+
+
+def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.cb_host_call.argtypes, lib.cb_host_call.restype = [ctypes.POINTER(CbCall)], ctypes.c_int
+    lib.cb_host_time.argtypes = [ctypes.POINTER(CbCall), ctypes.c_longlong, ctypes.c_longlong,
+                                 ctypes.POINTER(ctypes.c_double)]
+    lib.cb_host_time.restype = ctypes.c_int
+    lib.cb_comm_bytes.restype = lib.cb_fifo_offset.restype = ctypes.c_longlong
+    if lib.cb_comm_bytes() != ctypes.sizeof(CbComm) or lib.cb_fifo_offset() != FIFO_OFFSET:
+        raise KernelUnavailable("commbench/rank/kernels.py's CbComm does not match cuda/collectives.cu")
+    return lib
+
+
+def remove_stale_segments() -> None:
+    """Remove segments whose creator (the pid in the name) no longer runs."""
+    for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else []:
+        m = re.fullmatch(re.escape(SEGMENT_PREFIX) + r"(\d+)-\w+", name)
+        if m and not _alive(int(m.group(1))):
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class HostNode:
+    """Every rank's region in one /dev/shm segment, mapped by every rank of the node."""
+
+    def __init__(self, comm, nbytes: int):
+        if not os.path.isdir(SHM_DIR):
+            raise KernelUnavailable(f"the host kernels need {SHM_DIR} for shared memory")
+        name = comm.allgather_object(f"{SEGMENT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")[0]
+        path = os.path.join(SHM_DIR, name)
+        total = nbytes * comm.size
+        if comm.rank == 0:
+            remove_stale_segments()
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            os.ftruncate(fd, total)
+            os.close(fd)
+        comm.barrier()
+        try:
+            fd = os.open(path, os.O_RDWR)
+            self._map = mmap.mmap(fd, total)
+            os.close(fd)
+        finally:
+            comm.barrier()  # every rank mapped it: the name can go
+            if comm.rank == 0:
+                os.unlink(path)
+        self._anchor = ctypes.c_char.from_buffer(self._map)
+        base = ctypes.addressof(self._anchor)
+        self.regions = [base + r * nbytes for r in range(comm.size)]
+        self._error = (ctypes.c_longlong * ERROR_WORDS)()
+        self.error_address = ctypes.addressof(self._error)
+
+    def error(self):
+        return list(self._error)
+
+    def upload(self, struct):
+        """Where the kernel reads the rank's CbComm: the structure itself, in this process."""
+        return struct
+
+    def bind(self, struct, name: str, dtype: str | None, send: int, recv: int, count: int, channels: int):
+        """cb_host_call on a prepared CbCall, as a zero-argument callable raising KernelFault when a
+        wait timed out; it carries its own timer, the loop in C (harness.measure uses it)."""
+        lib = host_library()
+        call = CbCall(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, ctypes.pointer(struct), send, recv,
+                      count, channels)
+        run_host, error = lib.cb_host_call, self.error
+
+        def run():
+            if run_host(call):
+                raise KernelFault(describe(error(), what(name)))
+
+        def timer(fn, samples: int, batch: int = 1):
+            out = (ctypes.c_double * samples)()
+            if lib.cb_host_time(call, samples, batch, out):
+                raise KernelFault(describe(error(), what(name)))
+            return np.frombuffer(out, dtype=np.float64).copy() / batch
+        run.timer = timer
+        return run
+
+    def close(self) -> None:
+        del self._anchor
+        self._map.close()
