@@ -9,11 +9,14 @@ dtype: bfloat16 as uint16 bit patterns, converted exactly on values every test p
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import numpy as np
+import pytest
 
 from commbench.rank import kernels as K
+from commbench.rank import kernel_host
 from commbench.rank.kernel_host import host_library
 
 KINDS = {  # a test's name of a kernel: (schedule, collective)
@@ -219,3 +222,12 @@ def run_cases(node: Node, cases: list[Case]) -> list[str]:
         return [f"{cases[i]}: rank {r} returned {code}: {K.describe(node.error(r), cases[i].name)}"
                 for r, i, code in failed]
     return [w for c in cases for w in c.wrong()]
+
+
+def segments_of(pids) -> list[str]:
+    """/dev/shm segments of the kernels named after one of these processes."""
+    names = os.listdir(kernel_host.SHM_DIR) if os.path.isdir(kernel_host.SHM_DIR) else []
+    return [s for s in names for pid in pids if s.startswith(f"{kernel_host.SEGMENT_PREFIX}{pid}-")]
+
+
+needs_compiler = pytest.mark.skipif(kernel_host.compiler() is None, reason="no C++ compiler (g++, c++, clang++ or $CXX)")
