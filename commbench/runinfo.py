@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import commbench
+from commbench import slurm
 
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "MPICH_",
                 "I_MPI_", "UCX_", "FI_", "CUDA_", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT")
@@ -53,6 +54,7 @@ def parent_info(argv: list[str]) -> dict:
         "launch_host": platform.node(),
         "launch_pid": os.getpid(),
         "environment": collective_env(),
+        "slurm": slurm.job_facts(),  # the job it ran in (id, nodes, partition); None outside Slurm
     }
 
 

@@ -65,6 +65,20 @@ def cpu_torch_refusal() -> str:
     return f"--device cuda needs a CUDA build of torch; this one ({torch.__version__}) is built without CUDA"
 
 
+@pytest.fixture(scope="session")
+def slurm():
+    """A live one-node Slurm for the whole session (tests/slurm_cluster.py: installed as root with
+    apt-get where missing), or a skip with the reason; stopped at the end."""
+    import slurm_cluster
+
+    reason = slurm_cluster.unavailable()
+    if reason:
+        pytest.skip(reason)
+    cluster = slurm_cluster.start()  # installed but not starting is a failure, not a skip
+    yield cluster
+    slurm_cluster.stop(cluster)
+
+
 def load_run(out: Path):
     import pandas as pd
 

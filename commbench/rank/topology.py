@@ -7,6 +7,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from commbench import slurm
+
 # (rank, world size, local rank, local world size, node id) variables, by launcher
 _SCHEMES = (
     ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"),
@@ -43,6 +45,8 @@ def detect(env=None) -> RankInfo:
     env = os.environ if env is None else env
     host = socket.gethostname()
     for source, r, w, lr, lw, node in _SCHEMES:
+        if source == "slurm" and "SLURM_JOB_ID" in env and not slurm.in_step(env):
+            continue  # an sbatch script has SLURM_PROCID=0 and the job's SLURM_NTASKS: it is no rank
         if env.get(r) is not None and env.get(w) is not None:
             local_world = _int(env, lw)
             if local_world is None and source == "slurm":
@@ -63,15 +67,11 @@ def round_robin_rank(info: RankInfo) -> int:
 
 
 def _slurm_tasks_on_node(env):
-    """SLURM_TASKS_PER_NODE looks like '4(x2),3'; this node's entry is by SLURM_NODEID."""
-    spec, node = env.get("SLURM_TASKS_PER_NODE"), _int(env, "SLURM_NODEID")
-    if not spec or node is None:
-        return None
-    counts = []
-    for part in spec.split(","):
-        value, _, repeat = part.partition("(x")
-        counts += [int(value)] * (int(repeat.rstrip(")")) if repeat else 1)
-    return counts[node] if node < len(counts) else None
+    """SLURM_TASKS_PER_NODE looks like '4(x2),3'; this node's entry is by SLURM_NODEID (a step's
+    own layout, SLURM_STEP_TASKS_PER_NODE, first)."""
+    layout = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "")
+    counts, node = slurm.tasks_per_node(layout), _int(env, "SLURM_NODEID")
+    return counts[node] if node is not None and node < len(counts) else None
 
 
 def free_port() -> int:
@@ -82,8 +82,26 @@ def free_port() -> int:
 
 
 def inside_launched_job(env=None) -> bool:
+    """One rank of a parallel job: an MPI or torchrun rank, or a task of a Slurm step of several
+    tasks (`srun -n 2 commbench run`)."""
     env = os.environ if env is None else env
-    return any(m in env for m in LAUNCHED_MARKERS)
+    return (any(m in env for m in LAUNCHED_MARKERS)
+            or (slurm.in_step(env) and (_int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1) > 1))
+
+
+def run_defaults(launcher: str = "auto", env=None) -> dict:
+    """What -n (and --ranks-per-node) mean when not given: the launcher's world inside a launched
+    job or with --launcher none (the ranks run in place), the allocation's tasks (and tasks per
+    node, when every node has the same number) inside a Slurm job; {} elsewhere (the option
+    table's default)."""
+    env = os.environ if env is None else env
+    if launcher == "none" or inside_launched_job(env):
+        return {"nprocs": detect(env).world}
+    alloc = slurm.allocation(env)
+    if alloc is None or alloc.tasks < 1:
+        return {}
+    even = alloc.per_node is not None and alloc.per_node * len(alloc.tasks_per_node) == alloc.tasks
+    return {"nprocs": alloc.tasks, "ranks_per_node": alloc.per_node if even else None}
 
 
 def node_layout(hostnames: list[str], ranks_per_node: int | None = None,

