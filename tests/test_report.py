@@ -127,3 +127,38 @@ def test_malformed_results_exit_2(tmp_path, csv, message):
     proc = commbench("report", d, "-o", tmp_path / "x.html")
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.html").exists()
+
+
+def test_repeated_run_is_charted_by_its_median_job(tmp_path):
+    """A folder of 3 jobs (--repeat 3): the table lists every job's row, a chart draws one point per
+    size (the median job's), the folder without a `job` column (older) still reports."""
+    from commbench.analysis.load import load_runs
+    from commbench.analysis.report.charts import median_job
+    from synthetic_runs import drop_job_column, write_run
+
+    run = write_run(tmp_path / "rep", [10.0, 30.0, 20.0])
+    rows, _ = load_runs([run])
+    one = median_job(rows)
+    assert len(rows) == 6 and sorted(one.job) == [3, 3]  # the job of median 20
+    commbench("report", run, "-o", tmp_path / "r.html", check_rc=0)
+    page = (tmp_path / "r.html").read_text()
+    assert "<th>job</th>" in page and page.count('<td class="num" data-v="3">3</td>') >= 2
+    commbench("report", drop_job_column(run), "-o", tmp_path / "old.html", check_rc=0)
+    assert "<th>job</th>" not in (tmp_path / "old.html").read_text()
+
+
+@needs_chromium
+def test_compare_page_escapes_and_renders(tmp_path):
+    """compare --html: a payload in the candidate's environment is shown as text; the history draws."""
+    from synthetic_runs import write_run
+
+    base = write_run(tmp_path / "base", [10.0, 10.1, 9.9])
+    cand = write_run(tmp_path / "cand", [10.0, 10.1, 9.9], seed=1, meta={"rank0_environment": {"NCCL_ALGO": PAYLOAD}})
+    html_file = tmp_path / "cmp.html"
+    proc = commbench("compare", base, cand, "--html", html_file, check_rc=0)
+    assert "env NCCL_ALGO: (unset) -> <img" in proc.stdout  # the terminal gets the text as it is
+    page = html_file.read_text()
+    assert "&lt;img src=x onerror" in page and "<img src=x" not in page
+    dom, console = render(html_file)
+    assert "data-pwned" not in dom.split("<body", 1)[1].split(">", 1)[0]
+    assert dom.count('class="main-svg"') >= 1 and not [c for c in console if "Uncaught" in c]

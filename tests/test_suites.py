@@ -18,9 +18,10 @@ def test_bundled_suites_are_valid(name):
     assert suite.runs and len({r.label for r in suite.runs}) == len(suite.runs)
 
 
-def test_repeat_interleaves_runs():
-    labels = [r.label for r in load_suite("ci").runs]
-    assert labels == ["native.1", "ring.1", "native.2", "ring.2", "native.3", "ring.3"]
+def test_repeat_is_jobs_of_one_run():
+    """`repeat: N` means `run --repeat N`: one run (one folder), N jobs per point (test_repeat.py)."""
+    runs = load_suite("ci").runs
+    assert [(r.label, r.repeat) for r in runs] == [("native", 3), ("ring", 3)]
 
 
 BAD_SUITES = [

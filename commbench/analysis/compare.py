@@ -1,19 +1,15 @@
-"""Regression verdicts between two result sets, from their per-iteration samples.
+"""Regression verdicts between a baseline and one or more candidates (in time order: nightly
+runs), from the jobs that measured each point (commbench.analysis.verdicts owns the statistics).
 
-Points are matched on (collective, backend, algorithm, dtype, op, size_bytes, world_size,
-in_place). A point measured in several runs of a side (a suite's `repeat`) has one median per run; the
-side's estimate is the smallest of those medians: on a shared machine a disturbance (another
-process, a VM neighbour) only ever slows a job down, so the best repetition is the undisturbed
-one (measured here: 3 in 10 jobs of 2 ranks on 2 cores had points 25-60% slow). For each
-pair: ratio = estimate(candidate) / estimate(baseline), a two-sided Mann-Whitney U test on all
-samples, and a bootstrap 95% confidence interval of the ratio.
+Points are matched on KEY. A side is a run folder or a sweep; every job of every run under it
+that measured a point is one measurement of it: a folder of `run --repeat N` holds N jobs, and
+the per-job folders of older sweeps (<label>.1 .. <label>.N) count as one job each. The verdicts
+and the exit code are the last candidate's; with several candidates each point also has its
+history (every candidate against the baseline). What differs between the sides' run.json
+(versions, hosts, world size, launcher, NCCL_*/OMPI_* environment) is listed above the verdicts.
 
-  regression   ratio > 1 + threshold and p < alpha   (slower, beyond noise and beyond the threshold)
-  improvement  ratio < 1 - threshold and p < alpha
-  unchanged    otherwise
-
-With fewer than MIN_SAMPLES samples on a side (imported results carry one average) no test is
-possible and the ratio alone decides; such points are marked `low samples`.
+Exit codes (commbench compare): 0 no regression, 1 a regression (or, with --strict, an
+inconclusive point), 2 unusable input.
 """
 
 from __future__ import annotations
@@ -25,43 +21,97 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
-from commbench.analysis.load import load_runs
+from commbench.analysis import context, verdicts
+from commbench.analysis.load import load_run, run_dirs
+from commbench.analysis.verdicts import MIN_JOBS
 from commbench.errors import InputError
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
-MIN_SAMPLES = 5
-ALPHA = 0.01
+FEW_SAMPLES = 5  # a job with fewer samples is summarised by them all the same; the note says so
+
+
+@dataclass
+class Side:
+    """One result set: per point, its jobs' samples and the share of the host's cores that other
+    processes took while each job ran (None: not recorded)."""
+    path: str
+    points: dict[tuple, list[tuple[np.ndarray, float | None]]]
+    metas: list[dict]
+
+
+def _plain(v):
+    v = v.item() if hasattr(v, "item") else v
+    return None if isinstance(v, float) and v != v else v  # NaN (an importer's empty field): None, which matches
+
+
+def _background(meta: dict) -> dict[tuple[int, int], float]:
+    """(point, job) -> share of the host's cores others took during that job (run.json `jobs`)."""
+    out = {}
+    for launch in meta.get("jobs") or []:
+        try:
+            share = float(launch["background_cores"]) / float(launch["cpu_count"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+        for point in launch.get("points") or []:
+            out[(int(point), int(launch["job"]))] = share
+    return out
+
+
+def load_side(path: str | Path) -> Side:
+    points: dict[tuple, dict[tuple, list]] = {}
+    metas, busy = [], {}
+    for d in run_dirs(path):
+        rows, meta = load_run(d, samples=True)
+        metas.append(meta)
+        background = _background(meta)
+        for r in rows[KEY + ["point", "job", "sample_values"]].itertuples(index=False):
+            key = tuple(_plain(getattr(r, k)) for k in KEY)
+            job = (str(d), int(r.job))
+            points.setdefault(key, {}).setdefault(job, []).append(np.asarray(r.sample_values, float))
+            busy[key, job] = background.get((int(r.point), int(r.job)))
+    return Side(str(path), {key: [(np.concatenate(parts), busy[key, job]) for job, parts in jobs.items()]
+                            for key, jobs in points.items()}, metas)
 
 
 @dataclass
 class Verdict:
     key: dict
     verdict: str
-    baseline_us: float
+    baseline_us: float  # geometric mean of the baseline's job medians
     candidate_us: float
     ratio: float
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
+    jobs: tuple[int, int]
     samples: tuple[int, int]
+    repeat_needed: int | None = None
     note: str = ""
+    history: list[dict] = field(default_factory=list)  # every candidate in time order (this one last)
+    baseline_level: tuple | None = None  # the baseline's figure and its 95 % interval (verdicts.level)
 
     def name(self) -> str:
-        k = self.key
-        mode = "in-place" if k["in_place"] else "out-of-place"
-        op = "" if k["op"] in ("none", None) else f" {k['op']}"
-        return (f"{k['collective']} {k['algorithm']} {k['backend']} {k['dtype']}{op} {mode} "
-                f"{k['size_bytes']} B x{k['world_size']}")
+        return point_name(self.key)
+
+
+def point_name(k: dict) -> str:
+    mode = "in-place" if k["in_place"] else "out-of-place"
+    op = "" if k["op"] in ("none", None) else f" {k['op']}"
+    return (f"{k['collective']} {k['algorithm']} {k['backend']} {k['dtype']}{op} {mode} "
+            f"{k['size_bytes']} B x{k['world_size']}")
 
 
 @dataclass
 class Comparison:
     baseline: str
-    candidate: str
+    candidate: str  # the last candidate: the verdicts are its
     threshold: float
     verdicts: list[Verdict] = field(default_factory=list)
     missing: list[dict] = field(default_factory=list)  # in the baseline, not in the candidate
     new: list[dict] = field(default_factory=list)  # in the candidate only
+    candidates: list[str] = field(default_factory=list)  # all, in time order
+    context: list[list[context.Change]] = field(default_factory=list)  # per candidate: what differs
+    strict: bool = False
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
@@ -70,100 +120,148 @@ class Comparison:
     def regressed(self) -> bool:
         return self.count("regression") > 0
 
+    @property
+    def exit_code(self) -> int:
+        return int(self.regressed or (self.strict and self.count("inconclusive") > 0))
+
+    def jobs_text(self) -> str:
+        def span(values):
+            lo, hi = min(values), max(values)
+            return str(lo) if lo == hi else f"{lo}-{hi}"
+        return (f"jobs per point: baseline {span([v.jobs[0] for v in self.verdicts])}, "
+                f"candidate {span([v.jobs[1] for v in self.verdicts])}")
+
     def summary(self) -> str:
         return (f"{self.count('regression')} regressions, {self.count('improvement')} improvements, "
-                f"{self.count('unchanged')} unchanged, {len(self.missing)} missing, {len(self.new)} new "
-                f"(threshold {self.threshold:.0%})")
+                f"{self.count('unchanged')} unchanged, {self.count('inconclusive')} inconclusive, "
+                f"{len(self.missing)} missing, {len(self.new)} new "
+                f"(threshold {self.threshold:.0%}; {self.jobs_text()})")
+
+    def advice(self) -> list[str]:
+        """What would settle the inconclusive points."""
+        out = []
+        open_ = [v for v in self.verdicts if v.verdict == "inconclusive"]
+        few = [v for v in open_ if min(v.jobs) < MIN_JOBS]
+        if few:
+            need = max(v.repeat_needed or MIN_JOBS for v in few)
+            out.append(f"{len(few)} inconclusive with fewer than {MIN_JOBS} jobs on a side: measure both sides with "
+                       f"--repeat {need} or more (suites: repeat: {need})")
+        wide = [v for v in open_ if min(v.jobs) >= MIN_JOBS and "other work" not in v.note]
+        settle = [v.repeat_needed for v in wide if v.repeat_needed]
+        if wide:
+            text = f"{len(wide)} inconclusive with an interval straddling {1 + self.threshold:.2f}"
+            if settle:
+                text += f": --repeat {max(settle)} on both sides would likely settle {len(settle)} of them"
+            if len(settle) < len(wide):
+                text += (f"{';' if settle else ':'} {len(wide) - len(settle)} would need more than --repeat "
+                         f"{verdicts.MAX_REPEAT} (a ratio close to the threshold, or jobs that vary too much)")
+            out.append(text)
+        busy = [v for v in open_ if "other work" in v.note]
+        if busy:
+            out.append(f"{len(busy)} inconclusive because the slower side ran beside other processes' work: "
+                       "measure again on a quieter machine")
+        if self.strict and open_:
+            out.append("--strict: inconclusive points fail the comparison")
+        return out
 
 
-def load(path: str | Path):
-    """Rows (with their samples as arrays) of every run under path, one row per KEY."""
-    rows, _ = load_runs([path], samples=True)
-    # repetitions of a point (several runs): keep every run's samples, one entry per point
-    return (rows.groupby(KEY, sort=False, dropna=False)
-                .agg(sample_values=("sample_values", list), time_us=("time_us", "median")).reset_index())
+def _side_jobs(jobs) -> tuple[np.ndarray, float | None, int, bool]:
+    """Job medians, mean background share (None if any job's is unknown), samples, few samples."""
+    medians = verdicts.job_medians([s for s, _ in jobs])
+    shares = [b for _, b in jobs]
+    background = None if any(b is None for b in shares) else float(np.mean(shares))
+    return medians, background, sum(len(s) for s, _ in jobs), min(len(s) for s, _ in jobs) < FEW_SAMPLES
 
 
-def estimate(runs: list[np.ndarray]) -> float:
-    """The best (smallest) of the per-run medians; with one run, its median."""
-    return float(min(np.median(r) for r in runs))
+def _judge(key: tuple, base_jobs, cand_jobs, threshold: float) -> Verdict:
+    bm, bb, bs, bfew = _side_jobs(base_jobs)
+    cm, cb, cs, cfew = _side_jobs(cand_jobs)
+    j = verdicts.judge(bm, cm, threshold, (bb, cb))
+    note = "; ".join(n for n in (j.note, "few samples per job" if bfew or cfew else "") if n)
+    return Verdict({k: _plain(v) for k, v in zip(KEY, key, strict=True)}, j.verdict, verdicts.level(bm)[0],
+                   verdicts.level(cm)[0], j.ratio, j.ci_low, j.ci_high, j.p_value, j.jobs, (bs, cs),
+                   j.repeat_needed, note)
 
 
-def _bootstrap_ci(base: list[np.ndarray], cand: list[np.ndarray], rng: np.random.Generator, n: int = 1000):
-    """Resample within each run, keep the best-of-run-medians estimate."""
-    def draws(runs):
-        return np.min(np.stack([np.median(rng.choice(r, size=(n, len(r))), axis=1) for r in runs]), axis=0)
-    ratios = draws(cand) / draws(base)
-    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
-
-
-def judge(base_runs: list[np.ndarray], cand_runs: list[np.ndarray], threshold: float,
-          rng: np.random.Generator) -> tuple:
-    from scipy.stats import mannwhitneyu
-
-    base, cand = np.concatenate(base_runs), np.concatenate(cand_runs)
-    ratio = estimate(cand_runs) / estimate(base_runs)
-    if min(len(base), len(cand)) < MIN_SAMPLES:
-        verdict = "regression" if ratio > 1 + threshold else "improvement" if ratio < 1 - threshold else "unchanged"
-        return verdict, ratio, None, None, None, "low samples"
-    p = float(mannwhitneyu(cand, base, alternative="two-sided").pvalue)
-    low, high = _bootstrap_ci(base_runs, cand_runs, rng)
-    if ratio > 1 + threshold and p < ALPHA:
-        verdict = "regression"
-    elif ratio < 1 - threshold and p < ALPHA:
-        verdict = "improvement"
-    else:
-        verdict = "unchanged"
-    return verdict, ratio, low, high, p, ""
-
-
-def compare(baseline: str | Path, candidate: str | Path, threshold: float = 0.05, seed: int = 0) -> Comparison:
+def compare(baseline: str | Path, candidates: str | Path | list, threshold: float = 0.05,
+            strict: bool = False) -> Comparison:
+    """Verdicts of the last candidate against the baseline, with each point's history over every
+    candidate (in the order given)."""
     if not 0 < threshold < 1:
         raise InputError(f"invalid threshold {threshold}: give a fraction between 0 and 1 (e.g. 5%)")
-    base, cand = load(baseline), load(candidate)
-    result = Comparison(str(baseline), str(candidate), threshold)
-    rng = np.random.default_rng(seed)
-    cand_by_key = {tuple(r[k] for k in KEY): r for r in cand.to_dict("records")}
-    seen = set()
-    for b in base.to_dict("records"):
-        key = tuple(b[k] for k in KEY)
-        c = cand_by_key.get(key)
-        keyd = {k: _plain(b[k]) for k in KEY}
-        if c is None:
-            result.missing.append(keyd)
+    candidates = [candidates] if isinstance(candidates, (str, Path)) else list(candidates)
+    if not candidates:
+        raise InputError("give a candidate result folder after the baseline")
+    base = load_side(baseline)
+    sides = [load_side(c) for c in candidates]
+    last = sides[-1]
+    result = Comparison(str(baseline), last.path, threshold, candidates=[s.path for s in sides],
+                        context=[context.changes(base.metas, s.metas) for s in sides], strict=strict)
+    for key, base_jobs in base.points.items():
+        if key not in last.points:
+            result.missing.append({k: _plain(v) for k, v in zip(KEY, key, strict=True)})
             continue
-        seen.add(key)
-        verdict, ratio, low, high, p, note = judge(b["sample_values"], c["sample_values"], threshold, rng)
-        result.verdicts.append(Verdict(keyd, verdict, estimate(b["sample_values"]), estimate(c["sample_values"]),
-                                       ratio, low, high, p, (sum(map(len, b["sample_values"])),
-                                                             sum(map(len, c["sample_values"]))), note))
-    result.new = [{k: _plain(r[k]) for k in KEY} for key, r in cand_by_key.items() if key not in seen]
+        history = [_judge(key, base_jobs, side.points[key], threshold) if key in side.points else None
+                   for side in sides]
+        v = history[-1]
+        v.history = [{"candidate": side.path, **({} if h is None else {
+            "verdict": h.verdict, "ratio": h.ratio, "ci_low": h.ci_low, "ci_high": h.ci_high, "jobs": list(h.jobs),
+            "level": verdicts.level(verdicts.job_medians([s for s, _ in side.points[key]]))})}
+                     for side, h in zip(sides, history, strict=True)]
+        v.baseline_level = verdicts.level(verdicts.job_medians([s for s, _ in base_jobs]))
+        result.verdicts.append(v)
+    result.new = [{k: _plain(v) for k, v in zip(KEY, key, strict=True)}
+                  for key in last.points if key not in base.points]
     if not result.verdicts:
         raise InputError("no point of the baseline matches a point of the candidate")
     return result
 
 
-def _plain(v):
-    return v.item() if hasattr(v, "item") else v
-
-
 # --- output formats ---------------------------------------------------------------------------------
+
+ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
+
 
 def _fmt(x, spec=".3f"):
     return "-" if x is None else format(x, spec)
 
 
+def _sorted(cmp: Comparison) -> list[Verdict]:
+    return sorted(cmp.verdicts, key=lambda v: (ORDER[v.verdict], v.name()))
+
+
+def _trend(v: Verdict) -> str:
+    return " ".join("-" if "ratio" not in h else f"{h['ratio']:.2f}" for h in v.history)
+
+
+def context_lines(cmp: Comparison) -> list[str]:
+    out = []
+    for path, changes in zip(cmp.candidates, cmp.context, strict=True):
+        if changes:
+            where = f" (candidate {path})" if len(cmp.candidates) > 1 else ""
+            out.append(f"context changes, baseline -> candidate{where}:")
+            out += [f"  {c}" for c in changes]
+    return out
+
+
 def to_text(cmp: Comparison) -> str:
-    lines = [f"baseline:  {cmp.baseline}", f"candidate: {cmp.candidate}", ""]
+    lines = [f"baseline:  {cmp.baseline}"]
+    lines += ([f"candidate: {cmp.candidate}"] if len(cmp.candidates) == 1 else
+              [f"candidates (oldest first): {', '.join(cmp.candidates)}; verdicts of the last"])
+    lines += [""] + context_lines(cmp)
+    lines += [""] if lines[-1] else []
     width = max(len(v.name()) for v in cmp.verdicts)
-    lines.append(f"{'point':<{width}}  {'verdict':<11} {'base us':>10} {'cand us':>10} {'ratio':>7} {'95% CI':>15} {'p':>8}")
-    for v in sorted(cmp.verdicts, key=lambda v: (v.verdict == "unchanged", v.verdict, v.name())):
+    trend = len(cmp.candidates) > 1
+    lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {'95% CI':>13} "
+                 f"{'p':>8} {'jobs':>5}" + ("  history" if trend else "") + "  note")
+    for v in _sorted(cmp):
         ci = f"{_fmt(v.ci_low)}-{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
-        lines.append(f"{v.name():<{width}}  {v.verdict:<11} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
-                     f"{v.ratio:>7.3f} {ci:>15} {_fmt(v.p_value, '.2g'):>8} {v.note}".rstrip())
+        lines.append(f"{v.name():<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
+                     f"{v.ratio:>7.3f} {ci:>13} {_fmt(v.p_value, '.2g'):>8} {v.jobs[0]:>2}/{v.jobs[1]:<2}"
+                     + (f"  {_trend(v)}" if trend else "") + f"  {v.note}".rstrip())
     for m in cmp.missing:
         lines.append(f"missing in candidate: {m}")
-    lines += ["", cmp.summary()]
+    lines += ["", cmp.summary()] + cmp.advice()
     return "\n".join(lines)
 
 
@@ -172,33 +270,52 @@ def _md_escape(s: str) -> str:
 
 
 def to_markdown(cmp: Comparison) -> str:
-    icon = {"regression": ":x: regression", "improvement": ":rocket: improvement", "unchanged": "unchanged"}
-    out = ["### commbench compare", "", f"**{cmp.summary()}**", "",
-           "| point | verdict | baseline (us) | candidate (us) | ratio | 95% CI | p |", "|---|---|---:|---:|---:|---|---:|"]
-    for v in sorted(cmp.verdicts, key=lambda v: (v.verdict == "unchanged", v.verdict, v.name())):
+    icon = {"regression": ":x: regression", "improvement": ":rocket: improvement", "unchanged": "unchanged",
+            "inconclusive": ":grey_question: inconclusive"}
+    trend = len(cmp.candidates) > 1
+    out = ["### commbench compare", "", f"**{_md_escape(cmp.summary())}**", ""]
+    out += [f"* {_md_escape(a)}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
+    if context_lines(cmp):
+        out += ["```", *context_lines(cmp), "```", ""]
+    out += ["| point | verdict | baseline (us) | candidate (us) | ratio | 95% CI | p | jobs |"
+            + (" history |" if trend else "") + " note |",
+            "|---|---|---:|---:|---:|---|---:|---:|" + ("---|" if trend else "") + "---|"]
+    for v in _sorted(cmp):
         ci = f"{_fmt(v.ci_low)}–{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
         out.append(f"| {_md_escape(v.name())} | {icon[v.verdict]} | {v.baseline_us:.2f} | {v.candidate_us:.2f} | "
-                   f"{v.ratio:.3f} | {ci} | {_fmt(v.p_value, '.2g')} |")
+                   f"{v.ratio:.3f} | {ci} | {_fmt(v.p_value, '.2g')} | {v.jobs[0]}/{v.jobs[1]} |"
+                   + (f" {_trend(v)} |" if trend else "") + f" {_md_escape(v.note)} |")
     if cmp.missing:
         out += ["", f"Missing in candidate: {len(cmp.missing)} points"]
     return "\n".join(out)
 
 
 def to_json(cmp: Comparison) -> str:
-    return json.dumps({"baseline": cmp.baseline, "candidate": cmp.candidate, "threshold": cmp.threshold,
-                       "summary": cmp.summary(), "regressed": cmp.regressed,
-                       "points": [asdict(v) for v in cmp.verdicts], "missing": cmp.missing, "new": cmp.new}, indent=2)
+    points = [{k: x for k, x in asdict(v).items()} for v in cmp.verdicts]
+    return json.dumps({"baseline": cmp.baseline, "candidate": cmp.candidate, "candidates": cmp.candidates,
+                       "threshold": cmp.threshold, "summary": cmp.summary(), "advice": cmp.advice(),
+                       "regressed": cmp.regressed, "inconclusive": cmp.count("inconclusive"), "strict": cmp.strict,
+                       "exit_code": cmp.exit_code,
+                       "context": [{"candidate": p, "changes": [asdict(c) for c in ch]}
+                                   for p, ch in zip(cmp.candidates, cmp.context, strict=True)],
+                       "points": points, "missing": cmp.missing, "new": cmp.new}, indent=2)
 
 
 def to_junit(cmp: Comparison) -> str:
+    failing = {"regression"} | ({"inconclusive"} if cmp.strict else set())
     suite = ET.Element("testsuite", name="commbench compare", tests=str(len(cmp.verdicts) + len(cmp.missing)),
-                       failures=str(cmp.count("regression")), skipped=str(len(cmp.missing)))
+                       failures=str(sum(v.verdict in failing for v in cmp.verdicts)),
+                       skipped=str(len(cmp.missing) + (0 if cmp.strict else cmp.count("inconclusive"))))
     for v in cmp.verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"commbench.{v.key['collective']}", name=v.name())
+        detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} jobs), "
+                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {v.note}").strip()
         if v.verdict == "regression":
             ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
-                          type="regression").text = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us, "
-                                                     f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}")
+                          type="regression").text = detail
+        elif v.verdict == "inconclusive":
+            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {v.note}",
+                          type="inconclusive").text = detail
     for m in cmp.missing:
         case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(m))
         ET.SubElement(case, "skipped", message="missing in the candidate")

@@ -67,9 +67,11 @@ def _with_samples(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
     samples = _read(d, "samples", lambda: read_samples(d))
     if not {"run_id", "point", "time_us"} <= set(samples.columns):
         raise InputError(f"{d}: the samples are missing columns run_id, point or time_us")
-    grouped = {k: g.time_us.to_numpy(float) for k, g in samples.groupby(["run_id", "point"])}
-    return rows.assign(sample_values=[grouped.get((r, p), np.array([t])) for r, p, t in
-                                      zip(rows.run_id, rows.point, rows.time_us, strict=True)])
+    jobs = samples.job.fillna(1).astype(int) if "job" in samples else 1  # a folder of one job: no column
+    grouped = {k: g.time_us.to_numpy(float)
+               for k, g in samples.assign(job=jobs).groupby(["run_id", "point", "job"])}
+    return rows.assign(sample_values=[grouped.get((r, p, j), np.array([t])) for r, p, j, t in
+                                      zip(rows.run_id, rows.point, rows.job, rows.time_us, strict=True)])
 
 
 def load_run(d: str | Path, samples: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -84,7 +86,8 @@ def load_run(d: str | Path, samples: bool = False) -> tuple[pd.DataFrame, dict]:
     missing = [c for c in REQUIRED if c not in rows.columns]
     if missing:
         raise InputError(f"{d}: {RESULTS_CSV} is missing columns {', '.join(missing)}")
-    rows = rows.assign(run=str(meta.get("label") or meta.get("run_id") or d.name), op=rows.op.fillna("none"))
+    rows = rows.assign(run=str(meta.get("label") or meta.get("run_id") or d.name), op=rows.op.fillna("none"),
+                       job=rows.job.fillna(1).astype(int) if "job" in rows else 1)  # job: 1..N (--repeat)
     for col in OPTIONAL_STATS:
         if col not in rows:
             rows[col] = float("nan")

@@ -56,8 +56,9 @@ def topo_compare(
     results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
     csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this file."),
 ):
-    """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical, with
-    speedups over the flat ring and inter-node bytes (measured and expected)."""
+    """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical (and
+    hierarchical_kernel: the ring kernel inside nodes), with speedups over the flat ring and
+    inter-node bytes (measured and expected)."""
     from commbench.analysis.topology_comparison import VARIANTS
 
     if not print_comparison(results, csv):
@@ -67,24 +68,35 @@ def topo_compare(
 @app.command()
 def compare(
     baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
-    candidate: str = typer.Argument(..., help="Candidate result folder."),
+    candidates: list[str] = typer.Argument(..., help="Candidate result folder(s); several in time order (nightly "
+                                                     "runs) give each point's history, the verdicts are the last's."),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
     fmt: str = typer.Option("text", "--format", help=f"{', '.join(FORMATS)}."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on inconclusive points too (too few jobs, or an "
+                                                        "interval straddling the threshold)."),
+    html: Optional[str] = typer.Option(None, "--html", help="Also write an HTML page: context changes, verdicts "
+                                                            "and each point's history with its 95% band."),
 ):
-    """Regression verdict between two result sets: exit 1 on any regression, 0 otherwise, 2 on unusable input."""
+    """Regression verdicts, job by job (run both sides with --repeat 3 or more): exit 1 on any
+    regression (--strict: or inconclusive point), 0 otherwise, 2 on unusable input."""
     from commbench.analysis.compare import compare as run_compare
 
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(FORMATS)})")
-    result = run_compare(baseline, candidate, _threshold(threshold))
+    result = run_compare(baseline, candidates, _threshold(threshold), strict=strict)
     text = FORMATS[fmt](result)
     print(text)
     if output:
         from pathlib import Path
 
-        Path(output).write_text(text + "\n", encoding="utf-8")
-    if result.regressed:
-        raise typer.Exit(1)
+        try:
+            Path(output).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {output!r}: {exc.strerror or exc}") from None
+    if html:
+        from commbench.analysis.report.trend import build_trend
 
-
+        err.print(f"comparison page written to {escape(str(build_trend(result, html)))}")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

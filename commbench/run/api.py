@@ -76,9 +76,14 @@ def _check_runnable(spec: SweepSpec) -> None:
 def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
               on_event: Callable[[dict], None] | None = None,
               relay: Callable[[launch.Line], None] | None = None,
-              argv: list[str] | None = None) -> RunResult:
+              argv: list[str] | None = None, repeat: int = 1) -> RunResult:
     """Run one sweep to the end. Raises InputError before anything starts, JobError when the
-    ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted."""
+    ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted. repeat: jobs
+    per point, into the one folder (commbench.run.jobs)."""
+    if repeat != 1:
+        from commbench.run import jobs
+
+        return jobs.run(spec, repeat, launcher_args, on_event, relay, argv)
     spec = prepare(spec)
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
@@ -117,6 +122,10 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
                                           "command_line": argv or sys.argv}]
     if launcher != "none" or topology.detect().rank == 0:
         folder.update({"resumes": resumes})
+    if meta.get("repeat", 1) != 1:  # several jobs a point (commbench.run.jobs)
+        from commbench.run import jobs
+
+        return jobs.resume(spec, meta, launcher_args, on_event, relay)
     return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
 
 
@@ -278,7 +287,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
             else:
                 spec = SweepSpec.from_json(run.spec.to_json())
                 spec.out_dir, spec.run_id = str(folder), ""
-                result = run_sweep(spec, run.launcher_args, on_event)
+                result = run_sweep(spec, run.launcher_args, on_event, repeat=run.repeat)
             outcomes.append((run.label, result, None))
         except JobError as exc:
             outcomes.append((run.label, None, str(exc)))

@@ -43,6 +43,7 @@ class Renderer:
         self.group = None
         self.world = None
         self.skip_reported: set = set()
+        self.repeat = 1  # jobs per point (--repeat): rows are then grouped by job too
 
     def _print(self, text: str) -> None:
         if not self.quiet:
@@ -52,6 +53,7 @@ class Renderer:
         kind = event["event"]
         if kind == "ready":
             self.world = event["world_size"]
+            self.repeat = event.get("repeat", 1)
             hosts = ", ".join(event["hosts"])
             resumed = f", {event['already']} measured before" if event.get("already") else ""
             self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
@@ -77,10 +79,12 @@ class Renderer:
             row = event["row"]
             if self.json_rows:
                 print(json.dumps(row), flush=True)
-            group = (row["backend"], row["collective"], row["algorithm"], row["dtype"], row["op"], row["in_place"])
+            group = (row["backend"], row["collective"], row["algorithm"], row["dtype"], row["op"], row["in_place"],
+                     row.get("job"))
             if group != self.group:
                 self.group = group
-                self._print(f"\n[bold]# {escape(group_title(row, self.world))}[/]\n#{HEADER[1:]}")
+                job = f" · job {row.get('job')} of {self.repeat}" if self.repeat > 1 else ""
+                self._print(f"\n[bold]# {escape(group_title(row, self.world) + job)}[/]\n#{HEADER[1:]}")
             self._print(format_row(row))
             self._advance()
         elif kind == "warning":

@@ -49,6 +49,11 @@ def _drop_partial_line(path: Path) -> None:
             os.fsync(f.fileno())
 
 
+def _job_key(row: dict) -> tuple[int, str]:
+    """(point, job) of a results or samples line; a line without a job is job 1."""
+    return int(row["point"]), str(row.get("job") or "1")
+
+
 def _wrong(value) -> int:
     try:
         return int(float(value))
@@ -68,6 +73,8 @@ class RunFolder:
         self.warnings: list[str] = []
         self._samples: dict[int, list[float]] = {}  # samples events of the point whose row is next
         self.has_facts = False  # rank 0's "facts" arrived (run.json's world, versions, machines)
+        self.job = 1  # the job number stamped on rows and samples (commbench.run.jobs: --repeat)
+        self.measured: set[tuple[int, str]] = set()  # (point, job) with a row, once `repair` has read them
 
     # --- run.json -------------------------------------------------------------------------------
     def has_results(self) -> bool:
@@ -102,10 +109,12 @@ class RunFolder:
 
     # --- rows and samples -----------------------------------------------------------------------
     def add(self, row: dict, samples_us) -> None:
-        """Append a row and its per-iteration samples (µs), samples first."""
+        """Append a row and its per-iteration samples (µs), samples first; both get this folder's
+        job number (the row in place, so what is shown is what is on disk)."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        row["job"] = self.job
         _append(self.dir / SAMPLES_CSV, SAMPLE_COLUMNS, (
-            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}"}
+            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}", "job": self.job}
             for i, t in enumerate(samples_us)))
         _append(self.dir / RESULTS_CSV, COLUMNS, [row])
         self.rows += 1
@@ -126,7 +135,8 @@ class RunFolder:
         if dst.exists():  # a resumed run adds to what is there
             import pyarrow as pa
 
-            table = pa.concat_tables([pq.read_table(dst), table.cast(pq.read_schema(dst))])
+            old = pq.read_table(dst)  # its columns: an older folder's samples have no `job`
+            table = pa.concat_tables([old, table.select(old.schema.names).cast(old.schema)])
         tmp = self.dir / (SAMPLES_PARQUET + ".tmp")
         pq.write_table(table, tmp)
         os.replace(tmp, dst)
@@ -144,15 +154,17 @@ class RunFolder:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
         done = {int(row["point"]) for row in rows}
+        self.measured = measured = {_job_key(row) for row in rows}  # (point, job): a row per job of a point
         self.rows, self.wrong = len(rows), sum(_wrong(row.get("wrong")) for row in rows)
         samples = self.dir / SAMPLES_CSV
         if samples.exists():
             _drop_partial_line(samples)
+            header = _header(samples) or list(SAMPLE_COLUMNS)
             with open(samples, newline="") as f:
-                keep = [row for row in csv.DictReader(f) if int(row["point"]) in done]
+                keep = [row for row in csv.DictReader(f) if _job_key(row) in measured]
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".samples.")
             with os.fdopen(fd, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=SAMPLE_COLUMNS)
+                writer = csv.DictWriter(f, fieldnames=header)
                 writer.writeheader()
                 writer.writerows(keep)
                 f.flush()

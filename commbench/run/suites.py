@@ -15,8 +15,9 @@
 Fields are the option table's (commbench.options): `commbench run`'s long options with '_' for
 '-' (lists as YAML lists or comma text), `mode` (in-place, out-of-place or both) for its buffer
 switches, and `repeat`; a field not given takes its command-line default (label: run<i>).
-`repeat: N` runs a run N times as separate jobs (folders <label>.1 .. <label>.N), interleaved
-with the other runs, so `compare` can tell a real change from one disturbed job.
+`repeat: N` means what `commbench run --repeat N` means: every point of the run measured by N
+separate jobs, interleaved block by block, into the run's one folder (commbench.run.jobs), so
+`compare` can tell a real change from one job landing differently.
 `commbench sweep SUITE --out DIR` puts each run in DIR/<label>/; `--resume` finishes what an
 interrupted sweep left: completed runs are kept, cut-short ones resumed, missing ones run.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from commbench.errors import InputError
 from commbench.options import BY_NAME, SUITE_FIELDS, launcher_argv, spec_arguments
+from commbench.run.jobs import check_repeat
 from commbench.spec import SweepSpec
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
@@ -40,6 +42,7 @@ class SuiteRun:
     label: str
     spec: SweepSpec
     launcher_args: list[str]
+    repeat: int = 1  # jobs per point (commbench.run.jobs)
 
 
 @dataclass
@@ -89,12 +92,6 @@ def _field_value(where: str, key: str, value):
                      f"got {value!r:.60}")
 
 
-def _repetition(run: SuiteRun, k: int) -> SuiteRun:
-    spec = SweepSpec.from_json(run.spec.to_json())
-    spec.label = f"{run.label}.{k}"
-    return SuiteRun(spec.label, spec, run.launcher_args)
-
-
 def load_suite(name_or_path: str) -> Suite:
     import yaml
 
@@ -114,7 +111,7 @@ def load_suite(name_or_path: str) -> Suite:
     if not isinstance(runs, list) or not runs:
         raise InputError(f"{path}: runs must be a non-empty list")
     base = {k: _field_value(f"{path}: defaults", k, v) for k, v in defaults.items()}
-    out, labels, repeats = [], set(), []
+    out, labels = [], set()
     for i, run in enumerate(runs):
         where = f"{path}: runs[{i}]"
         if not isinstance(run, dict):
@@ -127,17 +124,12 @@ def load_suite(name_or_path: str) -> Suite:
             raise InputError(f"{where}.label: {label!r} is used twice")
         labels.add(label)
         launcher_args = fields.pop("launcher_args", BY_NAME["launcher_args"].default)
-        repeat = fields.pop("repeat", BY_NAME["repeat"].default)
-        if not 1 <= repeat <= 100:
-            raise InputError(f"{where}.repeat: {repeat} must be between 1 and 100")
+        repeat = check_repeat(fields.pop("repeat", BY_NAME["repeat"].default), f"{where}.repeat")
         fields["label"] = label
         try:
             spec = SweepSpec.from_options(**spec_arguments(fields))
             argv = launcher_argv(launcher_args)
         except InputError as exc:
             raise InputError(f"{where} ({label}): {exc}") from None
-        out.append(SuiteRun(label, spec, argv))
-        repeats.append(repeat)
-    rounds = [_repetition(r, k) if n > 1 else r
-              for k in range(1, max(repeats) + 1) for r, n in zip(out, repeats, strict=True) if k <= n]
-    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), path, rounds)
+        out.append(SuiteRun(label, spec, argv, repeat))
+    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), path, out)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -11,8 +9,8 @@ import pandas as pd
 from commbench import runinfo
 from commbench.analysis.load import load_runs
 from commbench.analysis.report import charts
-from commbench.analysis.report.page import document, environment_table, esc, points_table
-from commbench.errors import InputError
+from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
+from commbench.analysis.report.page import document, environment_table, esc, points_table, write_page
 
 __all__ = ["build_report"]
 
@@ -27,14 +25,15 @@ def build_report(paths: list[str], out_file: str | Path, title: str = "commbench
     status = (f'<span class="bad">{len(wrong_rows)} of {len(rows)} points have wrong results</span>' if len(wrong_rows)
               else f'<span class="ok">all {len(rows)} points correct</span>')
     sections.append(f"<h2>Correctness</h2><p>{status}</p>")
+    chart_rows = charts.median_job(rows)
     for collective in sorted(rows.collective.unique()):
-        figures = charts.size_charts(rows, collective)
-        for fig in (charts.speedup_chart(rows, collective, "native", "each algorithm vs native"),
-                    charts.speedup_chart(rows, collective, "ring", "topology-aware vs flat ring (rank order)",
-                                        only=["ring_topology", "hierarchical"])):
+        figures = charts.size_charts(chart_rows, collective)
+        for fig in (charts.speedup_chart(chart_rows, collective, "native", "each algorithm vs native"),
+                    charts.speedup_chart(chart_rows, collective, "ring", "topology-aware vs flat ring (rank order)",
+                                        only=list(TOPOLOGY_AWARE))):
             if fig is not None:
                 figures.append(fig)
-        figures += charts.power_charts(rows, collective)
+        figures += charts.power_charts(chart_rows, collective)
         divs = []
         for fig in figures:
             divs.append(fig.to_html(full_html=False, include_plotlyjs=False, default_width="100%",
@@ -44,14 +43,4 @@ def build_report(paths: list[str], out_file: str | Path, title: str = "commbench
                     + points_table(rows))
     sections.append("<h2>Environment</h2>" + "".join(f"<h3>{esc(meta.get('label') or meta.get('run_id') or path)}</h3>"
                                                     + environment_table(meta, path) for path, meta in metas))
-    page = document(title, runinfo.utc_now(), sections, plotly.offline.get_plotlyjs())
-    out = Path(out_file)
-    if out.is_dir():
-        raise InputError(f"output {str(out)!r} is a folder; give a file name such as report.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out)
-    return out
+    return write_page(document(title, runinfo.utc_now(), sections, plotly.offline.get_plotlyjs()), out_file)

@@ -14,6 +14,18 @@ import plotly.graph_objects as go
 SERIES = ["run", "backend", "algorithm", "dtype", "op", "mode", "world_size"]
 
 
+def median_job(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per point of a run: of a point measured by several jobs (--repeat), the job whose
+    time is the median (the lower middle one of an even count), so a chart's time and bandwidth
+    come from one job; it carries the most wrong elements any job of the point had."""
+    if "job" not in rows or rows.job.nunique() <= 1:
+        return rows
+    r = rows.sort_values("time_us", kind="stable").copy()
+    groups = r.groupby(["run_id", "point"], sort=False)
+    r["wrong"] = groups.wrong.transform(lambda w: pd.to_numeric(w, errors="coerce").max())
+    return r[groups.cumcount() == (groups.time_us.transform("size") - 1) // 2].sort_index()
+
+
 def _series_name(key: tuple) -> str:
     run, backend, algo, dtype, op, mode, world = key
     op = "" if op in ("none", None) else f" {op}"

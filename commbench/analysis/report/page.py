@@ -5,8 +5,13 @@ outside (labels, hosts, environment, file names, command lines) goes through htm
 from __future__ import annotations
 
 import html
+import os
+import tempfile
+from pathlib import Path
 
 import pandas as pd
+
+from commbench.errors import InputError
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
@@ -70,6 +75,8 @@ OPTIONAL_COLUMNS = [("library_choice", "library's choice")]  # shown when any ro
 def points_table(rows: pd.DataFrame) -> str:
     columns = TABLE_COLUMNS + [(col, title) for col, title in OPTIONAL_COLUMNS
                                if col in rows and rows[col].replace("", pd.NA).notna().any()]
+    if "job" in rows and rows.job.nunique() > 1:  # --repeat: which job measured the row
+        columns.insert(1, ("job", "job"))
     head = "".join(f"<th>{esc(title)}</th>" for _, title in columns)
     body = []
     for r in rows.to_dict("records"):
@@ -113,3 +120,20 @@ def document(title: str, generated: str, sections: list[str], plotly_js: str) ->
             f"<style>{STYLE}</style><script type=\"text/javascript\">{plotly_js}</script></head><body>"
             f"<h1>{esc(title)}</h1><div class=\"muted\">generated {esc(generated)} by commbench</div>"
             + "".join(sections) + f"<script>{SORT_JS}</script></body></html>")
+
+
+def write_page(page: str, out_file: str | Path) -> Path:
+    """Write the page atomically (temp file + rename); a folder or an unwritable place is one InputError."""
+    out = Path(out_file)
+    if out.is_dir():
+        raise InputError(f"output {str(out)!r} is a folder; give a file name such as report.html")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report.")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise InputError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+    return out

@@ -1,0 +1,184 @@
+"""`--repeat N`: every point measured by N separate jobs, into one run folder.
+
+A job is one launch of the ranks: its own processes, placement, caches and neighbours, which
+shift every iteration it times alike. `commbench compare` therefore takes the job, not the
+iteration, as its unit, and needs several jobs a side (commbench.analysis.verdicts).
+
+The plan is cut into blocks of consecutive points that share backend, collective and algorithm
+(one implementation's sweep over dtypes, ops, modes and sizes). For each block in turn, jobs
+1..N each launch the ranks and measure it, so a slow drift of the machine lands on every job
+of a point alike instead of on the last job. Rows and samples carry the job number (`job`);
+run.json records `repeat` and, per launch, the job, the block's points, the hosts and the
+CPU time other processes took on the launching host meanwhile (`background_cores`, from
+/proc/stat less this process tree's own; `compare` shows a side that ran beside more of it).
+A point the ranks skip (it cannot run here) is not launched again for the other jobs.
+Resume (`run --resume DIR`) measures exactly the (point, job) pairs that have no row.
+
+Costs one launcher start per block and job (about 2-3 s for mpirun on a small machine).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import resource
+import sys
+import time
+from typing import Callable
+
+from commbench import runinfo
+from commbench.errors import InputError
+from commbench.options import MAX_REPEAT
+from commbench.rank.plan import Point, build_plan
+from commbench.run.folder import RunFolder
+from commbench.spec import SweepSpec
+
+
+def check_repeat(n: int, where: str = "--repeat") -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REPEAT:
+        raise InputError(f"{where}: {n!r} must be between 1 and {MAX_REPEAT}")
+    return n
+
+
+def blocks(plan: list[Point]) -> list[list[int]]:
+    """Plan indexes in blocks of consecutive points of one backend, collective and algorithm."""
+    return [[p.index for p in pts]
+            for _, pts in itertools.groupby(plan, key=lambda p: (p.backend, p.collective, p.algorithm))]
+
+
+class JobFolder(RunFolder):
+    """The run folder, written by one launch after another: a launch that completes leaves the
+    run `running` until the last one; each rank-0 skip is recorded once."""
+
+    final = False
+
+    def record(self, event: dict) -> bool:
+        if event["event"] == "skip" and any(s.get("index") == event["point"].get("index") for s in self.skipped):
+            return True
+        if event["event"] == "facts":
+            self.hosts = sorted({r.get("hostname", "?") for r in event["run"].get("ranks", [])})
+        return super().record(event)
+
+    def finish(self, status: str, error: str | None) -> None:
+        if status == "completed" and not self.final:
+            self.update({"points_measured": self.rows, "wrong_total": self.wrong})
+            return
+        super().finish(status, error)
+
+
+def _cpu_seconds() -> tuple[float, float, float] | None:
+    """(busy CPU seconds of the whole host, CPU seconds of this process and its waited-for
+    descendants, monotonic time); None where /proc/stat is unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
+    own = sum(getattr(resource.getrusage(who), a) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for a in ("ru_utime", "ru_stime"))
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own, time.monotonic()
+
+
+def _background(before, after) -> float | None:
+    """Cores' worth of CPU time that other processes (and a VM's neighbours: steal) took."""
+    if before is None or after is None or after[2] <= before[2]:
+        return None
+    busy, own, wall = (a - b for a, b in zip(after, before, strict=True))
+    return round(max(0.0, (busy - own) / wall), 3)
+
+
+def run(spec: SweepSpec, repeat: int, launcher_args: list[str] | None = None,
+        on_event: Callable[[dict], None] | None = None, relay=None, argv: list[str] | None = None):
+    """A new run of `repeat` jobs (commbench.run.api.run_sweep with repeat > 1)."""
+    from commbench.run import launch
+    from commbench.run.api import prepare
+
+    check_repeat(repeat)
+    spec = prepare(spec)
+    launcher = launch.resolve_launcher(spec)
+    if launcher == "none":
+        raise InputError("--repeat starts its jobs itself; with --launcher none you start the job: run it once per "
+                         "repetition, each with its own --out, and compare the folders")
+    folder = JobFolder(spec.out_dir)
+    folder.create({"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(), "repeat": repeat,
+                   **runinfo.parent_info(argv or sys.argv)})
+    return _measure(spec, folder, launcher, launcher_args or [], repeat, set(), {}, on_event, relay)
+
+
+def resume(spec: SweepSpec, meta: dict, launcher_args: list[str], on_event=None, relay=None):
+    """Measure the (point, job) pairs of a repeated run that have no row (run --resume)."""
+    from commbench.run import launch
+    from commbench.run.api import _check_runnable
+
+    folder = JobFolder(spec.out_dir)
+    folder.repair()
+    _check_runnable(spec)
+    launcher = launch.resolve_launcher(spec)
+    if launcher == "none":
+        raise InputError("a repeated run resumes with the launcher it was started with, not --launcher none")
+    folder.skipped = [s for s in meta.get("skipped") or [] if isinstance(s, dict) and "index" in s]
+    return _measure(spec, folder, launcher, launcher_args, check_repeat(meta["repeat"], "run.json repeat"),
+                    folder.measured, meta, on_event, relay)
+
+
+def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: list[str], repeat: int,
+             done: set[tuple[int, str]], meta: dict, on_event, relay):
+    from commbench.run import launch
+    from commbench.run.api import RunResult, _finish, _launch
+
+    on_event = on_event or (lambda e: None)
+    plan = build_plan(spec)
+    parts = blocks(plan)
+    every = {p.index for p in plan}
+    record = dict(spec.__dict__, done_points=[])
+    total = RunResult(folder.dir)
+    log = list(meta.get("jobs") or [])  # one entry per launch
+    cannot = {s["index"] for s in folder.skipped}  # points the ranks skipped: not launched again
+    announced = False
+
+    def events(event: dict) -> None:
+        nonlocal announced
+        kind = event["event"]
+        if kind == "done":
+            return
+        if kind == "ready":
+            if announced:
+                return
+            announced = True
+            note = (f"{repeat} jobs per point, {len(parts)} block(s) of points, each measured by job 1..{repeat} "
+                    "in turn")
+            event = dict(event, total=len(plan) * repeat, already=len(done), repeat=repeat,
+                         note="; ".join(n for n in (event.get("note"), note) if n))
+        on_event(event)
+
+    try:
+        for b, block in enumerate(parts, 1):
+            for k in range(1, repeat + 1):
+                todo = [i for i in block if (i, str(k)) not in done and i not in cannot]
+                if not todo:
+                    continue
+                one = SweepSpec.from_json(spec.to_json())
+                one.done_points = sorted(every - set(todo))
+                commands = launch.build_commands(one, launcher, launcher_args)
+                folder.job, folder.has_facts, folder.hosts = k, False, []
+                start, before = runinfo.utc_now(), _cpu_seconds()
+                result = _launch(one, folder, launcher, commands, launcher_args, events, relay)
+                background = _background(before, _cpu_seconds())
+                cannot |= {s["index"] for s in result.skipped}
+                total.rows += result.rows
+                total.skipped += [s for s in result.skipped if s["index"] not in {t["index"] for t in total.skipped}]
+                log.append({"job": k, "block": b, "points": todo, "hosts": folder.hosts, "start": start,
+                            "end": runinfo.utc_now(), "background_cores": background,
+                            "measured_on": platform.node(), "cpu_count": os.cpu_count()})
+                folder.update({"jobs": log})
+    finally:
+        try:
+            folder.update({"spec": record})  # the run's spec, not its last launch's
+        except OSError:
+            pass
+    folder.final = True
+    _finish(total, folder, "completed", None)
+    on_event({"event": "done", "wrong": total.wrong, "rows": len(total.rows)})
+    return total
