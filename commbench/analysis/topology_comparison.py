@@ -1,6 +1,7 @@
 """The topology comparison: per size, the library's own call, the flat ring in rank order, the
-ring in topology order and the two-level algorithm side by side, with speedups over the flat
-ring and the inter-node bytes each moved (measured, and the analytical count).
+ring in topology order and the two-level algorithm (its steps library calls inside the nodes too,
+or the ring kernel there: hierarchical_kernel) side by side, with speedups over the flat ring and
+the inter-node bytes each moved (measured, and the analytical count).
 
 Reads rows only (results files, or the rows a run returned), like report and compare.
 """
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-VARIANTS = ("native", "ring", "ring_topology", "hierarchical")
-REFERENCE = "ring"
+REFERENCE = "ring"  # the flat ring in rank order, which the speedups are over
+TOPOLOGY_AWARE = ("ring_topology", "hierarchical", "hierarchical_kernel")  # the report's chart of them too
+VARIANTS = ("native", REFERENCE, *TOPOLOGY_AWARE)
 GROUP = ["label", "collective", "backend", "dtype", "op", "in_place", "placement", "nodes", "ranks_per_node"]
 
 

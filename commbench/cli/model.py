@@ -49,7 +49,8 @@ def model_fit(
         print(f"{f.group}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
               f"{100 * f.median_error:.1f} %, p90 {100 * f.p90_error:.1f} %")
         for name, value in f.params.items():
-            print("  " + _fmt_param(name, value, f.rel_std.get(name)))
+            lender = f.borrowed.get(name)
+            print("  " + _fmt_param(name, value, f.rel_std.get(name)) + (f"  (the {lender} fit's)" if lender else ""))
     with open(output, "w", encoding="utf-8") as fh:
         json.dump(to_json(fits, results), fh, indent=2)
     err.print(f"model written to {escape(output)}")

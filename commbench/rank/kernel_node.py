@@ -15,13 +15,16 @@ from commbench.rank.kernels import (SLOT_BYTES, KernelUnavailable, address, auto
 class NodeKernels:
     """One communicator's kernels: its regions, its CbComm, and bound calls (see the module)."""
 
-    def __init__(self, comm, device: str, timeout_s: float, channels: int):
+    def __init__(self, comm, device: str, timeout_s: float, channels: int, host_ranks: int | None = None):
+        """host_ranks: the ranks of the job on this host (they share its cores), comm's by default;
+        more where comm is a node's sub-communicator and several emulated nodes share the host."""
         self.comm, self.device, self.n, self.channels = comm, device, comm.size, channels
+        self.host_ranks = max(host_ranks or 0, self.n)
         slot_bytes = SLOT_BYTES[device]
         self.node = (GpuNode if device == "cuda" else HostNode)(comm, region_bytes(self.n, channels, slot_bytes))
         self.note = getattr(self.node, "note", None)
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,
-                                  slot_bytes, spin_time(device, self.n))
+                                  slot_bytes, spin_time(device, self.host_ranks))
         self.kernel_struct = self.node.upload(self.struct)  # where the kernel reads it
         comm.barrier()
 
@@ -30,7 +33,7 @@ class NodeKernels:
         self.struct.timeout_ns = int(seconds * 1e9)
 
     def call_channels(self, nbytes: int, wanted: int | None) -> int:
-        return min(self.channels, wanted or auto_channels(self.device, nbytes, self.n))
+        return min(self.channels, wanted or auto_channels(self.device, nbytes, self.host_ranks))
 
     def bind(self, name: str, dtype: str | None, send, recv, count: int, channels: int):
         """A zero-argument callable running kernel `name` once on these buffers."""

@@ -9,6 +9,14 @@ A group is a backend's algorithms of one engine (Algorithm.engine): "mpi" holds 
 whose steps are library calls, "mpi/kernel" the kernels, whose steps are flag hand-offs (an α
 about 100x smaller, that one fit of both would average away).
 
+Mixed engines. No kernel crosses a node: between nodes every algorithm's messages are the
+backend's point-to-point calls (hierarchical_kernel runs the ring kernel inside each node and the
+backend's ring between them). So the inter-node α', β' have one owner, the backend's step group:
+the other groups of that backend take them from its fit (Fit.borrowed names the group) and hold
+them fixed while fitting their own α, β, γ, which is what the mixed algorithm's intra-node stages
+cost. Where the step group has no multi-node points, a kernel group fits α', β' from its own
+(hierarchical_kernel's) multi-node points, or leaves them uninformed.
+
 `validate` refits without one size (then without one algorithm) at a time and predicts what
 was left out: held-out error, the honest measure of a model.
 """
@@ -30,6 +38,7 @@ NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
          "mem_factor": 1.0, "cache_bytes": 64e6}
 MEMORY = ("mem_factor", "cache_bytes")
+INTER = ("alpha_inter", "beta_inter")  # the backend's point-to-point between nodes, whatever the engine
 HELD_OUT_MIN_BYTES = 64 * 1024
 STEPS = "steps"  # Algorithm.engine of the algorithms whose group is the backend's own name
 
@@ -59,6 +68,7 @@ class Fit:
     lanes: int  # intra-node copies/reductions at full speed at once, chosen by the fit
     algorithms: list = field(default_factory=list)
     engine: str = STEPS  # the algorithms' Algorithm.engine
+    borrowed: dict = field(default_factory=dict)  # name -> the group whose fit gave it (held fixed here)
 
     @property
     def group(self) -> str:
@@ -91,10 +101,12 @@ def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None =
                             r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
 
 
-def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: int | None = None) -> Fit:
+def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: int | None = None,
+                borrowed: tuple[str, dict] | None = None) -> Fit:
     """Least squares for one group of usable_rows ("mpi": the backend's step algorithms, or
     "mpi/kernel"); lanes (intra-node contention) is tried at every power of two up to the ranks
-    per node, and the best kept, unless given."""
+    per node, and the best kept, unless given. borrowed: (group, parameters) held fixed at
+    another group's values (the inter-node ones: see the module)."""
     rows = rows[rows.group == group]
     if len(rows) < 3:
         raise InputError(f"{group!r}: {len(rows)} usable points; the fit needs at least 3 "
@@ -102,22 +114,24 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     if lanes is None:
         most = int(rows.ranks_per_node.max())
         candidates = sorted({min(2**k, most) for k in range(most.bit_length() + 1)})
-        return min((fit_backend(rows, group, links_per_node, c) for c in candidates),
+        return min((fit_backend(rows, group, links_per_node, c, borrowed) for c in candidates),
                    key=lambda f: (f.p90_error + f.median_error))
+    source, fixed = borrowed or ("", {})
+    start = START | fixed
     measured = rows.time_us.to_numpy() / 1e6
-    base = _predict(Params.from_values(START), rows, links_per_node, lanes)
-    active = [k for k in NAMES  # a parameter no point depends on cannot be fitted
-              if np.any(np.abs(_predict(Params.from_values(START | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
+    base = _predict(Params.from_values(start), rows, links_per_node, lanes)
+    active = [k for k in NAMES if k not in fixed  # a parameter no point depends on cannot be fitted
+              if np.any(np.abs(_predict(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
 
     def residual(x):
-        pred = _predict(Params.from_values(dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
+        pred = _predict(Params.from_values(fixed | dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
         return np.log(np.maximum(pred, 1e-15) / measured)
 
     x0 = np.log([START[k] for k in active])
     best = min((least_squares(residual, x0 + shift, method="trf") for shift in (0.0, 3.0)), key=lambda r: r.cost)
     # a cache larger than every working set leaves the memory term without any effect
     informed = (np.linalg.norm(best.jac, axis=0) > 1e-9) | ~np.isin(active, MEMORY)
-    values = {k: v for k, v, used in zip(active, np.exp(best.x), informed) if used}
+    values = fixed | {k: v for k, v, used in zip(active, np.exp(best.x), informed) if used}
     dof = max(1, len(rows) - len(active))
     s2 = 2 * best.cost / dof
     cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
@@ -126,15 +140,37 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     backend, engine = split_group(group)
     return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
                {k: rel.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
-               links_per_node, lanes, sorted(rows.algorithm.unique()), engine)
+               links_per_node, lanes, sorted(rows.algorithm.unique()), engine, {k: source for k in fixed})
+
+
+def lent(steps: Fit | None) -> tuple[str, dict] | None:
+    """What a backend's step fit lends its other groups: (its group, its α', β'), if it has them."""
+    if steps is None or any(steps.params[k] is None for k in INTER):
+        return None
+    return steps.group, {k: steps.params[k] for k in INTER}
+
+
+def inter_node(rows: pd.DataFrame, group: str, links_per_node: int = 1) -> tuple[str, dict] | None:
+    """What `group` borrows, from its backend's step group fitted on these rows (None for a step
+    group, or where the step group's rows cannot inform α', β')."""
+    backend, engine = split_group(group)
+    steps = rows[rows.group == backend]
+    if engine == STEPS or len(steps) < 3 or not (steps.nodes > 1).any():
+        return None
+    return lent(fit_backend(steps, backend, links_per_node))
 
 
 def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
-    """One fit per group (backend and engine) of the rows."""
+    """One fit per group (backend and engine) of the rows: the step groups first, whose inter-node
+    parameters the backend's other groups borrow (see the module)."""
     rows = usable_rows(rows)
     if rows.empty:
         raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(modelled())}")
-    return [fit_backend(rows, g, links_per_node) for g in sorted(rows.group.unique())]
+    fits: dict[str, Fit] = {}
+    for g in sorted(rows.group.unique(), key=lambda g: (split_group(g)[1] != STEPS, g)):
+        backend, engine = split_group(g)
+        fits[g] = fit_backend(rows, g, links_per_node, borrowed=None if engine == STEPS else lent(fits.get(backend)))
+    return [fits[g] for g in sorted(fits)]
 
 
 def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFrame:
@@ -147,7 +183,8 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
         for value in sorted(sub[by].unique()):
             train, test = sub[sub[by] != value], sub[sub[by] == value]
             try:
-                model = fit_backend(train, group, links_per_node)
+                lend = inter_node(rows[rows[by] != value], group, links_per_node) if (sub.nodes > 1).any() else None
+                model = fit_backend(train, group, links_per_node, borrowed=lend)
             except InputError:
                 continue
             if any(model.params[k] is None for k in NAMES if _needs(k, test)):

@@ -2,7 +2,10 @@
 bytes that cross node links; the best algorithm per size and where the best one changes.
 Written in the results layout (rows marked predicted) so `commbench report` draws them next to
 measured runs. Each algorithm is predicted with its engine's parameters (Algorithm.engine, as the
-model fits them apart: fit.py); an engine without parameters leaves its algorithms out."""
+model fits them apart: fit.py); an engine without parameters leaves its algorithms out. An
+algorithm mixing engines (hierarchical_kernel: kernels inside nodes, the backend's point-to-point
+between them) is predicted with its intra-node engine's group, whose inter-node α', β' the fit
+took from the backend's step algorithms (fit.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ def predicted(engine: str | None = None) -> list[str]:
 
 
 def runs_at(algorithm: str, shape: Shape) -> bool:
-    """Whether the algorithm runs at this shape: the kernels run the ranks of one node (kernel.py)."""
-    return shape.nodes == 1 or ALGORITHMS[algorithm].engine != "kernel"
+    """Whether the algorithm runs at this shape: ring_kernel and tree_kernel run the ranks of one
+    node (Algorithm.one_node)."""
+    return shape.nodes == 1 or not ALGORITHMS[algorithm].one_node
 
 
 def links(text: str, what: str) -> tuple[float, float]:

@@ -6,7 +6,7 @@ plugin module that calls `register`: commbench.plugins)."""
 from commbench import plugins
 from commbench.rank.algorithms.base import Algorithm, Context
 from commbench.rank.algorithms.dbtree import DoubleBinaryTree
-from commbench.rank.algorithms.hierarchical import Hierarchical
+from commbench.rank.algorithms.hierarchical import Hierarchical, HierarchicalKernel
 from commbench.rank.algorithms.kernel import RingKernel, TreeKernel
 from commbench.rank.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags
 from commbench.rank.algorithms.rhd import RecursiveHalvingDoubling
@@ -23,7 +23,8 @@ def register(algorithm: Algorithm) -> Algorithm:
 
 
 for _a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(), RecursiveHalvingDoubling(), Hierarchical(),
-           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags(), RingKernel(), TreeKernel()):
+           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags(), RingKernel(), TreeKernel(),
+           HierarchicalKernel()):
     register(_a)
 plugins.load()
 

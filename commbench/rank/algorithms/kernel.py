@@ -8,9 +8,14 @@ hand-offs, not a library call per step.
 
 Their costs are the ring's and the double binary tree's formulas (inherited), fitted apart from
 the Python algorithms by the cost model (an α of flags, not of library calls).
+
+Across nodes, hierarchical_kernel (hierarchical.py) runs the ring kernel on each node's
+sub-communicator (RingOn, below) and the backend's point-to-point ring between the nodes.
 """
 
 from __future__ import annotations
+
+import socket
 
 from commbench.rank import kernel_node, kernels
 from commbench.rank.peermem import itemsize
@@ -19,6 +24,77 @@ from commbench.rank.algorithms.dbtree import DoubleBinaryTree
 from commbench.rank.algorithms.ring import Ring
 
 NODE_KEY = "node-kernels"
+MAX_BOUND = 256  # RingOn keeps at most this many bound calls (a point's buffers need a few dozen)
+
+
+def host_ranks(ctx) -> int:
+    """How many ranks of the job run on this rank's host (collectively, once per job): they share
+    its cores, however many nodes --ranks-per-node or --emulate make of them."""
+    if "host-ranks" not in ctx.cache:
+        names = ctx.comm.allgather_object(socket.gethostname())
+        ctx.cache["host-ranks"] = names.count(names[ctx.comm.rank])
+    return ctx.cache["host-ranks"]
+
+
+def node_kernels(ctx, comm=None, key: str = NODE_KEY) -> kernel_node.NodeKernels:
+    """The kernels of one communicator of the job (ctx.comm, or a sub-communicator under a key of
+    its own: each has its own regions and CbComm), built once per job, collectively."""
+    node = ctx.cache.get(key)
+    if node is None:
+        comm = comm or ctx.comm
+        node = ctx.cache[key] = kernel_node.NodeKernels(comm, comm.device, ctx.timeout_s,
+                                                        ctx.channels or kernels.MAX_AUTO_CHANNELS[comm.device],
+                                                        host_ranks(ctx))
+        if node.note:
+            ctx.notes.append(node.note)
+    return node
+
+
+class RingOn:
+    """The ring kernel on one communicator whose ranks share a node (a node's sub-communicator),
+    called by an algorithm's steps on contiguous buffers with equal blocks per rank. A call is
+    bound once per buffers and kept: the harness reuses its buffers, so a timed loop binds nothing."""
+
+    def __init__(self, ctx, comm, key: str):
+        self.ctx, self.node, self.bound = ctx, node_kernels(ctx, comm, key), {}
+
+    def reduce_scatter(self, send, recv, op: str, count: int) -> None:
+        """send: n blocks of `count` elements; recv: rank r's block r reduced (in place: send's block r)."""
+        self._call("reduce_scatter", send, recv, op, count, self.node.n * count)
+
+    def all_gather(self, send, recv, count: int) -> None:
+        """send: this rank's block of `count` elements; recv: the n blocks (in place: send is recv's block r)."""
+        size = itemsize(recv)
+        self._call("all_gather", send, recv, None, count * size, self.node.n * count)
+
+    def all_reduce(self, send, recv, op: str, count: int) -> None:
+        self._call("all_reduce", send, recv, op, count, count)
+
+    def _call(self, collective, send, recv, op, count, elems):
+        key = (collective, recv.dtype, op, kernels.address(send), kernels.address(recv), count, self.ctx.channels)
+        run = self.bound.get(key)
+        if run is None:  # (the channels are chosen here: os.cpu_count() alone takes microseconds)
+            if len(self.bound) >= MAX_BOUND:
+                self.bound.clear()
+            dtype = str(recv.dtype).replace("torch.", "")
+            channels = self.node.call_channels(elems * itemsize(recv), self.ctx.channels)
+            run = self.bound[key] = self.node.bind(kernels.entry("ring", collective, dtype, op), dtype, send, recv,
+                                                   count, channels)
+        run()
+
+
+def ring_on(ctx, comm, key: str) -> RingOn:
+    """The RingOn of a sub-communicator, built once per job (collectively) under `key`."""
+    if ("ring-on", key) not in ctx.cache:
+        ctx.cache[("ring-on", key)] = RingOn(ctx, comm, key)
+    return ctx.cache[("ring-on", key)]
+
+
+def unavailable(name: str, ctx, ranks: int) -> str | None:
+    """Why an algorithm running kernels on `ranks` ranks of a node cannot run here, or None."""
+    if ranks > kernels.MAX_RANKS:
+        return f"{name} runs at most {kernels.MAX_RANKS} ranks on a node"
+    return kernel_node.unavailable(ctx.comm.device)
 
 
 class _Kernel(Algorithm):
@@ -26,6 +102,7 @@ class _Kernel(Algorithm):
     reads_source = True
     sends_messages = False
     engine = "kernel"  # fitted apart from the algorithms whose steps are library calls
+    one_node = True
 
     def unsupported(self, ctx, collective):
         reason = super().unsupported(ctx, collective)
@@ -34,19 +111,11 @@ class _Kernel(Algorithm):
         nodes = len(set(ctx.node_of_rank))
         if nodes > 1:
             return f"{self.name} runs the ranks of one node (these ranks are on {nodes} nodes)"
-        if ctx.comm.size > kernels.MAX_RANKS:
-            return f"{self.name} runs at most {kernels.MAX_RANKS} ranks"
-        return kernel_node.unavailable(ctx.comm.device)
+        return unavailable(self.name, ctx, ctx.comm.size)
 
     def node(self, ctx) -> kernel_node.NodeKernels:
         """The communicator's regions and CbComm, built once per job (collectively)."""
-        node = ctx.cache.get(NODE_KEY)
-        if node is None:
-            node = ctx.cache[NODE_KEY] = kernel_node.NodeKernels(ctx.comm, ctx.comm.device, ctx.timeout_s,
-                                                             ctx.channels or kernels.MAX_AUTO_CHANNELS[ctx.comm.device])
-            if node.note:
-                ctx.notes.append(node.note)
-        return node
+        return node_kernels(ctx)
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         """The kernel on the harness' buffers as they are (in place, send and recv overlap as the

@@ -1,0 +1,108 @@
+"""Run under mpirun: hierarchical_kernel, bound as the harness binds it, against MPI's own Allreduce,
+Reduce_scatter_block and Allgather on the same random integers, byte for byte. Every node layout
+of the job's ranks (M nodes of G ranks for every M dividing the world, node by node, and
+round-robin where 1 < M < n), in place and out of place, two calls back to back per binding,
+several dtypes, ops and counts: one element, counts whose G parts leave a tail, counts cut into
+several pipelined chunks (a small segment). Rank 0 prints the reason the algorithm gives for
+nodes of unequal sizes ("uneven: ..."), then "compared N results in L layouts, D differ" (then
+the first differing cases); the exit code is 1 if any differ."""
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.rank.backends import open_backend
+
+OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
+CASES = [(d, "sum") for d in ("float32", "float64", "int32", "int64", "int8", "uint8")] + [
+    (d, op) for d in ("float32", "int64", "int8") for op in ("prod", "min", "max")]
+GATHERED = ("float64", "int32", "uint8")
+COUNTS = {"all_reduce": (1, 7, 5003), "reduce_scatter": (1, 37), "all_gather": (1, 37)}  # blocks of one rank
+SEGMENT = 64  # elements: 5003 elements on G <= 3 ranks make the all-reduce's 8 pipelined chunks
+
+
+def values(rng, dtype: str, op: str, count: int, world: int) -> np.ndarray:
+    """Random integers whose reduction over `world` ranks is exact in any order and in range (Open
+    MPI's op/avx saturates 8-bit sums where C wraps)."""
+    small = dtype in ("int8", "uint8")
+    if op == "sum":
+        top = (127 if dtype == "int8" else 255) // world if small else 1000
+        return rng.integers(0 if dtype == "uint8" else -top, top + 1, count).astype(dtype)
+    if op == "prod":
+        return rng.choice([-2, -1, 1, 2] if dtype != "uint8" else [1, 2], count).astype(dtype)  # |2^6| fits int8
+    low, high = (np.iinfo(dtype).min, np.iinfo(dtype).max + 1) if small else (-(1 << 20), 1 << 20)
+    return rng.integers(low, high, count).astype(dtype)
+
+
+def layouts(n: int) -> dict[str, list[int]]:
+    out = {}
+    for m in (m for m in range(1, n + 1) if n % m == 0):
+        out[f"{m}x{n // m}"] = [r // (n // m) for r in range(n)]
+        if 1 < m < n:
+            out[f"{m}x{n // m} round-robin"] = [r % m for r in range(n)]
+    return out
+
+
+def one_case(comm, ctx, algorithm, collective, dtype, op, count, in_place, rng):
+    """Bind once, call twice on fresh inputs; the descriptions of the results that differ from MPI's."""
+    n, r, world = comm.size, comm.rank, MPI.COMM_WORLD
+    in_count = n * count if collective == "reduce_scatter" else count
+    out_count = n * count if collective == "all_gather" else count
+    send, recv = np.zeros(in_count, dtype), np.zeros(out_count, dtype)
+    if in_place:
+        if collective == "all_reduce":
+            recv = send
+        elif collective == "all_gather":
+            send = recv[r * count:(r + 1) * count]
+        else:
+            recv = send[r * count:(r + 1) * count]
+    fn, out = algorithm.bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
+    differ = []
+    for call in range(2):
+        data = values(rng, dtype, op or "max", in_count, n)
+        send[...] = data
+        expected = np.zeros(out_count, dtype)
+        if collective == "all_reduce":
+            world.Allreduce(data, expected, OPS[op])
+        elif collective == "reduce_scatter":
+            world.Reduce_scatter_block(data, expected, OPS[op])
+        else:
+            world.Allgather(data, expected)
+        fn()
+        if out.view(np.uint8).tobytes() != expected.view(np.uint8).tobytes():
+            differ.append(f"{collective} {dtype} {op} count={count} in_place={in_place} call {call} rank {r}")
+    return differ
+
+
+def main():
+    algorithm = ALGORITHMS["hierarchical_kernel"]
+    comm = open_backend("mpi", 0, 0, 0, 60, threads=algorithm.threads)  # its pipeline's stages are threads
+    rng = np.random.default_rng(2000 + comm.rank)
+    compared, differ, shapes = 0, [], layouts(comm.size)
+    uneven = algorithm.unsupported(Context(comm, [0] * (comm.size - 1) + [1]), "all_reduce")
+    if comm.rank == 0:
+        print(f"uneven: {uneven}", flush=True)
+    for i, (name, nodes) in enumerate(shapes.items()):
+        ctx = Context(comm, nodes, segment_elems=SEGMENT, timeout_s=60.0, channels=2 if i % 2 else None)
+        assert algorithm.unsupported(ctx, "all_reduce") is None, algorithm.unsupported(ctx, "all_reduce")
+        for collective, counts in COUNTS.items():
+            cases = [(d, None) for d in GATHERED] if collective == "all_gather" else CASES
+            for dtype, op in cases:
+                for count in counts:
+                    for in_place in (True, False):
+                        differ += [f"{name}: {d}" for d in one_case(comm, ctx, algorithm, collective, dtype, op,
+                                                                    count, in_place, rng)]
+                        compared += 2
+    everyone = MPI.COMM_WORLD.gather((compared, differ), root=0)
+    if comm.rank == 0:
+        bad = [d for _, ds in everyone for d in ds]
+        print(f"compared {sum(c for c, _ in everyone)} results in {len(shapes)} layouts, {len(bad)} differ",
+              *bad[:10], sep="\n", flush=True)
+        sys.exit(1 if MPI.COMM_WORLD.bcast(bool(bad), root=0) else 0)
+    sys.exit(1 if MPI.COMM_WORLD.bcast(None, root=0) else 0)
+
+
+if __name__ == "__main__":
+    main()
