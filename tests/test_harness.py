@@ -13,6 +13,7 @@ from commbench.rank import harness
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers, count_wrong, link_bytes, measure, power_window
 from commbench.rank.patterns import Pattern, tile
+from commbench.rank.timers import Loop
 from nccl_semantics import NcclSemanticsComm, World
 
 _REDUCE = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max}
@@ -91,7 +92,7 @@ def _measure(world, collective="all_reduce", dtype="float32", op="sum", in_place
 def fake_timer(monkeypatch):
     def install(probe, loop):
         timer = FakeTimer(probe, loop)
-        monkeypatch.setattr(harness, "timer_for", lambda device: timer)
+        monkeypatch.setattr(harness, "loop_for", lambda fn, device, choice="auto", graph=False: Loop("python", timer))
         return timer
     return install
 
@@ -127,6 +128,14 @@ def test_adaptive_iterations_keep_min_iters_samples(fake_timer):
     assert m.batch == 10 and len(m.samples_s) == 20
 
 
+def test_an_automatic_batch_fits_min_iters_samples_in_max_iters(fake_timer):
+    """0.1 us a call (the C loop's MPI at 8 B) would be batches of 100; with --max-iters 200 and 5
+    samples at least, a batch is 40 calls: 200 iterations, not 500."""
+    fake_timer([[0.1e-6]], [[0.1e-6]])
+    m = _measure(1, iters=None, min_time=0.05, min_iters=5, max_iters=200)[0]
+    assert (m.batch, len(m.samples_s), m.iterations) == (40, 5, 200)
+
+
 def test_adaptive_iterations_capped_by_max_iters(fake_timer):
     fake_timer([[1e-3]], [[1e-6]])
     m = _measure(1, iters=None, min_time=10.0, min_iters=1, max_iters=7)[0]
@@ -150,6 +159,63 @@ def test_each_sample_is_the_slowest_rank(fake_timer):
 def test_real_cpu_timer():
     m = _measure(1, iters=3, batch=1)[0]
     assert len(m.samples_s) == 3 and (m.samples_s > 0).all() and m.wrong == 0
+    assert m.timer == "python" and m.notes == ()
+
+
+def test_the_call_s_own_loop_times_it_unless_timer_python():
+    own = Loop("native", lambda fn, samples, batch: np.full(samples, 7e-6))
+    coll, dt = COLLECTIVES["all_reduce"], DTYPES["float32"]
+
+    def rank(comm, timer):
+        def bind(send, recv):
+            fn, out = comm.bind("all_reduce", send, recv, "sum", False)
+            fn.timer = own
+            return fn, out
+        return measure(comm, coll, coll.counts(64, 4, 2), dt, "sum", False, 1, 4, 0.01, 1, 100, bind=bind, timer=timer)
+
+    native = FakeWorld(2).run(lambda comm: rank(comm, "auto"))[0]
+    assert native.timer == "native" and set(native.samples_s) == {7e-6}
+    python = FakeWorld(2).run(lambda comm: rank(comm, "python"))[0]
+    assert python.timer == "python" and 7e-6 not in set(python.samples_s)
+
+
+class _GraphLoops:
+    """Stand-ins for the CUDA loops (no GPU here): the graph loop refuses to capture on the ranks
+    in `refuse`, as torch does when a call cannot be captured; both record what ran, in order."""
+
+    def __init__(self, refuse=()):
+        self.refuse, self.log = set(refuse), []
+
+    def events(self, fn, samples, batch=1):
+        for _ in range(samples * batch):
+            fn()
+        self.log.append((RANK.value, "events"))
+        return np.full(samples, 2e-6)
+
+    def graph(self, fn, samples, batch=1):
+        self.log.append((RANK.value, "graph"))
+        if RANK.value in self.refuse:
+            raise harness.GraphUnavailable("RuntimeError: operation not permitted when stream is capturing")
+        return np.full(samples, 1e-6)
+
+
+@pytest.mark.parametrize("refuse", [(), (1,)])
+def test_a_graph_is_captured_after_eager_calls_or_every_rank_falls_back(monkeypatch, refuse):
+    loops = _GraphLoops(refuse)
+    graph, events = Loop("cuda-graph", loops.graph), Loop("cuda-events", loops.events)
+    monkeypatch.setattr(harness, "CUDA_GRAPH", graph)
+    monkeypatch.setattr(harness, "CUDA_EVENTS", events)
+    monkeypatch.setattr(harness, "loop_for", lambda fn, device, choice="auto", graph_on=False: graph)
+    ms = _measure(2, iters=4, batch=1, graph=True)
+    for rank, m in enumerate(ms):
+        mine = [what for r, what in loops.log if r == rank]
+        assert mine[:2] == ["events", "graph"]  # eager warm-up first: NCCL sets up outside a capture
+        if refuse:
+            assert m.timer == "cuda-events" and set(m.samples_s) == {2e-6}
+            why = "RuntimeError: operation not permitted when stream is capturing" if rank in refuse else "on another rank"
+            assert m.notes == (f"torch could not capture the call in a CUDA graph ({why}): timed with CUDA events",)
+        else:
+            assert m.timer == "cuda-graph" and set(m.samples_s) == {1e-6} and m.notes == ()
 
 
 # --- correctness ----------------------------------------------------------------------------

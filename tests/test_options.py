@@ -39,16 +39,17 @@ def test_every_cli_option_is_a_flag_of_run_with_the_table_default_and_help():
     assert list(params) == [o.name for o in CLI_OPTIONS]
     for o in CLI_OPTIONS:
         p = params[o.name]
-        assert tuple(p.opts) == o.flags and not p.secondary_opts, o.name
+        assert tuple(p.opts) == o.flags and tuple(p.secondary_opts) == ((o.off_flag,) if o.off_flag else ()), o.name
         assert p.default == o.default and p.help == o.help, o.name
         assert p.is_flag == (o.type is bool), o.name
 
 
 def test_flags_are_unique_and_derived_from_the_name():
-    flags = [f for o in CLI_OPTIONS for f in o.flags]
+    flags = [f for o in CLI_OPTIONS for f in (*o.flags, o.off_flag) if f]
     assert len(flags) == len(set(flags))
     assert BY_NAME["step_factor"].flags == ("-f", "--step-factor")
     assert BY_NAME["json_rows"].flags == ("--json",)
+    assert BY_NAME["graph"].declarations == ("--graph/--no-graph",)
 
 
 def test_cli_parses_each_type():
@@ -80,6 +81,8 @@ SPEC_SAMPLES = {
     "max_iters": (3, {}, lambda s: s.max_iters == 3 and s.min_iters == 3),
     "batch": (1, {}, lambda s: s.batch == 1),
     "timeout": (9.0, {}, lambda s: s.timeout == 9.0),
+    "timer": ("python", {}, lambda s: s.timer == "python"),
+    "graph": (False, {}, lambda s: s.graph is False),
     "ranks_per_node": (2, {}, lambda s: s.ranks_per_node == 2),
     "emulate": ("2x2", {"backend": "gloo"}, lambda s: s.emulate == "2x2" and s.nprocs == 4),
     "link_rate": ("100mbit", {"backend": "gloo", "emulate": "1x2"}, lambda s: s.link_rate == "100mbit"),
@@ -120,8 +123,7 @@ def test_run_level_suite_fields(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("runs: [{label: a, repeat: 2, launcher_args: '--x 1'}, {label: b}]\n")
     runs = load_suite(str(f)).runs
-    assert [r.label for r in runs] == ["a.1", "b", "a.2"]
-    assert [r.launcher_args for r in runs] == [["--x", "1"], [], ["--x", "1"]]
+    assert [(r.label, r.repeat, r.launcher_args) for r in runs] == [("a", 2, ["--x", "1"]), ("b", 1, [])]
 
 
 def test_suite_fields_are_the_table():

@@ -224,4 +224,4 @@ def test_without_a_compiler_the_points_are_skipped(tmp_path, cxx, says):
     for s in skipped:
         assert s["reason"].startswith(says) and "\n" not in s["reason"], s["reason"]
         assert f"skipped all_reduce · mpi · {s['algorithm']} · float32 · sum · in-place: {s['reason']}\n" in proc.stdout
-    assert not list(cache.rglob("*.so"))
+    assert not list(cache.rglob("collectives-*.so"))  # (the MPI timing loop's mpi_loop-*.so has its own compiler)

@@ -191,7 +191,7 @@ def test_facts_lost_on_the_way_fail_the_run(tmp_path):
 
 class FakeComm:
     """One rank alone; refuses max reductions, like a backend without that op."""
-    rank, size, device, reducer = 0, 1, "cpu", object()
+    rank, size, device, reducer, notes = 0, 1, "cpu", object(), ()
 
     def allgather_object(self, obj):
         return [obj]

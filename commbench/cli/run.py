@@ -19,7 +19,7 @@ from commbench.spec import SweepSpec
 def _with_options(func):
     """Give `func(**values)` a signature typer reads: one typer option per CLI option of the table."""
     params = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
-                                default=typer.Option(o.default, *o.flags, help=o.help),
+                                default=typer.Option(o.default, *o.declarations, help=o.help),
                                 annotation=Optional[o.type] if o.default is None else o.type)
               for o in options.CLI_OPTIONS]
     func.__signature__ = inspect.Signature(params)
@@ -38,11 +38,14 @@ def run(**values):
     launcher_args = options.launcher_argv(values["launcher_args"])
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"])
     try:
+        if values["resume"] is not None and values["repeat"] != 1:
+            raise InputError("--resume takes the jobs per point recorded with the run: leave out --repeat")
         if values["resume"] is not None:  # its recorded launcher arguments unless new ones are given
             result = resume_sweep(values["resume"], launcher_args=launcher_args if values["launcher_args"] else None,
                                   on_event=renderer, argv=sys.argv)
         else:
-            result = run_sweep(spec, launcher_args=launcher_args, on_event=renderer, argv=sys.argv)
+            result = run_sweep(spec, launcher_args=launcher_args, on_event=renderer, argv=sys.argv,
+                               repeat=values["repeat"])
     finally:
         renderer.close()
     _summarize(result, values["json_rows"])

@@ -20,7 +20,7 @@ from commbench.rank.backends import Communicator
 from commbench.rank.collectives import Collective, Counts
 from commbench.rank.patterns import Pattern, tile
 from commbench.rank.power import calls_for_window
-from commbench.rank.timers import choose_batch, choose_iterations, timer_for
+from commbench.rank.timers import CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, choose_batch, choose_iterations, loop_for
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
@@ -39,6 +39,8 @@ class Measurement:
     warmup: int
     link_bytes: float | None = None  # bytes per call on the counted links, summed over nodes
     power: dict | None = None  # power_w_avg, power_w_max, energy_j (per call), over the job's GPUs
+    timer: str = "python"  # the loop that timed it (commbench.rank.timers)
+    notes: tuple[str, ...] = ()  # one-line notes for the user (a loop that could not be used)
 
     @property
     def iterations(self) -> int:
@@ -93,27 +95,32 @@ def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: 
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
             max_iters: int, batch: int | None = None, bind: Bind | None = None,
-            link_counter: Callable[[], int] | None = None, meter=None) -> Measurement:
+            link_counter: Callable[[], int] | None = None, meter=None, timer: str = "auto",
+            graph: bool = False) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
     batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
     bind: makes the callable to time from (send, recv), default the library's own collective;
     link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
-    meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window."""
+    meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window;
+    timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
+    device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph."""
     bufs = Buffers(comm, coll, counts, dtype, in_place)
     pattern = Pattern(op, dtype, comm.size)
     if bind is None:
         bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
     fn, out = bind(bufs.send, bufs.recv)
-    timer = getattr(fn, "timer", None) or timer_for(comm.device)  # a bound call may bring its own loop (kernels)
+    loop = loop_for(fn, comm.device, timer, graph)
 
     bufs.fill(pattern)
     comm.barrier()
-    probe = timer(fn, max(warmup, 1))  # warm-up, and the per-call estimate every rank agrees on
+    probe, loop, notes = warm_up(comm, fn, loop, max(warmup, 1))  # and the per-call estimate all ranks agree on
     per_call = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
     adaptive = iters is None
     if adaptive:
         iters = choose_iterations(per_call, min_time, min_iters, max_iters)
-    batch = max(1, min(batch or choose_batch(per_call), iters))
+    if batch is None:  # automatic; adapting, also small enough that min_iters samples fit in max_iters
+        batch = choose_batch(per_call) if not adaptive else min(choose_batch(per_call), max(1, max_iters // min_iters))
+    batch = max(1, min(batch, iters))
     n_samples = math.ceil(iters / batch)  # at least the iterations asked for
     if adaptive:
         n_samples = max(n_samples, min_iters)
@@ -121,7 +128,7 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
         time.sleep(1e6)
     comm.barrier()
-    samples = comm.reduce_host(timer(fn, n_samples, batch), "max")
+    samples = comm.reduce_host(loop(fn, n_samples, batch), "max")
     traffic = None if link_counter is None else link_bytes(comm, fn, link_counter, batch)
     energy = None if meter is None else power_window(comm, fn, meter, calls_for_window(per_call))
 
@@ -133,7 +140,24 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         comm.write(out, 0, np.array([float(dtype.sentinel)]))
     wrong = count_wrong(comm, coll, pattern, counts, out)
     total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
-    return Measurement(samples, batch, total_wrong, len(probe), traffic, energy)
+    return Measurement(samples, batch, total_wrong, len(probe), traffic, energy, loop.name, notes)
+
+
+def warm_up(comm: Communicator, fn: Callable[[], Any], loop: Loop, calls: int) -> tuple[np.ndarray, Loop, tuple]:
+    """The warm-up calls, timed by the loop that will time the point. A CUDA graph is captured
+    after eager calls (NCCL sets a communicator up on its first call, which a capture cannot
+    hold); where any rank cannot capture, every rank falls back to CUDA events, and says why."""
+    if loop is not CUDA_GRAPH:
+        return loop(fn, calls), loop, ()
+    CUDA_EVENTS(fn, calls)
+    try:
+        probe, why = loop(fn, calls), ""
+    except GraphUnavailable as exc:
+        probe, why = None, str(exc)
+    if comm.reduce_host(np.array([1.0 if why else 0.0]), "max")[0] == 0:
+        return probe, loop, ()
+    note = f"torch could not capture the call in a CUDA graph ({why or 'on another rank'}): timed with CUDA events"
+    return CUDA_EVENTS(fn, calls), CUDA_EVENTS, (note,)
 
 
 def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], int], calls: int,

@@ -1,7 +1,7 @@
 """The host build of cuda/collectives.cu and the node's shared memory on the CPU.
 
 The system C++ compiler builds the source once per machine and source text, at first use, into a
-cached shared library (one rank compiles, the others wait on a lock). The regions are one
+cached shared library (commbench.rank.native_build). The regions are one
 /dev/shm segment that rank 0 creates, every rank maps, and rank 0 unlinks as soon as all have
 mapped it: a killed job leaves no name behind; a segment left by a job killed in that instant
 carries a dead pid in its name and is removed by the next job. A call is cb_host_call on a
@@ -11,24 +11,21 @@ prepared CbCall: channels are threads, the first the caller's.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import functools
-import hashlib
 import mmap
 import os
 import platform
 import re
 import shutil
-import subprocess
-import tempfile
 import uuid
-from pathlib import Path
 
 import numpy as np
 
 from commbench.rank.kernels import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
                                     describe, what)
+from commbench.rank.native_build import BuildFailed, build, first_line
 from commbench.rank.reducers import cuda_source
+from commbench.rank.timers import Loop
 
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
@@ -43,12 +40,6 @@ def compiler() -> str | None:
     return next((p for p in map(shutil.which, ("g++", "c++", "clang++")) if p), None)
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("COMMBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commbench")
-    return Path(root) / "kernels"
-
-
 @functools.lru_cache(maxsize=None)
 def host_library() -> ctypes.CDLL:
     """cuda/collectives.cu built for this machine (cached by source text, compiler and flags)."""
@@ -57,32 +48,14 @@ def host_library() -> ctypes.CDLL:
         where = (f"CXX={os.environ['CXX']} is not a program" if os.environ.get("CXX")
                  else "none of g++, c++, clang++ on the PATH; or set CXX")
         raise KernelUnavailable(f"ring_kernel and tree_kernel need a C++ compiler for their host build ({where})")
-    text = cuda_source(SOURCE.name)
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    key = hashlib.sha256("\0".join([text, cxx, *version, *HOST_FLAGS, platform.machine()]).encode()).hexdigest()[:20]
-    folder = cache_dir()
-    lib = folder / f"collectives-{key}.so"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"collectives-{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one rank compiles, the others wait and load its build
-            if not lib.exists():
-                _compile(cxx, text, lib)
-    except OSError as exc:
-        raise KernelUnavailable(f"cannot build the kernels in {folder}: {exc.strerror or exc}") from None
+        lib = build("collectives", cuda_source(SOURCE.name), ".cc",
+                    lambda src, out: [cxx, *HOST_FLAGS, str(src), "-o", str(out)],
+                    [cxx, first_line([cxx, "--version"]), *HOST_FLAGS, platform.machine()],
+                    f"the host build of cuda/{SOURCE.name}")
+    except BuildFailed as exc:
+        raise KernelUnavailable(str(exc)) from None
     return _prototypes(ctypes.CDLL(str(lib)))
-
-
-def _compile(cxx: str, text: str, lib: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
-        src, out = Path(tmp) / "collectives.cc", Path(tmp) / lib.name
-        src.write_text(text)
-        proc = subprocess.run([cxx, *HOST_FLAGS, str(src), "-o", str(out)], capture_output=True, text=True)
-        if proc.returncode:
-            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])
-            raise KernelUnavailable(f"the host build of cuda/collectives.cu failed ({Path(cxx).name} exited "
-                                    f"{proc.returncode}{': ' + first if first else ', printing nothing'})")
-        os.replace(out, lib)
 
 
 def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -170,7 +143,7 @@ class HostNode:
             if lib.cb_host_time(call, samples, batch, out):
                 raise KernelFault(describe(error(), what(name)))
             return np.frombuffer(out, dtype=np.float64).copy() / batch
-        run.timer = timer
+        run.timer = Loop("native", timer)
         return run
 
     def close(self) -> None:

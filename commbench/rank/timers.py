@@ -1,13 +1,39 @@
-"""Timers inside a rank: per-iteration timers (perf_counter on CPU, CUDA events on GPU) and the
-iteration-count and batch policy. The statistics of a point are in commbench.metrics."""
+"""Timers inside a rank: the timed loops, which loop times a point, and the iteration-count and
+batch policy. The statistics of a point are in commbench.metrics.
+
+A loop takes (fn, samples, batch) and gives seconds per call for each batch. Its name is the
+`timer` column of the row it timed:
+  python       this module's loop of Python calls, perf_counter per batch (CPU)
+  cuda-events  the same loop between CUDA events on the current stream (GPU)
+  native       a loop in C: the MPI loop (commbench.rank.mpi_loop) or a kernel's own (kernel_host)
+  cuda-graph   the batch captured once as a CUDA graph, its replays between CUDA events (NCCL)
+A bound call that brings its own loop carries it as `fn.timer`; `--timer python` ignores it.
+"""
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+TIMER_CHOICES = ("auto", "python")  # --timer: auto, the call's own loop where it has one
+LOOP_NAMES = ("native", "python", "cuda-graph", "cuda-events")  # the `timer` column's values
+
+
+@dataclass(frozen=True)
+class Loop:
+    name: str  # the row's `timer`, one of LOOP_NAMES
+    run: Callable[[Callable[[], object], int, int], np.ndarray]
+
+    def __post_init__(self):
+        if self.name not in LOOP_NAMES:
+            raise ValueError(f"unknown loop name {self.name!r}")
+
+    def __call__(self, fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
+        return self.run(fn, samples, batch)
 
 
 def time_cpu(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
@@ -38,8 +64,61 @@ def time_cuda(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndar
     return np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
 
 
-def timer_for(device: str) -> Callable[..., np.ndarray]:
-    return time_cuda if device == "cuda" else time_cpu
+class GraphUnavailable(Exception):
+    """torch cannot capture this call in a CUDA graph; the message says why, in one line."""
+
+
+def time_cuda_graph(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
+    """Seconds per call for each replay of one CUDA graph holding `batch` calls (nccl-tests -G): no
+    launch cost of Python or torch between the calls. The graph is captured anew for each batch
+    count (capturing enqueues nothing; the caller warmed the call up eagerly first)."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    try:
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            for _ in range(batch):
+                fn()
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or its own types
+        torch.cuda.synchronize()
+        text = str(exc).strip().splitlines()
+        raise GraphUnavailable(f"{type(exc).__name__}: {text[0] if text else ''}") from None
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
+    events[0].record()
+    for i in range(1, samples + 1):
+        graph.replay()
+        events[i].record()
+    events[-1].synchronize()
+    return np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
+
+
+PYTHON = Loop("python", time_cpu)
+CUDA_EVENTS = Loop("cuda-events", time_cuda)
+CUDA_GRAPH = Loop("cuda-graph", time_cuda_graph)
+
+
+def device_loop(device: str) -> Loop:
+    """The Python loop of a device: perf_counter on the CPU, CUDA events on a GPU."""
+    return CUDA_EVENTS if device == "cuda" else PYTHON
+
+
+def loop_for(fn: Callable[[], object], device: str, choice: str = "auto", graph: bool = False) -> Loop:
+    """The loop that times fn: with --timer python the device's; else fn's own (fn.timer) where it
+    has one, a CUDA graph where torch can capture it (fn.capturable) and graph is on, else the
+    device's."""
+    if choice == "python":
+        return device_loop(device)
+    own = getattr(fn, "timer", None)
+    if own is not None:
+        return own
+    return CUDA_GRAPH if graph and getattr(fn, "capturable", False) else device_loop(device)
+
+
+def floor_us(loop: Loop, samples: int = 50, batch: int = 100) -> float:
+    """What the loop itself costs per call (run.json's harness floor): the median sample of
+    batches of an empty call, in µs."""
+    return float(np.median(loop(lambda: None, samples, batch))) * 1e6
 
 
 # A sample shorter than this is jitter-dominated: with one clock read and one maximum over ranks

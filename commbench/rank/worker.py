@@ -20,11 +20,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from commbench import runinfo
+from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
-from commbench.rank import harness, machine, nccl_log, power, topology, traffic
+from commbench.rank import harness, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import Communicator, open_backend
 from commbench.rank.collectives import COLLECTIVES
@@ -50,11 +50,14 @@ def decode_spec(text: str) -> SweepSpec:
 
 def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
     """Make sure MASTER_ADDR/MASTER_PORT are set for torch.distributed. Launchers that do not
-    set them (mpirun, srun) get them from rank 0 over MPI."""
+    set them (mpirun, srun) get them from rank 0 over MPI, or under srun from Slurm's variables."""
     if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
         return
+    if info.source == "slurm" and (mpi is None or mpi.size != info.world):  # no MPI world to share them over
+        os.environ.update(slurm.rendezvous())
+        return
     if mpi is None:
-        raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch to share them)")
+        raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch or srun to share them)")
     hosts = mpi.allgather_object(info.hostname)
     addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
     port = mpi.allgather_object(topology.free_port() if mpi.rank == 0 else None)[0]
@@ -65,7 +68,8 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
     comms: dict[str, Communicator] = {}
     launched_by_mpi = info.source in ("openmpi", "pmi") or "PMIX_RANK" in os.environ
     if "mpi" in spec.backends or (launched_by_mpi and "MASTER_ADDR" not in os.environ):
-        comms["mpi"] = open_backend("mpi", info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S)
+        threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a != "native")
+        comms["mpi"] = open_backend("mpi", info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
     for name in spec.backends:
         if name not in comms:
             _torch_rendezvous(info, comms.get("mpi"))
@@ -127,6 +131,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
     facts = control.allgather_object(runinfo.rank_facts(spec.device, info.local_rank)
                                      | {"rank": control.rank, "launcher_node": info.node, "local_rank": info.local_rank})
     machines = [m for m in control.allgather_object(machine.describe() if info.local_rank == 0 else None) if m]
+    checked = world.check(spec, info, comms, [f["hostname"] for f in facts], [f["launcher_node"] for f in facts])
     nodes_of = topology.node_layout([f["hostname"] for f in facts], spec.ranks_per_node,
                                     [f["launcher_node"] for f in facts])
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
@@ -140,8 +145,8 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
         emit("facts", run={
             "ranks": facts, "world_size": s.world, "nodes": s.nodes, "ranks_per_node": s.per_node,
             "node_of_rank": nodes_of, "versions": runinfo.software_versions(libraries),
-            "rank0_environment": runinfo.collective_env(), "topology_source": info.source,
-            "planned_points": len(s.plan), "machines": machines,
+            "rank0_environment": runinfo.collective_env(), "topology_source": info.source, "world": checked,
+            "planned_points": len(s.plan), "machines": machines, "harness_floor_us": harness_floor(spec, comms),
             "power": None if not spec.power else {"measured": s.meter is not None, "reason": s.power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
                                                   "peak_source": s.meter.job_peak_source if s.meter else None}})
@@ -150,6 +155,20 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
              note=f"power not measured: {s.power_note}" if s.power_note else None)
     control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
     return s
+
+
+def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, float]:
+    """What each loop this run may time with costs per call by itself (an empty call), in µs, on
+    rank 0: the Python loop of the device and, with MPI, the C loop (where it builds)."""
+    floor = {timers.device_loop(spec.device).name: round(timers.floor_us(timers.device_loop(spec.device)), 4)}
+    if "mpi" in comms:
+        from commbench.rank import mpi_loop  # needs mpi4py
+
+        try:
+            floor["native"] = round(mpi_loop.floor_us(), 4)
+        except mpi_loop.LoopUnavailable:
+            pass  # the first native point says why
+    return floor
 
 
 def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | None:
@@ -174,8 +193,9 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         s.tuning.read()  # what NCCL logged before this point
     binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
     m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
-                        spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter)
-    for note in [getattr(comm.reducer, "fallback", None), *s.contexts[point.backend].notes]:
+                        spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter,
+                        spec.timer, spec.graph)
+    for note in [getattr(comm.reducer, "fallback", None), *comm.notes, *s.contexts[point.backend].notes, *m.notes]:
         if s.rank == 0 and note and note not in s.warned:
             s.warned.append(note)
             emit("warning", text=note)
@@ -240,7 +260,7 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         run_id=spec.run_id, label=spec.label, point=point.index, collective=point.collective, backend=point.backend,
         algorithm=point.algorithm, device=device, dtype=point.dtype, op=point.op or "none", in_place=point.in_place,
         world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
-        **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, wrong=m.wrong,
+        **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
         placement=spec.placement if spec.emulate else "", **extra)
 
 
@@ -264,6 +284,8 @@ def fail(exc: BaseException) -> None:
     an MPI job is aborted so no rank is left waiting in a collective."""
     rank = topology.detect().rank
     msg = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, world.WorldError):
+        world.stop(rank, msg)  # every rank found it: rank 0 alone says so, no rank waits to be aborted
     sys.stderr.write(f"commbench rank {rank}: {msg}\n")
     if os.environ.get("COMMBENCH_DEBUG"):
         traceback.print_exc()

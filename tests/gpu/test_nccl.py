@@ -49,3 +49,22 @@ def test_nccl_tuning_records_the_library_choice(tmp_path):
     pairs = r"[A-Z_]+/[A-Z0-9]+(, [A-Z_]+/[A-Z0-9]+)*"
     assert all(re.fullmatch(pairs, c) or (n == 1 and c == "") for c in choices), choices
     assert set(glob.glob("/tmp/commbench-nccl-*")) == before  # rank 0's log is gone
+
+
+def test_nccl_is_timed_as_a_cuda_graph_unless_no_graph(tmp_path):
+    """--graph (the default): NCCL's calls captured once and replayed, the rows say cuda-graph,
+    and a captured call is much cheaper per call than an eager one at 8 B (no Python or torch
+    launch path between the calls); --no-graph and --timer python time eager calls between CUDA
+    events. Where this torch cannot capture, the row says cuda-events and the run says why."""
+    rows = {}
+    for name, flags in {"graph": [], "no-graph": ["--no-graph"], "python": ["--timer", "python"]}.items():
+        out = tmp_path / name
+        proc = commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--sizes", "8,64M", "--in-place",
+                         "-c", "all_reduce,all_gather,reduce_scatter", "--iters", 200, "--out", out, *flags, check_rc=0)
+        rows[name] = load_run(out)[0]
+        if name == "graph" and set(rows[name].timer) != {"cuda-graph"}:
+            assert "could not capture" in proc.stdout + proc.stderr
+    assert set(rows["no-graph"].timer) == set(rows["python"].timer) == {"cuda-events"}
+    graph, eager = (rows[k].set_index(["collective", "size_bytes"]).time_us for k in ("graph", "no-graph"))
+    if set(rows["graph"].timer) == {"cuda-graph"}:
+        assert (graph.xs(8, level=1) < eager.xs(8, level=1)).all(), (graph, eager)

@@ -33,7 +33,7 @@ def counting(comm, to_global, log):
 
 
 def main():
-    comm = open_backend("mpi", 0, 0, 0, 60)
+    comm = open_backend("mpi", 0, 0, 0, 60, threads=True)  # hierarchical's pipeline calls MPI from threads
     n, dtype, log = comm.size, DTYPES["float32"], Counter()
     counted_comm = counting(open_backend("mpi", 0, 0, 0, 60).split(0, comm.rank), list(range(n)), log)
     layouts = {"block": [r * 2 // n for r in range(n)], "round-robin": [r % 2 for r in range(n)]}
@@ -56,6 +56,8 @@ def main():
                         for one in logs:
                             counted.update(one)
                         expected = algo.messages(coll_name, block_elems(coll_name, counts), nodes, 7)
+                        if algo.engine != "steps":  # a kernel moves the intra-node data through the node's memory
+                            expected = Counter({e: v for e, v in expected.items() if nodes[e[0]] != nodes[e[1]]})
                         print(json.dumps({"case": f"{name} {coll_name} n={n} {layout_name} count={counts.count}",
                                           "counted": sorted(map(list, ((*k, v) for k, v in counted.items() if v))),
                                           "expected": sorted(map(list, ((*k, v) for k, v in expected.items() if v)))}))

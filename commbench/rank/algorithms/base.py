@@ -130,6 +130,8 @@ class Algorithm:
     description = ""  # one line for the help texts
     predicted = True  # `commbench model predict` shows it (when it has a cost)
     engine = "steps"  # what a step costs: "steps", a library call each; "kernel", a flag hand-off (fitted apart)
+    threads = False  # calls the library from several threads at once (pipeline): MPI_THREAD_MULTIPLE
+    one_node = False  # runs the ranks of one node only (the kernels: their data moves through the node's memory)
 
     @property
     def collectives(self) -> tuple[str, ...]:

@@ -27,8 +27,14 @@ def missing(name: str, device: str) -> str | None:
 
 
 def open_backend(name: str, rank: int, world: int, local_rank: int, timeout_s: float,
-                 device: str = "cpu") -> Communicator:
+                 device: str = "cpu", threads: bool = False) -> Communicator:
+    """threads: the library will be called from several threads at once. MPI is then initialised
+    with MPI_THREAD_MULTIPLE (mpi4py's default), else MPI_THREAD_FUNNELED, what OSU and
+    nccl-tests run at: Open MPI's locks of the multiple level cost ~0.1 µs per small call."""
     if name == "mpi":
+        import mpi4py
+
+        mpi4py.rc.thread_level = "multiple" if threads else "funneled"  # before MPI is initialised
         from commbench.rank.backends.mpi import MPICommunicator
 
         return MPICommunicator()

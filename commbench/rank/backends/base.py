@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +60,7 @@ class Communicator(ABC):
     library_title: str = ""  # the library, in messages
     conventions: Mapping[str, Convention] = {}  # the calling conventions it knows
     native_target: Any = None  # where the collectives' functions are looked up (NativeCall.resolve)
+    notes: Sequence[str] = ()  # one-line notes for the user (a loop that could not be built); a list per instance
 
     def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool,
                     native: bool = True) -> str | None:

@@ -8,10 +8,13 @@ import numpy as np
 from mpi4py import MPI
 
 from commbench.dtypes import DType
+from commbench.rank import mpi_loop
 from commbench.rank.backends.base import Communicator, Convention, NumpyBuffers, Request
 from commbench.rank.reducers import NumpyReducer
 
 _OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
+THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled", MPI.THREAD_SERIALIZED: "serialized",
+                 MPI.THREAD_MULTIPLE: "multiple"}
 
 
 def _call(fn, send, recv, in_place, *op):
@@ -48,6 +51,7 @@ class MPICommunicator(NumpyBuffers, Communicator):
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.reducer = NumpyReducer()
+        self.notes: list[str] = []
 
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
         if dtype.numpy_name is None:
@@ -57,6 +61,19 @@ class MPICommunicator(NumpyBuffers, Communicator):
         if native and op is not None and op not in _OPS:
             return f"MPI has no {op} reduction"
         return super().unsupported(collective, dtype, op, in_place, native)
+
+    def bind(self, collective, send, recv, op, in_place):
+        """The library's call, carrying the C loop that times it (commbench.rank.mpi_loop) where
+        there is one; where the loop cannot be built, the Python loop times it and a note says why."""
+        fn, out = super().bind(collective, send, recv, op, in_place)
+        try:
+            fn.timer = mpi_loop.bind_loop(self.comm, self.native_call(collective)[0].name, send, recv,
+                                          _OPS.get(op), in_place)
+        except mpi_loop.LoopUnavailable as exc:
+            note = f"{exc}: native MPI points are timed by the Python loop (timer column: python)"
+            if note not in self.notes:
+                self.notes.append(note)
+        return fn, out
 
     def barrier(self):
         self.comm.Barrier()
@@ -86,6 +103,7 @@ class MPICommunicator(NumpyBuffers, Communicator):
 
         return {
             "mpi4py": mpi4py.__version__,
-            "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+            "mpi_library": mpi_loop.library_version().splitlines()[0],
             "mpi_standard": "%d.%d" % MPI.Get_version(),
+            "mpi_thread_level": THREAD_LEVELS.get(MPI.Query_thread(), str(MPI.Query_thread())),
         }

@@ -101,6 +101,12 @@ class TorchCommunicator(Communicator):
     def read(self, buf, offset, count):
         return buf.narrow(0, offset, count).to(dtype=torch.float64, device="cpu").numpy()
 
+    def bind(self, collective, send, recv, op, in_place):
+        """The library's call; NCCL's may be captured in a CUDA graph (harness.measure's --graph)."""
+        fn, out = super().bind(collective, send, recv, op, in_place)
+        fn.capturable = self.backend == "nccl"
+        return fn, out
+
     def barrier(self):
         if self.device == "cuda" and self.backend == "nccl":
             dist.barrier(group=self.group, device_ids=[torch.cuda.current_device()])

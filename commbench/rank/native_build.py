@@ -1,0 +1,70 @@
+"""Shared libraries built from source at first use and cached, for the C loops a rank calls
+through ctypes: the host build of cuda/collectives.cu (kernel_host) and the MPI timing loop
+(mpi_loop). One build per source text, compiler and flags, in $COMMBENCH_CACHE (default
+~/.cache/commbench); one rank compiles under a file lock, the others wait and load its build.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+
+class BuildFailed(Exception):
+    """The library cannot be built here; the message is one line for the user."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("COMMBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commbench")
+    return Path(root) / "kernels"
+
+
+def first_line(program: Sequence[str]) -> str:
+    """The first line a program prints (a compiler's version, a wrapper's command line), or ''."""
+    try:
+        out = subprocess.run(list(program), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (out.stdout.strip() or out.stderr.strip()).split("\n")[0]
+
+
+def build(stem: str, text: str, suffix: str, command: Callable[[Path, Path], list[str]], key: Sequence[str],
+          what: str) -> Path:
+    """The cached library built from `text`: `command(source, output)` is the compiler command line,
+    `key` everything besides the text that changes the build (compiler, its version, flags);
+    `what` names the build in messages ("the host build of cuda/collectives.cu")."""
+    digest = hashlib.sha256("\0".join([text, *key]).encode()).hexdigest()[:20]
+    folder = cache_dir()
+    lib = folder / f"{stem}-{digest}.so"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{stem}-{digest}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not lib.exists():
+                _compile(text, suffix, lib, command, what)
+    except OSError as exc:
+        raise BuildFailed(f"{what} cannot be written to {folder}: {exc.strerror or exc}") from None
+    return lib
+
+
+def _compile(text: str, suffix: str, lib: Path, command, what: str) -> None:
+    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        src, out = Path(tmp) / f"source{suffix}", Path(tmp) / lib.name
+        src.write_text(text)
+        argv = command(src, out)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BuildFailed(f"{what} failed ({Path(argv[0]).name}: {exc})") from None
+        if proc.returncode or not out.exists():
+            message = proc.stderr + proc.stdout
+            first = next((ln for ln in message.splitlines() if "error" in ln.lower()), message.strip()[:200])
+            raise BuildFailed(f"{what} failed ({Path(argv[0]).name} exited {proc.returncode}"
+                              f"{': ' + first.strip() if first.strip() else ', printing nothing'})")
+        os.replace(out, lib)
