@@ -43,13 +43,18 @@ static float *buffer(long elems) {
     return p;
 }
 
-static void call(const char *coll, float *send, float *recv, int count) {
-    if (!strcmp(coll, "all_reduce"))
-        MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (!strcmp(coll, "all_gather"))
-        MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
-    else
-        MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+typedef void (*Call)(float *send, float *recv, int count);
+
+static void allreduce(float *send, float *recv, int count) {
+    MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void allgather(float *send, float *recv, int count) {
+    MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
+}
+
+static void reduce_scatter(float *send, float *recv, int count) {
+    MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 int main(int argc, char **argv) {
@@ -62,6 +67,7 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *coll = argv[1];
+    Call call = !strcmp(coll, "all_reduce") ? allreduce : !strcmp(coll, "all_gather") ? allgather : reduce_scatter;
     int warmup = atoi(argv[2]), batch = atoi(argv[3]), samples = atoi(argv[4]);
     double *t = malloc(sizeof(double) * samples), *tmax = malloc(sizeof(double) * samples);
     for (int a = 5; a < argc; a++) {
@@ -71,11 +77,11 @@ int main(int argc, char **argv) {
         long in = strcmp(coll, "all_gather") ? elems : count, out = strcmp(coll, "reduce_scatter") ? elems : count;
         float *send = buffer(in), *recv = buffer(out);
         for (long i = 0; i < in; i++) send[i] = (float)(rank + 1);
-        for (int w = 0; w < warmup; w++) call(coll, send, recv, count);
+        for (int w = 0; w < warmup; w++) call(send, recv, count);
         MPI_Barrier(MPI_COMM_WORLD);
         double s0 = now();
         for (int s = 0; s < samples; s++) {
-            for (int b = 0; b < batch; b++) call(coll, send, recv, count);
+            for (int b = 0; b < batch; b++) call(send, recv, count);
             double s1 = now();
             t[s] = (s1 - s0) / batch;
             s0 = s1;

@@ -32,6 +32,7 @@ PLACEMENTS = ("block", "round-robin")
 MODES = {"in-place": (True,), "out-of-place": (False,), "both": (False, True)}  # buffer mode -> in_place values
 DEFAULT_NPROCS = 4
 MAX_REPEAT = 100  # --repeat / a suite's repeat: jobs per point (commbench.run.jobs)
+MIN_JOBS = 3  # jobs a side before `compare` gives a verdict other than inconclusive (commbench.analysis.verdicts)
 _SAME = "="  # spec keyword: the option's own name
 
 
@@ -134,7 +135,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
                                 "with its recorded options.", spec=None, suite=False),
     Option("repeat", int, 1, f"Measure every point in this many separate jobs (1-{MAX_REPEAT}), interleaved block "
-                             "by block, into one folder (rows tagged `job`); `compare` needs 3 or more a side.",
+                             "by block, into one folder (rows tagged `job`); `compare` needs "
+                             f"{MIN_JOBS} or more a side.",
            spec=None),
 )
 BY_NAME = {o.name: o for o in OPTIONS}

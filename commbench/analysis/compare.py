@@ -62,7 +62,8 @@ def load_side(path: str | Path) -> Side:
     metas, busy = [], {}
     for d in run_dirs(path):
         rows, meta = load_run(d, samples=True)
-        metas.append(meta)
+        timers = sorted(set(rows["timer"].dropna().astype(str))) if "timer" in rows else []
+        metas.append(dict(meta, timers=timers))  # the loops that timed it: a change of loop is a context change
         background = _background(meta)
         for r in rows[KEY + ["point", "job", "sample_values"]].itertuples(index=False):
             key = tuple(_plain(getattr(r, k)) for k in KEY)

@@ -1,5 +1,5 @@
 """What two result sets were measured under, and what differs: library and software versions,
-hosts, world size and layout, launcher, and the environment variables that change collectives
+hosts, world size and layout, launcher, the timed loop (the rows' `timer`), and the environment variables that change collectives
 (NCCL_*, OMPI_*, ...; commbench.runinfo.ENV_PREFIXES), all read from each run's run.json.
 
 A fact is compared only where both sides recorded it; an environment variable recorded on one
@@ -42,6 +42,8 @@ def facts(meta: dict) -> tuple[dict[str, str], dict[str, str] | None]:
     for key in ("world_size", "nodes", "ranks_per_node", "launcher"):
         if meta.get(key) not in (None, ""):
             out[key.replace("_", " ")] = _clean(meta[key])
+    if "timers" in meta:  # compare.load_side: the rows' `timer` values (folders before the column: Python loops)
+        out["timed by"] = ", ".join(meta["timers"]) or "python (not recorded)"
     if meta.get("launcher_args"):
         out["launcher args"] = _clean(" ".join(map(str, meta["launcher_args"])))
     env = None

@@ -28,9 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from commbench.options import MAX_REPEAT  # the most jobs a settle estimate may ask for
-
-MIN_JOBS = 3
+from commbench.options import MAX_REPEAT, MIN_JOBS  # the most jobs a settle estimate may ask for; the fewest judged
 CONFIDENCE = 0.95
 DISTURBED = 0.10  # share of the host's cores that other work took more on the slower side
 
@@ -83,7 +81,7 @@ def repeat_to_settle(lb: np.ndarray, lc: np.ndarray, threshold: float) -> int | 
     more = max(len(lb), len(lc)) + 1  # at least one job more than now
     for n in range(MIN_JOBS, MAX_REPEAT + 1):
         if vb + vc == 0:
-            return max(n, more)
+            return max(n, more) if max(n, more) <= MAX_REPEAT else None
         df = (vb + vc) ** 2 / ((vb ** 2 + vc ** 2) / (n - 1))
         if stats.t.ppf(0.5 + CONFIDENCE / 2, df) * math.sqrt((vb + vc) / n) < margin:
             return max(n, more) if max(n, more) <= MAX_REPEAT else None

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from commbench import options
 from commbench.analysis.compare import FORMATS
 from commbench.cli.app import app, err
 from commbench.errors import InputError
@@ -65,7 +66,8 @@ def topo_compare(
         raise InputError(f"no multi-node points of two or more of {', '.join(VARIANTS)} in these results")
 
 
-@app.command()
+@app.command(help=f"Regression verdicts, job by job (run both sides with --repeat {options.MIN_JOBS} or more): exit 1 "
+                  "on any regression (--strict: or inconclusive point), 0 otherwise, 2 on unusable input.")
 def compare(
     baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
     candidates: list[str] = typer.Argument(..., help="Candidate result folder(s); several in time order (nightly "
@@ -78,8 +80,6 @@ def compare(
     html: Optional[str] = typer.Option(None, "--html", help="Also write an HTML page: context changes, verdicts "
                                                             "and each point's history with its 95% band."),
 ):
-    """Regression verdicts, job by job (run both sides with --repeat 3 or more): exit 1 on any
-    regression (--strict: or inconclusive point), 0 otherwise, 2 on unusable input."""
     from commbench.analysis.compare import compare as run_compare
 
     if fmt not in FORMATS:

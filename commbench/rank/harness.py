@@ -20,7 +20,8 @@ from commbench.rank.backends import Communicator
 from commbench.rank.collectives import Collective, Counts
 from commbench.rank.patterns import Pattern, tile
 from commbench.rank.power import calls_for_window
-from commbench.rank.timers import CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, choose_batch, choose_iterations, loop_for
+from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, capture_graph, choose_batch,
+                                   choose_iterations, device_loop, loop_for, replay_graph)
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
@@ -109,11 +110,12 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     if bind is None:
         bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
     fn, out = bind(bufs.send, bufs.recv)
-    loop = loop_for(fn, comm.device, timer, graph)
+    loop, notes = agree(comm, loop_for(fn, comm.device, timer, graph))
 
     bufs.fill(pattern)
     comm.barrier()
-    probe, loop, notes = warm_up(comm, fn, loop, max(warmup, 1))  # and the per-call estimate all ranks agree on
+    # warm-up, and the per-call estimate all ranks agree on; a graph's calls warm up eagerly
+    probe = (CUDA_EVENTS if loop is CUDA_GRAPH else loop)(fn, max(warmup, 1))
     per_call = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
     adaptive = iters is None
     if adaptive:
@@ -127,6 +129,8 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
 
     if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
         time.sleep(1e6)
+    if loop is CUDA_GRAPH:
+        loop, notes = graph_loop(comm, fn, batch)
     comm.barrier()
     samples = comm.reduce_host(loop(fn, n_samples, batch), "max")
     traffic = None if link_counter is None else link_bytes(comm, fn, link_counter, batch)
@@ -143,21 +147,27 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     return Measurement(samples, batch, total_wrong, len(probe), traffic, energy, loop.name, notes)
 
 
-def warm_up(comm: Communicator, fn: Callable[[], Any], loop: Loop, calls: int) -> tuple[np.ndarray, Loop, tuple]:
-    """The warm-up calls, timed by the loop that will time the point. A CUDA graph is captured
-    after eager calls (NCCL sets a communicator up on its first call, which a capture cannot
-    hold); where any rank cannot capture, every rank falls back to CUDA events, and says why."""
-    if loop is not CUDA_GRAPH:
-        return loop(fn, calls), loop, ()
-    CUDA_EVENTS(fn, calls)
+def agree(comm: Communicator, loop: Loop) -> tuple[Loop, tuple[str, ...]]:
+    """Every rank times with the same kind of loop: where one rank has only its device's Python loop
+    (its C loop did not build there), every rank uses that one, and says so."""
+    plain = device_loop(comm.device)
+    if comm.reduce_host(np.array([1.0 if loop is plain else 0.0]), "max")[0] and loop is not plain:
+        return plain, (f"another rank cannot time with the {loop.name} loop: every rank uses the {plain.name} loop",)
+    return loop, ()
+
+
+def graph_loop(comm: Communicator, fn: Callable[[], Any], batch: int) -> tuple[Loop, tuple[str, ...]]:
+    """One batch captured as a CUDA graph on every rank, then timed by its replays. The ranks agree
+    before any replay: where one cannot capture, none replays (a replayed collective would wait for
+    that rank, which would be in the agreement's own collective), and all time with CUDA events."""
     try:
-        probe, why = loop(fn, calls), ""
+        captured, why = capture_graph(fn, batch), ""
     except GraphUnavailable as exc:
-        probe, why = None, str(exc)
+        captured, why = None, str(exc)
     if comm.reduce_host(np.array([1.0 if why else 0.0]), "max")[0] == 0:
-        return probe, loop, ()
+        return Loop("cuda-graph", lambda fn, samples, batch: replay_graph(captured, samples, batch)), ()
     note = f"torch could not capture the call in a CUDA graph ({why or 'on another rank'}): timed with CUDA events"
-    return CUDA_EVENTS(fn, calls), CUDA_EVENTS, (note,)
+    return CUDA_EVENTS, (note,)
 
 
 def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], int], calls: int,

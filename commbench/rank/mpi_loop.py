@@ -13,7 +13,6 @@ beyond int), the Python loop times the point, and the run says why once.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 from pathlib import Path
 
@@ -45,9 +44,23 @@ def wrapper() -> str | None:
     return find_binary(named) if named else find_binary("mpicc")
 
 
-@functools.lru_cache(maxsize=None)
+_LOADED: dict[str, ctypes.CDLL | LoopUnavailable] = {}  # one build attempt per process, failures too
+
+
 def library() -> ctypes.CDLL:
-    """mpi_loop.c built against this MPI, loaded and checked (LoopUnavailable otherwise)."""
+    """mpi_loop.c built against this MPI, loaded and checked (LoopUnavailable otherwise, every
+    time after the first attempt too: a failing mpicc is run once, not at every point)."""
+    if "lib" not in _LOADED:
+        try:
+            _LOADED["lib"] = _load()
+        except LoopUnavailable as exc:
+            _LOADED["lib"] = exc
+    if isinstance(_LOADED["lib"], LoopUnavailable):
+        raise _LOADED["lib"]
+    return _LOADED["lib"]
+
+
+def _load() -> ctypes.CDLL:
     mpicc = wrapper()
     if mpicc is None:
         where = f"MPICC={os.environ['MPICC']} is not a program" if os.environ.get("MPICC") else "no mpicc found"
@@ -62,7 +75,7 @@ def library() -> ctypes.CDLL:
         raise LoopUnavailable(str(exc).splitlines()[0]) from None
     lib.cb_time_floor.argtypes, lib.cb_time_floor.restype = [ctypes.c_longlong, ctypes.c_longlong, _double_p], ctypes.c_int
     lib.cb_mpi_identity.argtypes, lib.cb_mpi_identity.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-    text = ctypes.create_string_buffer(4096)
+    text = ctypes.create_string_buffer(MPI.MAX_LIBRARY_VERSION_STRING + 1)
     if not lib.cb_mpi_identity(text, len(text)) or text.value.decode(errors="replace").strip() != version:
         raise LoopUnavailable(f"{mpicc} builds against another MPI than the one mpi4py loaded ({version.splitlines()[0]})")
     return lib

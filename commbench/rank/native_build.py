@@ -26,12 +26,13 @@ def cache_dir() -> Path:
 
 
 def first_line(program: Sequence[str]) -> str:
-    """The first line a program prints (a compiler's version, a wrapper's command line), or ''."""
+    """The first line a program prints when it succeeds (a compiler's version, a wrapper's command
+    line), or ''."""
     try:
         out = subprocess.run(list(program), capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return (out.stdout.strip() or out.stderr.strip()).split("\n")[0]
+    return "" if out.returncode else (out.stdout.strip() or out.stderr.strip()).split("\n")[0]
 
 
 def build(stem: str, text: str, suffix: str, command: Callable[[Path, Path], list[str]], key: Sequence[str],

@@ -68,10 +68,11 @@ class GraphUnavailable(Exception):
     """torch cannot capture this call in a CUDA graph; the message says why, in one line."""
 
 
-def time_cuda_graph(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
-    """Seconds per call for each replay of one CUDA graph holding `batch` calls (nccl-tests -G): no
-    launch cost of Python or torch between the calls. The graph is captured anew for each batch
-    count (capturing enqueues nothing; the caller warmed the call up eagerly first)."""
+def capture_graph(fn: Callable[[], object], batch: int):
+    """`batch` calls captured as one CUDA graph (nccl-tests -G), to be replayed with no launch cost
+    of Python or torch between the calls; the caller ran the call eagerly first (NCCL sets a
+    communicator up on its first call, which a capture cannot hold). GraphUnavailable if torch
+    cannot capture it."""
     import torch
 
     graph = torch.cuda.CUDAGraph()
@@ -84,6 +85,14 @@ def time_cuda_graph(fn: Callable[[], object], samples: int, batch: int = 1) -> n
         torch.cuda.synchronize()
         text = str(exc).strip().splitlines()
         raise GraphUnavailable(f"{type(exc).__name__}: {text[0] if text else ''}") from None
+    return graph
+
+
+def replay_graph(graph, samples: int, batch: int) -> np.ndarray:
+    """Seconds per call for each of `samples` replays of a captured graph of `batch` calls, between
+    CUDA events on the current stream."""
+    import torch
+
     events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
     events[0].record()
     for i in range(1, samples + 1):
@@ -95,7 +104,7 @@ def time_cuda_graph(fn: Callable[[], object], samples: int, batch: int = 1) -> n
 
 PYTHON = Loop("python", time_cpu)
 CUDA_EVENTS = Loop("cuda-events", time_cuda)
-CUDA_GRAPH = Loop("cuda-graph", time_cuda_graph)
+CUDA_GRAPH = Loop("cuda-graph", lambda fn, samples, batch=1: replay_graph(capture_graph(fn, batch), samples, batch))
 
 
 def device_loop(device: str) -> Loop:

@@ -58,6 +58,7 @@ def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None
         return
     if mpi is None:
         raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch or srun to share them)")
+    world.check_rendezvous_world(info, mpi)
     hosts = mpi.allgather_object(info.hostname)
     addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
     port = mpi.allgather_object(topology.free_port() if mpi.rank == 0 else None)[0]
@@ -159,9 +160,10 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
 
 def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, float]:
     """What each loop this run may time with costs per call by itself (an empty call), in µs, on
-    rank 0: the Python loop of the device and, with MPI, the C loop (where it builds)."""
+    rank 0: the Python loop of the device and, with MPI, its C loop (where it builds; the kernels'
+    C loop has the same shape). On a GPU the Python loop's figure is GPU time between events."""
     floor = {timers.device_loop(spec.device).name: round(timers.floor_us(timers.device_loop(spec.device)), 4)}
-    if "mpi" in comms:
+    if "mpi" in spec.backends and spec.timer != "python":
         from commbench.rank import mpi_loop  # needs mpi4py
 
         try:

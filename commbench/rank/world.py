@@ -63,6 +63,16 @@ def stop(rank: int, message: str) -> None:
     os._exit(1)
 
 
+def check_rendezvous_world(info: topology.RankInfo, mpi: Communicator) -> None:
+    """Before torch's rendezvous is shared over MPI: an MPI world smaller than the launcher's (each
+    rank a singleton) would give every rank its own MASTER_PORT and torch would wait for ranks
+    that never come; say why now instead."""
+    if mpi.size != info.world:
+        started = _LAUNCHER_NAMES.get(info.source, "the launcher")
+        raise WorldError(_singletons(started, info.world) if mpi.size == 1 else
+                         f"{started} started {info.world} ranks but MPI formed a world of {mpi.size}")
+
+
 def _singletons(started: str, world: int) -> str:
     if started == "srun":
         plugin = os.environ.get("SLURM_MPI_TYPE")

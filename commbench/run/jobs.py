@@ -165,7 +165,8 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 folder.job, folder.has_facts, folder.hosts = k, False, []
                 start, before = runinfo.utc_now(), _cpu_seconds()
                 result = _launch(one, folder, launcher, commands, launcher_args, events, relay)
-                background = _background(before, _cpu_seconds())
+                # srun's ranks are slurmstepd's children, not ours: their CPU time would count as others'
+                background = None if launcher == "srun" else _background(before, _cpu_seconds())
                 cannot |= {s["index"] for s in result.skipped}
                 total.rows += result.rows
                 total.skipped += [s for s in result.skipped if s["index"] not in {t["index"] for t in total.skipped}]

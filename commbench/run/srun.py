@@ -64,9 +64,19 @@ def mpi_plugin(srun: str, alloc: slurm.Allocation) -> str | None:
         return found or None
     except OSError:
         pass
-    found = next((p for p in PLUGINS if p in offered(srun) and _forms_world(srun, p, alloc)), None)
+    found, timed_out, listed = None, False, offered(srun)
+    for plugin in (p for p in PLUGINS if p in listed):
+        works = _forms_world(srun, plugin, alloc)
+        if works:
+            found = plugin
+            break
+        timed_out |= works is None
+    if found is None and timed_out:
+        return None  # a probe timed out (the step waited for busy resources): ask again next time
     try:
-        cache.write_text(found or "")
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}")
+        tmp.write_text(found or "")
+        os.replace(tmp, cache)  # a reader sees the whole answer or none
     except OSError:
         pass
     return found
@@ -81,7 +91,8 @@ def offered(srun: str) -> list[str]:
     return [line.strip() for line in (out.stdout + out.stderr).splitlines() if line.startswith("\t")]
 
 
-def _forms_world(srun: str, plugin: str, alloc: slurm.Allocation) -> bool:
+def _forms_world(srun: str, plugin: str, alloc: slurm.Allocation) -> bool | None:
+    """Whether two tasks started with this plugin form one world of 2; None when the probe timed out."""
     nodes = min(2, len(alloc.nodes) or 1)
     argv = [srun, "-n", "2", "-N", str(nodes), f"--mpi={plugin}", "--kill-on-bad-exit=1", sys.executable, "-c", PROBE]
     env = dict(os.environ)
@@ -90,7 +101,7 @@ def _forms_world(srun: str, plugin: str, alloc: slurm.Allocation) -> bool:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
-        return False
+        return None
     except OSError as exc:
         raise InputError(f"cannot run {srun}: {exc}") from None
     return out.returncode == 0 and out.stdout.split() == ["2", "2"]
