@@ -1,0 +1,97 @@
+"""Which loop times a point (commbench.rank.timers.loop_for, harness.agree, harness.graph_loop):
+the call's own C loop unless --timer python, the same kind of loop on every rank, and a CUDA
+graph replayed only where every rank captured it. On tests/harness_fakes.py's thread ranks."""
+
+import numpy as np
+import pytest
+
+from commbench.dtypes import DTYPES
+from commbench.rank import harness
+from commbench.rank.collectives import COLLECTIVES
+from commbench.rank.harness import measure
+from commbench.rank.timers import Loop
+from harness_fakes import RANK, FakeWorld, measure_ranks
+
+
+def test_the_call_s_own_loop_times_it_unless_timer_python():
+    own = Loop("native", lambda fn, samples, batch: np.full(samples, 7e-6))
+    coll, dt = COLLECTIVES["all_reduce"], DTYPES["float32"]
+
+    def rank(comm, timer):
+        def bind(send, recv):
+            fn, out = comm.bind("all_reduce", send, recv, "sum", False)
+            fn.timer = own
+            return fn, out
+        return measure(comm, coll, coll.counts(64, 4, 2), dt, "sum", False, 1, 4, 0.01, 1, 100, bind=bind, timer=timer)
+
+    native = FakeWorld(2).run(lambda comm: rank(comm, "auto"))[0]
+    assert native.timer == "native" and set(native.samples_s) == {7e-6}
+    python = FakeWorld(2).run(lambda comm: rank(comm, "python"))[0]
+    assert python.timer == "python" and 7e-6 not in set(python.samples_s)
+
+
+class _GraphLoops:
+    """Stand-ins for the CUDA loops (no GPU here): capture refuses on the ranks in `refuse`, as
+    torch does when a call cannot be captured. Every step is logged per rank, in order, so a test
+    can check that no rank replays unless every rank captured (a replayed NCCL collective would
+    wait for a rank that is elsewhere)."""
+
+    def __init__(self, refuse=()):
+        self.refuse, self.log = set(refuse), []
+
+    def events(self, fn, samples, batch=1):
+        for _ in range(samples * batch):
+            fn()
+        self.log.append((RANK.value, "events", samples * batch))
+        return np.full(samples, 2e-6)
+
+    def capture(self, fn, batch):
+        self.log.append((RANK.value, "capture", batch))
+        if RANK.value in self.refuse:
+            raise harness.GraphUnavailable("RuntimeError: operation not permitted when stream is capturing")
+        return ("graph", batch)
+
+    def replay(self, graph, samples, batch):
+        assert graph == ("graph", batch)
+        self.log.append((RANK.value, "replay", samples))
+        return np.full(samples, 1e-6)
+
+
+@pytest.mark.parametrize("refuse", [(), (1,), (0, 1)])
+def test_a_graph_is_captured_after_eager_calls_and_replayed_only_where_every_rank_captured(monkeypatch, refuse):
+    loops = _GraphLoops(refuse)
+    monkeypatch.setattr(harness, "CUDA_EVENTS", Loop("cuda-events", loops.events))
+    monkeypatch.setattr(harness, "capture_graph", loops.capture)
+    monkeypatch.setattr(harness, "replay_graph", loops.replay)
+    monkeypatch.setattr(harness, "loop_for", lambda fn, device, choice="auto", graph_on=False: harness.CUDA_GRAPH)
+    ms = measure_ranks(2, iters=8, batch=4, warmup=3, graph=True)
+    for rank, m in enumerate(ms):
+        mine = [step for r, *step in loops.log if r == rank]
+        assert mine[:2] == [["events", 3], ["capture", 4]]  # eager warm-up first, then one capture of one batch
+        assert m.warmup == 3 and m.batch == 4 and len(m.samples_s) == 2
+        if refuse:
+            assert ["replay", 2] not in mine  # no rank replays unless every rank captured
+            assert m.timer == "cuda-events" and set(m.samples_s) == {2e-6} and mine[2] == ["events", 8]
+            why = "RuntimeError: operation not permitted when stream is capturing" if rank in refuse else "on another rank"
+            assert m.notes == (f"torch could not capture the call in a CUDA graph ({why}): timed with CUDA events",)
+        else:
+            assert m.timer == "cuda-graph" and set(m.samples_s) == {1e-6} and m.notes == ()
+            assert mine[2] == ["replay", 2]
+
+
+def test_ranks_agree_on_the_loop_when_one_has_only_the_python_loop():
+    """Rank 1's C loop did not build (its mpicc differs): both ranks time with the Python loop."""
+    own = Loop("native", lambda fn, samples, batch: np.full(samples, 7e-6))
+    coll, dt = COLLECTIVES["all_reduce"], DTYPES["float32"]
+
+    def rank(comm):
+        def bind(send, recv):
+            fn, out = comm.bind("all_reduce", send, recv, "sum", False)
+            fn.timer = own if comm.rank == 0 else None
+            return fn, out
+        return measure(comm, coll, coll.counts(64, 4, 2), dt, "sum", False, 1, 4, 0.01, 1, 100, bind=bind)
+
+    for m in FakeWorld(2).run(rank):
+        assert m.timer == "python" and 7e-6 not in set(m.samples_s)
+    assert FakeWorld(2).run(rank)[0].notes == ("another rank cannot time with the native loop: every rank uses the "
+                                               "python loop",)
