@@ -1,4 +1,6 @@
-"""Errors the CLI turns into one line and an exit code."""
+"""Errors the CLI turns into one line and an exit code, and the exit codes (commbench.cli.app.main)."""
+
+OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # FAILED: a regression, a failed or wrong measurement
 
 
 class InputError(ValueError):

@@ -99,7 +99,8 @@ def test_sigterm_tears_down(tmp_path, no_leftovers):
     assert len([n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]) >= 3, seen
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "commbench: interrupted: SIGTERM" in err, err
     assert not [n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
 

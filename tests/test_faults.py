@@ -83,6 +83,7 @@ def test_sigint_keeps_rows_and_marks_interrupted(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "commbench: interrupted: SIGINT; rows measured so far are kept", err
     rows, _, meta = load_run(out)
     assert 2 <= len(rows) < 6 and (rows.wrong == 0).all()
     assert meta["status"] == "interrupted"

@@ -3,8 +3,11 @@ point that turns errors into one line and an exit code."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import tempfile
+import traceback
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer >= 0.27.2 (pyproject): its vendored click
@@ -12,9 +15,10 @@ from typer.exceptions import Abort, Exit, TyperException
 from rich.console import Console
 from rich.markup import escape
 
-from commbench import plugins
+from commbench import interrupts, plugins
 import commbench
-from commbench.errors import InputError, JobError
+from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
+from commbench.terminal import one_line
 
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -33,27 +37,67 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """commbench: collective-communication benchmarks (MPI, gloo, NCCL)."""
 
 
+def _one_line(prefix: str, text, code: int) -> None:
+    err.print(f"{prefix}{escape(one_line(text))}")
+    sys.exit(code)
+
+
+def _internal_error(exc: BaseException) -> None:
+    """An error commbench did not expect: one line, the traceback in a file, exit 3."""
+    fd, path = tempfile.mkstemp(prefix="commbench-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"commbench {commbench.__version__}, argv {sys.argv!r}\n")
+        traceback.print_exception(exc, file=f)
+    _one_line("commbench: internal error: ", f"{type(exc).__name__}: {exc} (traceback in {path}; please report it)",
+              INTERNAL)
+
+
+def _stdout_closed() -> None:
+    """The reader of stdout went away (`| head`): say so once, and leave quietly at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _one_line("commbench: stopped: ", "standard output was closed (broken pipe); rows measured so far are kept",
+              128 + signal.SIGPIPE)
+
+
 def main() -> None:
-    """Entry point: errors become one line (exit 2 for bad input, 1 for failed jobs)."""
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    """Entry point. Exit codes: 0 ok; 1 a regression, or a measurement that failed or was wrong;
+    2 bad input or unusable data (one line); 3 an internal error (one line, traceback in a
+    file); 128 + N on signal N (SIGINT, SIGTERM, SIGHUP; SIGPIPE for a closed stdout)."""
+    interrupts.install()
     try:
         plugins.check()
-        code = app(standalone_mode=False)  # returns a command's typer.Exit code in this mode
-        sys.exit(code if isinstance(code, int) else 0)
+        command = typer.main.get_command(app)
+        # the command is invoked here, not through app(): typer's own main would turn an interrupt
+        # into a silent exit 130 and a closed stdout into a silent exit 1
+        with command.make_context("commbench", sys.argv[1:]) as ctx:
+            command.invoke(ctx)
+        sys.stdout.flush()
+        sys.exit(0)
     except InputError as exc:
-        err.print(f"commbench: error: {escape(str(exc))}")
-        sys.exit(2)
+        _one_line("commbench: error: ", exc, BAD_INPUT)
     except Exit as exc:
         sys.exit(exc.exit_code)
     except NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(0)
     except TyperException as exc:
-        err.print(f"commbench: error: {escape(exc.format_message())}")
-        sys.exit(exc.exit_code)
+        _one_line("commbench: error: ", exc.format_message(), exc.exit_code)
     except JobError as exc:
-        err.print(f"[bold red]commbench: failed[/]: {escape(str(exc))}")
-        sys.exit(1)
+        err.print(f"[bold red]commbench: failed[/]: {escape(one_line(exc))}")
+        sys.exit(FAILED)
     except (KeyboardInterrupt, Abort):
-        err.print("commbench: interrupted; rows measured so far are kept")
-        sys.exit(130)
+        _interrupted()
+    except BrokenPipeError:
+        _stdout_closed()
+    except OSError as exc:  # the machine refused a file or a resource: not commbench's fault
+        _one_line("commbench: error: ", f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""),
+                  BAD_INPUT)
+    except MemoryError:
+        _one_line("commbench: error: ", "out of memory", BAD_INPUT)
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: one line, the traceback in a file
+        _internal_error(exc)
+
+
+def _interrupted() -> None:
+    signum = interrupts.received()
+    _one_line("commbench: interrupted: ", f"{signal.Signals(signum).name}; rows measured so far are kept", 128 + signum)

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import runinfo
+from commbench import interrupts, runinfo
 from commbench.errors import InputError, JobError
 from commbench.rank import backends, topology
 from commbench.results import RESULTS_CSV
@@ -166,9 +166,12 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             error = monitor.failure(job, code)
         elif result.status != "done":
             error = f"the ranks exited before the sweep finished {monitor.where()}"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenPipeError) as exc:  # a signal, or the reader of stdout went away
         job.kill()
-        _finish(result, folder, "interrupted", "interrupted by the user")
+        why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
+        # every row written and the ranks said done: what was measured is the whole run
+        _finish(result, folder, "completed" if result.status == "done" else "interrupted",
+                None if result.status == "done" else why)
         raise
     except JobError as exc:
         _finish(result, folder, "failed", str(exc))
@@ -198,8 +201,10 @@ def _masked(argv: list[str]) -> list[str]:
 
 
 def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
-    """Write the event into the folder (a row is on disk before anyone is shown it), then note it."""
-    written = folder.record(event)
+    """Write the event into the folder (a row is on disk before anyone is shown it), then note it.
+    A signal waits until the event is written whole."""
+    with interrupts.deferred():
+        written = folder.record(event)
     kind = event["event"]
     if kind == "row" and written:
         result.rows.append(event["row"])
@@ -219,7 +224,8 @@ def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
 def _finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:
     """Record how the run ended; totals count every row of the run (a resumed run included)."""
     result.status, result.wrong = status, folder.wrong
-    folder.finish(status, error)
+    with interrupts.deferred():
+        folder.finish(status, error)
 
 
 def _run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:

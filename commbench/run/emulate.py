@@ -28,6 +28,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+from commbench import interrupts
 from commbench.errors import InputError
 from commbench.rank.topology import PLACEMENT_ENV
 from commbench.rank.traffic import LINK_IFACE_ENV
@@ -119,10 +120,6 @@ def destroy(nodes: int) -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @contextmanager
 def cluster(spec: SweepSpec):
     """The emulated cluster for spec while the block runs (nothing when spec.emulate is None)."""
@@ -132,7 +129,7 @@ def cluster(spec: SweepSpec):
         return
     check_available()
     remove_stale()
-    saved = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    saved = {s: signal.signal(s, interrupts.handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         try:
             create(layout[0], spec.link_rate)

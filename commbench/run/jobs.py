@@ -174,6 +174,10 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                             "end": runinfo.utc_now(), "background_cores": background,
                             "measured_on": platform.node(), "cpu_count": os.cpu_count()})
                 folder.update({"jobs": log})
+    except (KeyboardInterrupt, BrokenPipeError):  # the launch under way marked nothing final: the run is cut short
+        folder.final = True
+        _finish(total, folder, "interrupted", "interrupted by the user")
+        raise
     finally:
         try:
             folder.update({"spec": record})  # the run's spec, not its last launch's
