@@ -32,6 +32,17 @@ PLACEMENTS = ("block", "round-robin")
 MODES = {"in-place": (True,), "out-of-place": (False,), "both": (False, True)}  # buffer mode -> in_place values
 DEFAULT_NPROCS = 4
 MAX_REPEAT = 100  # --repeat / a suite's repeat: jobs per point (commbench.run.jobs)
+# limits decided before anything starts (SweepSpec.validate, commbench.run.launch), named in the help below
+MAX_NPROCS = 1 << 20  # ranks of one run, on any launcher
+LOCAL_RANKS_PER_CORE = 4  # ranks on this machine per core of it; more needs --oversubscribe (commbench.run.launch)
+MAX_SIZES = 10_000  # sizes of one run (an explicit list, or -b/-e/-f)
+MAX_SIZE_BYTES = 1 << 40  # 1T: the largest size (no device holds a rank's buffers of more)
+MAX_POINTS = 100_000  # points of one run: sizes x collectives x backends x algorithms x dtypes x ops x buffer modes
+MAX_ITERS = 1_000_000  # --warmup, --iters, --max-iters and --batch: calls per point
+MAX_RANKS = 16_384  # `model predict`: nodes x ranks per node (commbench.analysis.model.predict)
+MAX_RANK_SIZES = 16 * MAX_RANKS  # `model predict`: ranks x sizes, the work of one prediction
+MAX_LABEL_CHARS = 256  # --label, stored in every row
+COMPARE_FORMATS = ("text", "markdown", "json", "junit")  # `compare --format` (commbench.analysis.compare writes them)
 MIN_JOBS = 3  # jobs a side before `compare` gives a verdict other than inconclusive (commbench.analysis.verdicts)
 _SAME = "="  # spec keyword: the option's own name
 
@@ -86,10 +97,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("collective", str, ",".join(COLLECTIVES), f"Comma list: {', '.join(COLLECTIVES)}.", "-c", is_list=True),
     Option("backend", str, "auto", f"Comma list: {', '.join(BACKENDS)} (auto: mpi if installed, else gloo).",
            is_list=True),
-    Option("min_bytes", str, "8", "Smallest size (K/M/G binary suffixes).", "-b"),
-    Option("max_bytes", str, "16M", "Largest size.", "-e"),
+    Option("min_bytes", str, "8", "Smallest size (K/M/G/T binary suffixes).", "-b"),
+    Option("max_bytes", str, "16M", "Largest size (at most 1T; on the CPU the ranks on this machine need twice it "
+           "each in memory).", "-e"),
     Option("step_factor", float, 2.0, "Multiply the size by this each step (> 1).", "-f"),
-    Option("sizes", str, None, "Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f).", is_list=True),
+    Option("sizes", str, None, f"Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f; at most {MAX_SIZES} "
+           f"sizes, and {MAX_POINTS} points: sizes x collectives x backends x algorithms x dtypes x ops x modes).",
+           is_list=True),
     Option("algorithm", str, "native", f"Comma list: native (the library's call), {', '.join(OWN_ALGORITHMS)}.",
            "-a", is_list=True),
     Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
@@ -103,17 +117,21 @@ OPTIONS: tuple[Option, ...] = (
     Option("out_of_place", bool, False, "Only out-of-place buffers.", spec=None, suite=False, sets_mode="out-of-place"),
     Option("both", bool, False, "In-place and out-of-place (the default).", spec=None, suite=False, sets_mode="both"),
     Option("nprocs", int, None, "Number of ranks to launch (default: the Slurm allocation's tasks inside "
-           f"salloc/sbatch, else {DEFAULT_NPROCS}, or NODES x RANKS of --emulate).", "-n"),
+           f"salloc/sbatch, else {DEFAULT_NPROCS}, or NODES x RANKS of --emulate; at most {MAX_NPROCS}, and "
+           f"{LOCAL_RANKS_PER_CORE} per core of this machine without --oversubscribe).", "-n"),
+    Option("oversubscribe", bool, False, f"Start more than {LOCAL_RANKS_PER_CORE} ranks per core of this machine "
+           "(ranks started here: local, torchrun, --emulate, mpirun without hosts in --launcher-args)."),
     Option("launcher", str, "auto",
            f"{', '.join(n for n in LAUNCHERS if n != 'none')}, or none (ranks already started)."),
     Option("launcher_args", str, "", "Extra arguments for the launcher, e.g. '--hostfile hosts'.", spec=None),
     Option("device", str, "cpu", f"{_names(DEVICES)}."),
-    Option("warmup", int, 5, "Warm-up iterations per point (not timed).", "-w"),
-    Option("iters", int, None, "Timed iterations per point (default: adapt to --min-time)."),
+    Option("warmup", int, 5, f"Warm-up iterations per point (not timed; at most {MAX_ITERS}).", "-w"),
+    Option("iters", int, None, f"Timed iterations per point (default: adapt to --min-time; at most {MAX_ITERS})."),
     Option("min_time", float, 0.1, "Seconds of timed iterations per point when --iters is not given."),
-    Option("max_iters", int, 1000, "Upper bound on adaptive iterations."),
+    Option("max_iters", int, 1000, f"Upper bound on adaptive iterations (at most {MAX_ITERS})."),
     Option("batch", int, None,
-           "Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call)."),
+           f"Calls per timing sample (default: automatic, so a sample lasts >= 100 us; 1 = every call; at most "
+           f"{MAX_ITERS})."),
     Option("timer", str, "auto", f"Timed loop: {_names(TIMER_CHOICES)} (auto: in C for MPI and the kernels, a CUDA "
                                  "graph for NCCL; python: the Python loop, for comparison)."),
     Option("graph", bool, True, "--device cuda: time NCCL's calls as a replayed CUDA graph where torch can capture them.",
@@ -128,7 +146,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("nccl_tuning", bool, False, "Record NCCL's algorithm/protocol per point from its TUNING log "
                                        "(rank 0 logs every call, which its timings include)."),
     Option("out", str, None, "Results folder (default results/<UTC time>-<id>/).", spec="out_dir", suite=False),
-    Option("label", str, "", "Free text stored with every row."),
+    Option("label", str, "", f"Free text stored with every row (at most {MAX_LABEL_CHARS} characters)."),
     Option("quiet", bool, False, "Print only the summary.", spec=None, suite=False),
     Option("json_rows", bool, False, "Print each row as one JSON object on stdout.", flag="--json", spec=None,
            suite=False),

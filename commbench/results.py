@@ -74,6 +74,23 @@ SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us", "job")
 # what every reader relies on: a folder without one of these is refused
 REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size",
             "size_bytes", "time_us", "busbw_gbps", "wrong")
+MAY_BE_EMPTY = ("op", "wrong")  # required columns whose cells may be empty (op: none; wrong: not checked)
+
+# What a value of a column must be, as the loader checks it (commbench.analysis.load): an integer
+# of at least 0 or at least 1, a time in µs (finite, > 0), an amount (finite, >= 0); a column not
+# named here is text. An empty cell is a value not recorded (allowed outside REQUIRED).
+COUNT, POSITIVE, TIME, AMOUNT = "count", "positive", "time", "amount"
+KINDS = {
+    "point": COUNT, "job": POSITIVE, "in_place": COUNT, "world_size": POSITIVE, "nodes": POSITIVE,
+    "ranks_per_node": POSITIVE, "size_bytes": POSITIVE, "count": COUNT,
+    **{name: TIME for name in STAT_COLUMNS if name.startswith("time_us") and name != "time_us_stdev"},
+    "time_us_stdev": AMOUNT, "samples": COUNT, "iterations": COUNT, "batch": COUNT, "warmup": COUNT,
+    "algbw_gbps": AMOUNT, "busbw_gbps": AMOUNT, "bus_factor": AMOUNT, "wrong": COUNT, "power_w_avg": AMOUNT,
+    "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
+    "internode_bytes_expected": AMOUNT, "predicted": COUNT,
+}
+SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE}
+SAMPLE_REQUIRED = ("run_id", "point", "time_us")
 
 
 def _plain(value):

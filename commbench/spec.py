@@ -19,26 +19,29 @@ from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.kernels import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
-from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MODES, PLACEMENTS,
+from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
+                               MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MAX_SIZES, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
-_EMULATE_RE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$", re.IGNORECASE)
+_EMULATE_RE = re.compile(r"^\s*(\d{1,6})\s*x\s*(\d{1,6})\s*$", re.IGNORECASE)
 _RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
 MAX_EMULATED_RANKS = 64
 
-MAX_SIZES = 10_000
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d{1,20})\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str) -> int:
-    """'8' -> 8, '64K' -> 65536, '1G' / '1GB' / '1GiB' -> 2**30 (binary, as nccl-tests)."""
+    """'8' -> 8, '64K' -> 65536, '1G' / '1GB' / '1GiB' -> 2**30 (binary, as nccl-tests); at most
+    MAX_SIZE_BYTES."""
     m = _SIZE_RE.match(str(text))
     if not m:
-        raise InputError(f"invalid size {text!r} (expected a byte count such as 8, 64K, 4M or 1G)")
+        raise InputError(f"invalid size {str(text)[:40]!r} (expected a byte count such as 8, 64K, 4M or 1G)")
     value = int(m.group(1)) * _SUFFIX[m.group(2).upper()]
     if value < 1:
         raise InputError(f"invalid size {text!r}: sizes must be at least 1 byte")
+    if value > MAX_SIZE_BYTES:
+        raise InputError(f"size {str(text).strip()!r} is larger than {format_size(MAX_SIZE_BYTES)}, the largest size accepted")
     return value
 
 
@@ -65,6 +68,17 @@ def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
             sizes.append(round(size))
         size *= factor
     return sizes
+
+
+def _check_size_count(count: int) -> None:
+    if count > MAX_SIZES:
+        raise InputError(f"{count} sizes is more than a run takes (at most {MAX_SIZES})")
+
+
+def _parse_sizes(items: list[str]) -> list[int]:
+    """An explicit list of sizes, its length checked before any is parsed."""
+    _check_size_count(len(items))
+    return [parse_size(s) for s in items]
 
 
 def split_list(text: str | list[str] | None) -> list[str]:
@@ -132,6 +146,7 @@ class SweepSpec:
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
     channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernels)
+    oversubscribe: bool = _D["oversubscribe"]  # more ranks on this machine than its cores allow (commbench.run.launch)
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
     def point_timeout(self, size_bytes: int) -> float:
@@ -159,10 +174,11 @@ class SweepSpec:
         if ("gloo" in self.backends and self.device == "cuda"
                 and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
             raise InputError("gloo with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
-        if not self.sizes:
-            raise InputError("no sizes given")
+        self._validate_sizes()
         if self.nprocs < 1:
             raise InputError(f"invalid number of processes {self.nprocs}: it must be at least 1")
+        if self.nprocs > MAX_NPROCS:
+            raise InputError(f"-n {self.nprocs} is more ranks than commbench starts (at most {MAX_NPROCS})")
         if self.warmup < 0:
             raise InputError(f"invalid warm-up count {self.warmup}: it must be 0 or more")
         if self.iters is not None and self.iters < 1:
@@ -173,6 +189,12 @@ class SweepSpec:
             raise InputError(f"invalid iteration bounds {self.min_iters}..{self.max_iters}")
         if self.batch is not None and self.batch < 1:
             raise InputError(f"invalid --batch {self.batch}: it must be at least 1")
+        for flag, value in (("--warmup", self.warmup), ("--iters", self.iters), ("--max-iters", self.max_iters),
+                            ("--batch", self.batch)):
+            if value is not None and value > MAX_ITERS:
+                raise InputError(f"{flag} {value} is more than {MAX_ITERS}, the most calls per point")
+        if len(self.label) > MAX_LABEL_CHARS:
+            raise InputError(f"--label is {len(self.label)} characters long; at most {MAX_LABEL_CHARS}")
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.timer not in TIMER_CHOICES:
@@ -192,7 +214,19 @@ class SweepSpec:
         if self.nccl_tuning and "nccl" not in self.backends:
             raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
         self._validate_emulation()
+        points = math.prod(map(len, (self.sizes, self.collectives, self.backends, self.algorithms, self.dtypes,
+                                     self.ops, self.in_place)))
+        if points > MAX_POINTS:
+            raise InputError(f"{points} points (sizes x collectives x backends x algorithms x dtypes x ops x "
+                             f"buffer modes) is more than a run takes (at most {MAX_POINTS}): split it into several runs")
         return self
+
+    def _validate_sizes(self) -> None:
+        if not self.sizes:
+            raise InputError("no sizes given")
+        _check_size_count(len(self.sizes))
+        if not all(isinstance(s, int) and 1 <= s <= MAX_SIZE_BYTES for s in self.sizes):
+            raise InputError(f"invalid sizes: each must be 1 B to {format_size(MAX_SIZE_BYTES)}")
 
     def emulated_layout(self) -> tuple[int, int] | None:
         """(nodes, ranks per node) of --emulate, or None."""
@@ -200,7 +234,7 @@ class SweepSpec:
             return None
         m = _EMULATE_RE.match(str(self.emulate))
         if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-            raise InputError(f"invalid --emulate {self.emulate!r} (expected NODESxRANKS, e.g. 2x2)")
+            raise InputError(f"invalid --emulate {str(self.emulate)[:40]!r} (expected NODESxRANKS, e.g. 2x2)")
         return int(m.group(1)), int(m.group(2))
 
     def _validate_emulation(self) -> None:
@@ -235,7 +269,7 @@ class SweepSpec:
         if mode not in MODES:
             raise InputError(f"unknown buffer mode {mode!r} (accepted: {', '.join(MODES)})")
         lo, hi, factor = o.pop("min_bytes"), o.pop("max_bytes"), o.pop("step_factor")
-        size_list = ([parse_size(s) for s in split_list(sizes)] if sizes is not None
+        size_list = (_parse_sizes(split_list(sizes)) if sizes is not None
                      else size_range(parse_size(lo), parse_size(hi), float(factor)))
         nprocs = o.pop("nprocs")
         if nprocs is None:
@@ -252,9 +286,35 @@ class SweepSpec:
 
     @classmethod
     def from_json(cls, text: str) -> "SweepSpec":
+        """A spec from JSON (a run's run.json, a rank's spec file): every field of its declared type
+        (an int is not a bool or a text, a list holds its items' type), sizes >= 1, done points >= 0;
+        an InputError naming the field. Values are checked by validate()."""
+        import reprlib
+        import types
+        import typing
+
         data = json.loads(text)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
+        if not isinstance(data, dict):
+            raise InputError("the spec is not a JSON object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(data) - set(fields)
         if unknown:
             raise InputError(f"unknown spec fields: {', '.join(sorted(unknown))}")
+        hints = typing.get_type_hints(cls)
+
+        def fits(value, hint) -> bool:
+            if typing.get_origin(hint) is list:
+                return isinstance(value, list) and all(fits(v, typing.get_args(hint)[0]) for v in value)
+            if typing.get_origin(hint) in (types.UnionType, typing.Union):
+                return any(fits(value, h) for h in typing.get_args(hint))
+            if hint is float:
+                return isinstance(value, (int, float)) and not isinstance(value, bool)
+            return isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+
+        for name, value in data.items():
+            if not fits(value, hints[name]):
+                raise InputError(f"spec field {name!r} must be {fields[name].type}, not {reprlib.repr(value)}")
+        for name, least in (("sizes", 1), ("done_points", 0)):
+            if any(v < least for v in data.get(name, ())):
+                raise InputError(f"spec field {name!r} holds {min(data[name])}: each must be at least {least}")
         return cls(**data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 
-_UNSAFE = ("Cc", "Cf", "Zl", "Zp")  # controls, format characters, line and paragraph separators
+_UNSAFE = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format characters, lone surrogates, line and paragraph separators
 
 
 def _char(c: str) -> str:

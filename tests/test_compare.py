@@ -174,7 +174,7 @@ def test_bad_arguments_exit_2(tmp_path):
     run = write_run(tmp_path / "run", QUIET)
     for args, message in ((["--threshold", "abc"], "invalid threshold"), (["--threshold", "150%"], "invalid threshold"),
                           (["--format", "xml"], "unknown format"),
-                          (["-o", tmp_path / "no" / "such" / "f"], "cannot write"),
+                          (["-o", tmp_path / "no" / "such" / "f"], "does not exist"),
                           (["--html", tmp_path], "is a folder")):
         proc = commbench("compare", run, run, *args)
         lines = proc.stderr.strip().splitlines()

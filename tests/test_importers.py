@@ -69,7 +69,7 @@ BAD_FILES = [
     ("nccl-tests", "{not json", "not an nccl-tests JSON report"),
     ("nccl-tests", json.dumps({"args": ["all_reduce_perf"], "config": {"devices": []}, "results": []}), "lists no devices"),
     ("nccl-tests", json.dumps({"args": ["all_reduce_perf"], "config": {"devices": [{}]},
-                               "results": [{"size": 8, "out_of_place": {"time": 1}}]}), "malformed result entry"),
+                               "results": [{"size": 8, "out_of_place": {"time": 1}}]}), "result 1: type is missing"),
     ("osu", "", "not OSU"),
     ("osu", "# OSU MPI Bcast Latency Test\n", "not OSU"),
     ("osu", "# OSU MPI Allreduce Latency Test\n# Size  Avg Latency(us)\n4 1.0 2.0 3.0\n", "does not match the header"),

@@ -13,17 +13,18 @@ from commbench.spec import SweepSpec
 from conftest import ROOT, load_run, needs_mpirun
 
 
-def _spec(**kw):
-    return SweepSpec(nprocs=3, out_dir="/tmp/x", run_id="r", **kw).validate()
+def _spec(out="/tmp/x", **kw):
+    return SweepSpec(nprocs=3, out_dir=str(out), run_id="r", **kw).validate()
 
 
 @needs_mpirun
-def test_mpirun_argv():
-    spec = _spec(label="a 'quoted' $label; rm -rf /")
+def test_mpirun_argv(tmp_path):
+    spec = _spec(tmp_path, label="a 'quoted' $label; rm -rf /")
     [(argv, env)] = build_commands(spec, "mpirun", ["--hostfile", "h"])
     assert argv[0].endswith("mpirun") and argv[1:3] == ["-n", "3"]
     assert argv[argv.index("--hostfile") + 1] == "h"
     assert argv[argv.index("--spec") - 3:argv.index("--spec")] == [sys.executable, "-m", "commbench.rank.worker"]
+    assert argv[-1] == str(tmp_path.resolve() / ".spec.json")  # a file in the run folder, never the spec in argv
     assert decode_spec(argv[-1]) == spec  # the spec travels intact, whatever its strings hold
     if os.geteuid() == 0:
         assert "--allow-run-as-root" in argv
@@ -31,15 +32,15 @@ def test_mpirun_argv():
 
 
 @needs_mpirun
-def test_mpirun_forwards_the_plugins_to_every_host(monkeypatch):
+def test_mpirun_forwards_the_plugins_to_every_host(monkeypatch, tmp_path):
     monkeypatch.setenv("COMMBENCH_PLUGINS", "my_collectives")
-    [(argv, env)] = build_commands(_spec(), "mpirun", [])
+    [(argv, env)] = build_commands(_spec(tmp_path), "mpirun", [])
     assert argv[argv.index("-x") + 1] == "COMMBENCH_PLUGINS" and env["COMMBENCH_PLUGINS"] == "my_collectives"
 
 
-def test_torchrun_and_local_argv():
+def test_torchrun_and_local_argv(tmp_path):
     pytest.importorskip("torch")
-    spec = _spec(backends=["gloo"])
+    spec = _spec(tmp_path, backends=["gloo"])
     [(argv, _)] = build_commands(spec, "torchrun", [])
     assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert argv[argv.index("--nproc-per-node") + 1] == "3" and "-m" in argv[3:]

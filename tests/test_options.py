@@ -73,6 +73,7 @@ SPEC_SAMPLES = {
     "op": ("max", {}, lambda s: s.ops == ["max"]),
     "mode": ("in-place", {}, lambda s: s.in_place == [True]),
     "nprocs": (2, {}, lambda s: s.nprocs == 2),
+    "oversubscribe": (True, {}, lambda s: s.oversubscribe),
     "launcher": ("local", {"backend": "gloo"}, lambda s: s.launcher == "local"),
     "device": ("cuda", {"backend": "gloo", "algorithm": "peer_oneshot"}, lambda s: s.device == "cuda"),
     "warmup": (0, {}, lambda s: s.warmup == 0),

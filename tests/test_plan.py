@@ -4,7 +4,6 @@ from itertools import product
 
 from commbench.rank.collectives import COLLECTIVES, Collective
 from commbench.rank.plan import Point, build_plan
-from commbench.rank.worker import decode_spec, encode_spec
 from commbench.spec import SweepSpec
 
 
@@ -61,7 +60,7 @@ def test_done_points_do_not_move_indexes():
 
 def test_every_rank_builds_the_same_plan_from_the_spec_it_receives():
     spec = _spec(label="x")
-    assert build_plan(decode_spec(encode_spec(spec))) == build_plan(spec)
+    assert build_plan(SweepSpec.from_json(spec.to_json())) == build_plan(spec)
 
 
 def test_point_as_dict():

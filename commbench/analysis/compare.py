@@ -10,11 +10,19 @@ history (every candidate against the baseline). What differs between the sides' 
 
 Exit codes (commbench compare): 0 no regression, 1 a regression (or, with --strict, an
 inconclusive point), 2 unusable input.
+
+Every string in the outputs may come from someone else's result folder (names, versions, hosts,
+environment, folder names): text and JUnit show it escaped on one line (`_t`), markdown with every
+ASCII punctuation character backslash-escaped (`_md`: it lands in CI job summaries, where a link,
+image, HTML or emphasis must not be injected), JSON strictly valid (null for a number that is not
+finite); the HTML page escapes its own (commbench.analysis.report).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -24,7 +32,9 @@ import numpy as np
 from commbench.analysis import context, verdicts
 from commbench.analysis.load import load_run, run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
+from commbench.options import COMPARE_FORMATS
 from commbench.errors import InputError
+from commbench.terminal import printable
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
 FEW_SAMPLES = 5  # a job with fewer samples is summarised by them all the same; the note says so
@@ -45,15 +55,18 @@ def _plain(v):
 
 
 def _background(meta: dict) -> dict[tuple[int, int], float]:
-    """(point, job) -> share of the host's cores others took during that job (run.json `jobs`)."""
+    """(point, job) -> share of the host's cores others took during that job (run.json `jobs`);
+    an entry that does not say it (or not as numbers) is left out: unknown."""
     out = {}
-    for launch in meta.get("jobs") or []:
+    jobs = meta.get("jobs")
+    for launch in jobs if isinstance(jobs, list) else []:
         try:
             share = float(launch["background_cores"]) / float(launch["cpu_count"])
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            job, points = int(launch["job"]), [int(p) for p in launch.get("points") or []]
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
             continue
-        for point in launch.get("points") or []:
-            out[(int(point), int(launch["job"]))] = share
+        if math.isfinite(share) and share >= 0:
+            out.update({(point, job): share for point in points})
     return out
 
 
@@ -221,6 +234,20 @@ def compare(baseline: str | Path, candidates: str | Path | list, threshold: floa
 # --- output formats ---------------------------------------------------------------------------------
 
 ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
+_MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped
+
+
+def _t(value) -> str:
+    """A string from a file for a terminal, a log or XML: terminal.printable, and on one line and
+    encodable too (line breaks, tabs, unpaired surrogates, unassigned code points escaped)."""
+    text = printable(value)
+    return text if text.isprintable() else "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
+def _md(value) -> str:
+    """A string from a file as literal markdown: _t, then every ASCII punctuation character
+    backslash-escaped, so no link, image, HTML, code, emphasis or table cell can start in it."""
+    return _MD_PUNCTUATION.sub(lambda m: "\\" + m.group(), _t(value))
 
 
 def _fmt(x, spec=".3f"):
@@ -236,6 +263,7 @@ def _trend(v: Verdict) -> str:
 
 
 def context_lines(cmp: Comparison) -> list[str]:
+    """What differs, as raw lines (each format escapes them its own way)."""
     out = []
     for path, changes in zip(cmp.candidates, cmp.context, strict=True):
         if changes:
@@ -246,60 +274,70 @@ def context_lines(cmp: Comparison) -> list[str]:
 
 
 def to_text(cmp: Comparison) -> str:
-    lines = [f"baseline:  {cmp.baseline}"]
-    lines += ([f"candidate: {cmp.candidate}"] if len(cmp.candidates) == 1 else
-              [f"candidates (oldest first): {', '.join(cmp.candidates)}; verdicts of the last"])
-    lines += [""] + context_lines(cmp)
+    lines = [f"baseline:  {_t(cmp.baseline)}"]
+    lines += ([f"candidate: {_t(cmp.candidate)}"] if len(cmp.candidates) == 1 else
+              [f"candidates (oldest first): {', '.join(map(_t, cmp.candidates))}; verdicts of the last"])
+    lines += [""] + [_t(line) for line in context_lines(cmp)]
     lines += [""] if lines[-1] else []
-    width = max(len(v.name()) for v in cmp.verdicts)
+    names = {id(v): _t(v.name()) for v in cmp.verdicts}
+    width = max(map(len, names.values()))
     trend = len(cmp.candidates) > 1
     lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {'95% CI':>13} "
                  f"{'p':>8} {'jobs':>5}" + ("  history" if trend else "") + "  note")
     for v in _sorted(cmp):
         ci = f"{_fmt(v.ci_low)}-{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
-        lines.append(f"{v.name():<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
+        lines.append(f"{names[id(v)]:<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
                      f"{v.ratio:>7.3f} {ci:>13} {_fmt(v.p_value, '.2g'):>8} {v.jobs[0]:>2}/{v.jobs[1]:<2}"
-                     + (f"  {_trend(v)}" if trend else "") + f"  {v.note}".rstrip())
+                     + (f"  {_trend(v)}" if trend else "") + f"  {_t(v.note)}".rstrip())
     for m in cmp.missing:
-        lines.append(f"missing in candidate: {m}")
+        lines.append(f"missing in candidate: {_t(point_name(m))}")
     lines += ["", cmp.summary()] + cmp.advice()
     return "\n".join(lines)
 
 
-def _md_escape(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def to_markdown(cmp: Comparison) -> str:
+    """For CI job summaries: every string from a file through _md (the summary and advice are
+    commbench's own words and numbers)."""
     icon = {"regression": ":x: regression", "improvement": ":rocket: improvement", "unchanged": "unchanged",
             "inconclusive": ":grey_question: inconclusive"}
     trend = len(cmp.candidates) > 1
-    out = ["### commbench compare", "", f"**{_md_escape(cmp.summary())}**", ""]
-    out += [f"* {_md_escape(a)}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
+    out = ["### commbench compare", "", f"**{cmp.summary()}**", ""]
+    out += [f"* {a}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
     if context_lines(cmp):
-        out += ["```", *context_lines(cmp), "```", ""]
+        out += [f"* {_md(line.strip())}" if line.startswith(" ") else _md(line) for line in context_lines(cmp)] + [""]
     out += ["| point | verdict | baseline (us) | candidate (us) | ratio | 95% CI | p | jobs |"
             + (" history |" if trend else "") + " note |",
             "|---|---|---:|---:|---:|---|---:|---:|" + ("---|" if trend else "") + "---|"]
     for v in _sorted(cmp):
         ci = f"{_fmt(v.ci_low)}–{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
-        out.append(f"| {_md_escape(v.name())} | {icon[v.verdict]} | {v.baseline_us:.2f} | {v.candidate_us:.2f} | "
+        out.append(f"| {_md(v.name())} | {icon[v.verdict]} | {v.baseline_us:.2f} | {v.candidate_us:.2f} | "
                    f"{v.ratio:.3f} | {ci} | {_fmt(v.p_value, '.2g')} | {v.jobs[0]}/{v.jobs[1]} |"
-                   + (f" {_trend(v)} |" if trend else "") + f" {_md_escape(v.note)} |")
+                   + (f" {_trend(v)} |" if trend else "") + f" {_md(v.note)} |")
     if cmp.missing:
         out += ["", f"Missing in candidate: {len(cmp.missing)} points"]
     return "\n".join(out)
 
 
+def _strict(value):
+    """value with every float that is not finite (NaN, infinity) as None: strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def to_json(cmp: Comparison) -> str:
-    points = [{k: x for k, x in asdict(v).items()} for v in cmp.verdicts]
-    return json.dumps({"baseline": cmp.baseline, "candidate": cmp.candidate, "candidates": cmp.candidates,
-                       "threshold": cmp.threshold, "summary": cmp.summary(), "advice": cmp.advice(),
-                       "regressed": cmp.regressed, "inconclusive": cmp.count("inconclusive"), "strict": cmp.strict,
-                       "exit_code": cmp.exit_code,
-                       "context": [{"candidate": p, "changes": [asdict(c) for c in ch]}
-                                   for p, ch in zip(cmp.candidates, cmp.context, strict=True)],
-                       "points": points, "missing": cmp.missing, "new": cmp.new}, indent=2)
+    doc = {"baseline": cmp.baseline, "candidate": cmp.candidate, "candidates": cmp.candidates,
+           "threshold": cmp.threshold, "summary": cmp.summary(), "advice": cmp.advice(),
+           "regressed": cmp.regressed, "inconclusive": cmp.count("inconclusive"), "strict": cmp.strict,
+           "exit_code": cmp.exit_code,
+           "context": [{"candidate": p, "changes": [asdict(c) for c in ch]}
+                       for p, ch in zip(cmp.candidates, cmp.context, strict=True)],
+           "points": [asdict(v) for v in cmp.verdicts], "missing": cmp.missing, "new": cmp.new}
+    return json.dumps(_strict(doc), indent=2, allow_nan=False)
 
 
 def to_junit(cmp: Comparison) -> str:
@@ -308,19 +346,19 @@ def to_junit(cmp: Comparison) -> str:
                        failures=str(sum(v.verdict in failing for v in cmp.verdicts)),
                        skipped=str(len(cmp.missing) + (0 if cmp.strict else cmp.count("inconclusive"))))
     for v in cmp.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=f"commbench.{v.key['collective']}", name=v.name())
+        case = ET.SubElement(suite, "testcase", classname=_t(f"commbench.{v.key['collective']}"), name=_t(v.name()))
         detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} jobs), "
-                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {v.note}").strip()
+                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {_t(v.note)}").strip()
         if v.verdict == "regression":
             ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
                           type="regression").text = detail
         elif v.verdict == "inconclusive":
-            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {v.note}",
+            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {_t(v.note)}",
                           type="inconclusive").text = detail
     for m in cmp.missing:
-        case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(m))
+        case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(_strict(m)))
         ET.SubElement(case, "skipped", message="missing in the candidate")
     return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True)
 
 
-FORMATS = {"text": to_text, "markdown": to_markdown, "json": to_json, "junit": to_junit}
+FORMATS = dict(zip(COMPARE_FORMATS, (to_text, to_markdown, to_json, to_junit), strict=True))

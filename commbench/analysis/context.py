@@ -31,25 +31,34 @@ def _clean(value) -> str:
     return text if len(text) <= _WIDTH else text[:_WIDTH - 1] + "…"
 
 
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
 def facts(meta: dict) -> tuple[dict[str, str], dict[str, str] | None]:
-    """One run's facts (name -> value) and its environment (None: not recorded)."""
-    out = {f"version {k}": _clean(v) for k, v in (meta.get("versions") or {}).items() if v not in (None, "")}
-    hosts = {r.get("hostname") for r in meta.get("ranks") or [] if isinstance(r, dict)}
-    hosts |= {h for j in meta.get("jobs") or [] if isinstance(j, dict) for h in j.get("hosts") or []}
-    hosts.discard(None)
+    """One run's facts (name -> value) and its environment (None: not recorded). run.json comes
+    from someone else's folder: a fact of the wrong type (a list where an object belongs) is left out."""
+    out = {f"version {_clean(k)}": _clean(v) for k, v in _dict(meta.get("versions")).items() if v not in (None, "")}
+    names = [r.get("hostname") for r in _list(meta.get("ranks")) if isinstance(r, dict)]
+    names += [h for j in _list(meta.get("jobs")) if isinstance(j, dict) for h in _list(j.get("hosts"))]
+    hosts = {_clean(h) for h in names if isinstance(h, (str, int, float))}
     if hosts:
-        out["hosts"] = ", ".join(sorted(map(str, hosts)))
+        out["hosts"] = ", ".join(sorted(hosts))
     for key in ("world_size", "nodes", "ranks_per_node", "launcher"):
         if meta.get(key) not in (None, ""):
             out[key.replace("_", " ")] = _clean(meta[key])
     if "timers" in meta:  # compare.load_side: the rows' `timer` values (folders before the column: Python loops)
         out["timed by"] = ", ".join(meta["timers"]) or "python (not recorded)"
     if meta.get("launcher_args"):
-        out["launcher args"] = _clean(" ".join(map(str, meta["launcher_args"])))
+        out["launcher args"] = _clean(" ".join(map(str, _list(meta["launcher_args"]))) or meta["launcher_args"])
     env = None
     if "environment" in meta or "rank0_environment" in meta:
-        env = {k: _clean(v) for k, v in {**(meta.get("environment") or {}),
-                                          **(meta.get("rank0_environment") or {})}.items()}
+        env = {_clean(k): _clean(v) for k, v in {**_dict(meta.get("environment")),
+                                                  **_dict(meta.get("rank0_environment"))}.items()}
     return out, env
 
 

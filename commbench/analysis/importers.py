@@ -10,16 +10,24 @@ nccl-tests, OSU and commbench numbers side by side.
 The collectives say which names the tools give them (Collective.nccl_tests_name, osu_title).
 Sizes follow commbench's (nccl-tests') semantics: OSU's size is what each rank contributes
 (Collective.size_for_input: all-gather's is multiplied by the number of ranks).
+
+The files are data from elsewhere, checked like command-line input before anything is written:
+times > 0 and at most MAX_TIME_US, bandwidths finite and >= 0 (nccl-tests prints 0.00 for small
+sizes), sizes 1 B .. MAX_SIZE_BYTES, ranks 1 .. MAX_RANKS, names plain words. A file, its points
+and its samples are bounded (MAX_INPUT_BYTES, MAX_POINTS, MAX_SAMPLES) so a huge or hostile file
+costs a bounded time and memory. Anything else is one InputError, "<file> line N: <problem>"
+(a JSON report: "<file> result N: <problem>").
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-
-import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from commbench.errors import InputError
 from commbench.metrics import summarize
@@ -33,6 +41,17 @@ NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloa
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 OSU_TYPES = {"MPI_CHAR": "int8", "MPI_INT": "int32", "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
+
+MAX_INPUT_BYTES = 8 * 2**20  # a benchmark's output is kilobytes; a JSON report with per-iteration times a few MB
+MAX_POINTS = 2048  # result rows (size x buffer mode) of one file
+MAX_SAMPLES = 200_000  # per-iteration times of one JSON report, all its points together
+MAX_JSON_VALUES = MAX_SAMPLES + 100 * MAX_POINTS  # separators counted before a report is parsed (memory)
+MAX_RANKS = 2**20  # --nprocs, and the ranks a report lists
+MAX_SIZE_BYTES = 2**40  # 1 TiB in one buffer: beyond any device
+MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
+MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
+_WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
+_DIGITS = re.compile(r"[0-9]{1,20}")
 
 
 def _nccl_tests_collective(text: str) -> str | None:
@@ -57,57 +76,161 @@ class Imported:
     meta: dict = field(default_factory=dict)
 
 
-def _bad(path, why) -> InputError:
-    return InputError(f"{path}: {why}")
+def _bad(where, why) -> InputError:
+    return InputError(f"{where}: {why}")
+
+
+def read_input(path) -> str:
+    """An import file's text: UTF-8, at most MAX_INPUT_BYTES."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise _bad(path, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not one benchmark's output")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {str(path)!r}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _lines(text: str):
+    """(number, line) per line of text, lazily (a file of many short lines is no list of them); a
+    line longer than MAX_LINE is None, never copied."""
+    start, number = 0, 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        number += 1
+        yield number, text[start:end] if end - start <= MAX_LINE else None
+        start = end + 1
+
+
+# --- values read from a file ----------------------------------------------------------------------
+
+def _show(value) -> str:
+    if value is None:
+        return "missing"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _number(value, what: str, where: str, zero_ok: bool = False) -> float:
+    """A time in µs (> 0, at most MAX_TIME_US) or, zero_ok, a bandwidth (finite, >= 0)."""
+    try:
+        x = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    if zero_ok and not (math.isfinite(x) and x >= 0):
+        raise _bad(where, f"{what} is {_show(value)}: expected a finite number >= 0")
+    if not zero_ok and not 0 < x <= MAX_TIME_US:  # NaN fails too
+        raise _bad(where, f"{what} is {_show(value)}: expected a time in µs, > 0 and at most {MAX_TIME_US:g}")
+    return x
+
+
+def _integer(value, what: str, where: str, low: int, high: int) -> int:
+    """A whole number low .. high, written as one (8, "8", 8.0)."""
+    n = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and _DIGITS.fullmatch(value):
+        n = int(value)
+    if n is None or not low <= n <= high:
+        raise _bad(where, f"{what} is {_show(value)}: expected a whole number from {low} to {high}")
+    return n
+
+
+def _word(value, what: str, where: str) -> str:
+    if not (isinstance(value, str) and _WORD.fullmatch(value)):
+        raise _bad(where, f"{what} is {_show(value)}: expected a name of letters, digits and _")
+    return value
+
+
+def _too_many(path) -> InputError:
+    return _bad(path, f"more than {MAX_POINTS} results: not one benchmark's output")
 
 
 # --- nccl-tests ---------------------------------------------------------------------------------
 
+_DEVICE = re.compile(r"#[ \t]+Rank[ \t]+[0-9]+[ \t]+Group[ \t]+[0-9]+[ \t]+Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[ \t]+"
+                     r"device[ \t]+[0-9]+[ \t]+\[[^\]]*\][ \t]+(.*)")
+_VERSION = re.compile(r"# nccl-tests version (\S+).*nccl-library=([0-9]+)")
+
+
+def _nccl_point(where: str, size, count, dtype, op, in_place: int, time_us, wrong, samples=None) -> dict:
+    """One nccl-tests result, checked."""
+    size = _integer(size, "size", where, 1, MAX_SIZE_BYTES)
+    dtype = _word(dtype, "type", where)
+    time_us = _number(time_us, "time", where)
+    return {"size_bytes": size, "count": _integer(count, "count", where, 0, size),
+            "dtype": NCCL_TYPES.get(dtype, dtype), "op": _word(op, "redop", where), "in_place": in_place,
+            "time_us": time_us,
+            "wrong": None if wrong in (None, "N/A") else _integer(wrong, "#wrong", where, 0, 2**63 - 1),
+            "samples": [_number(t, "per-iteration time", where) for t in samples] if samples else [time_us]}
+
+
 def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | None = None) -> Imported:
-    devices = re.findall(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$",
-                         text, re.M)
-    if not devices:
+    hosts, gpus, ranks, meta, results = set(), set(), 0, {}, []
+    for lineno, line in _lines(text):
+        if line is None:
+            continue
+        line = line.strip()
+        device = _DEVICE.fullmatch(line)
+        if device:
+            ranks += 1
+            hosts.add(device.group(1))
+            gpus.add(device.group(2).strip())
+        elif line.startswith("# nThread ") and "nccl_tests_config" not in meta:
+            meta["nccl_tests_config"] = line[2:]
+        elif _VERSION.match(line) and "nccl_tests_version" not in meta:
+            meta["nccl_tests_version"], meta["nccl_version"] = _VERSION.match(line).groups()
+        else:
+            parts = line.split()
+            # size count type redop [root] then 2 x (time algbw busbw #wrong); a line cut short is left out
+            if parts and parts[0].isascii() and parts[0].isdigit() and len(parts) in (12, 13):
+                if len(results) >= MAX_POINTS // 2:
+                    raise _too_many(path)
+                results.append((lineno, parts))
+    if not ranks:
         raise _bad(path, "no '#  Rank N Group ... device' lines: not nccl-tests output, or cut short")
     collective = collective or _nccl_tests_collective(text)
     if collective is None:
         raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
-    imp = Imported("nccl-tests", collective, len(devices), "nccl",
-                   meta={"hosts": sorted({h for _, h, _ in devices}), "gpus": sorted({g.strip() for _, _, g in devices})})
-    header = re.search(r"^# nThread .*$", text, re.M)
-    if header:
-        imp.meta["nccl_tests_config"] = header.group(0)[2:]
-    version = re.search(r"^# nccl-tests version (\S+).*nccl-library=(\d+)", text, re.M)
-    if version:
-        imp.meta["nccl_tests_version"], imp.meta["nccl_version"] = version.group(1), version.group(2)
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts or parts[0].startswith("#") or not parts[0].isdigit():
-            continue
-        if len(parts) not in (13, 12):  # size count type redop [root] then 2 x (time algbw busbw #wrong)
-            continue
-        size, count, dtype, op = int(parts[0]), int(parts[1]), parts[2], parts[3]
+    imp = Imported("nccl-tests", collective, ranks, "nccl",
+                   meta={"hosts": sorted(hosts), "gpus": sorted(gpus), **meta})
+    for lineno, parts in results:
+        where = f"{path} line {lineno}"
         body = parts[5:] if len(parts) == 13 else parts[4:]
-        for in_place, (t, _alg, _bus, wrong) in ((0, body[0:4]), (1, body[4:8])):
-            imp.points.append(_nccl_point(size, count, dtype, op, in_place, float(t), None if wrong == "N/A" else int(float(wrong))))
+        for in_place, (t, algbw, busbw, wrong) in ((0, body[0:4]), (1, body[4:8])):
+            _number(algbw, "algbw", where, zero_ok=True)
+            _number(busbw, "busbw", where, zero_ok=True)
+            imp.points.append(_nccl_point(where, parts[0], parts[1], parts[2], parts[3], in_place, t, wrong))
     if not imp.points:
         raise _bad(path, "no result lines found in the nccl-tests output")
     return imp
 
 
-def _nccl_point(size, count, dtype, op, in_place, time_us, wrong, samples=None):
-    return {"size_bytes": size, "count": count, "dtype": NCCL_TYPES.get(dtype, dtype), "op": op, "in_place": in_place,
-            "time_us": time_us, "wrong": wrong, "samples": samples or [time_us]}
+def _plain_meta(value):
+    """A report's version or time, kept as written when it is a string or an integer."""
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
 def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | None = None) -> Imported:
+    if sum(map(text.count, ",[{")) > MAX_JSON_VALUES:  # before parsing: bounded memory
+        raise _bad(path, f"more than {MAX_JSON_VALUES} JSON values: not one nccl-tests report")
     try:
         doc = json.loads(text)
         results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []
         if not (isinstance(results, list) and all(isinstance(r, dict) for r in results) and isinstance(config, dict)
                 and isinstance(args, list) and isinstance(config.get("devices") or [], list)):
             raise TypeError("results, config, args or devices have the wrong type")
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {exc})") from None
+    if len(results) > MAX_POINTS // 2:
+        raise _too_many(path)
     program = " ".join(map(str, args))
     collective = collective or _nccl_tests_collective(
         program + " " + json.dumps([r.get("experiment_name", "") for r in results]))
@@ -116,27 +239,34 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     devices = config.get("devices") or []
     if not devices:
         raise _bad(path, "the report lists no devices")
-    if not all(isinstance(d, dict) for d in devices):
-        raise _bad(path, "the report's devices are not objects")
+    if not all(isinstance(d, dict) for d in devices) or len(devices) > MAX_RANKS:
+        raise _bad(path, f"the report's devices are not up to {MAX_RANKS} objects")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
                    meta={"hosts": sorted({str(d.get("hostname", "?")) for d in devices}),
                          "gpus": sorted({str(d.get("device_info", "?")) for d in devices}),
-                         "nccl_version": doc.get("nccl_version"), "command_line": doc.get("args"),
-                         "start_time": doc.get("start_time"), "end_time": doc.get("end_time")})
-    for r in results:
-        try:
-            for in_place, key in ((0, "out_of_place"), (1, "in_place")):
-                body = r.get(key)
-                if not body:
-                    continue
-                time_us = float(body.get("time", body.get("cpu_time")))
-                per_iter = (r.get(f"{key}_per_iter") or {}).get("times_us")
-                wrong = body.get("nwrong")
-                imp.points.append(_nccl_point(int(r["size"]), int(r["count"]), r["type"], r["redop"], in_place, time_us,
-                                              None if wrong is None else int(float(wrong)),
-                                              [float(x) for x in per_iter] if per_iter else None))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _bad(path, f"malformed result entry {str(r)[:80]} ({exc.__class__.__name__})") from None
+                         "nccl_version": _plain_meta(doc.get("nccl_version")), "command_line": [str(a) for a in args],
+                         "start_time": _plain_meta(doc.get("start_time")), "end_time": _plain_meta(doc.get("end_time"))})
+    samples = 0
+    for i, r in enumerate(results, 1):
+        where = f"{path} result {i}"
+        for in_place, key in ((0, "out_of_place"), (1, "in_place")):
+            body, per_iter = r.get(key), r.get(f"{key}_per_iter") or {}
+            if not body:
+                continue
+            if not isinstance(body, dict) or not isinstance(per_iter, dict):
+                raise _bad(where, f"{key} is not an object")
+            times = per_iter.get("times_us")
+            if times is not None and not isinstance(times, list):
+                raise _bad(where, f"{key}_per_iter times_us is not a list")
+            samples += len(times or ())
+            if samples > MAX_SAMPLES:
+                raise _bad(path, f"more than {MAX_SAMPLES} per-iteration times")
+            for bw in ("alg_bw", "bus_bw"):
+                if bw in body:
+                    _number(body[bw], bw, where, zero_ok=True)
+            imp.points.append(_nccl_point(where, r.get("size"), r.get("count"), r.get("type"), r.get("redop"),
+                                          in_place, body["time"] if "time" in body else body.get("cpu_time"),
+                                          body.get("nwrong"), times))
     if not imp.points:
         raise _bad(path, "the report holds no results")
     return imp
@@ -151,43 +281,58 @@ def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = 
 
 # --- OSU ------------------------------------------------------------------------------------------
 
+def _osu_columns(line: str, where: str) -> list[str]:
+    columns = [c.strip() for c in re.split(r"\s{2,}|\t", line[2:].strip())]
+    if not {"Size", "Avg Latency(us)"} <= set(columns):
+        raise _bad(where, f"header {line.strip()!r:.80} lacks the Size and Avg Latency(us) columns")
+    return columns
+
+
 def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imported:
     title, titles = re.search(r"^# OSU MPI (\w+) Latency Test", text, re.M), _osu_titles()
     if not title or title.group(1).lower() not in titles:
         raise _bad(path, f"not OSU {' / '.join(n.replace('_', '-') for n in titles.values())} latency output "
                          f"(no '# OSU MPI {'|'.join(COLLECTIVES[n].osu_title for n in titles.values())} Latency Test' line)")
-    if world is None or world < 1:
+    if world is None:
         raise _bad(path, "OSU output does not record the number of ranks: give --nprocs")
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_RANKS:
+        raise InputError(f"--nprocs {world!r}: give the OSU run's number of ranks, 1 to {MAX_RANKS}")
     collective = titles[title.group(1).lower()]
     coll = COLLECTIVES[collective]
     dtype_m = re.search(r"^# Datatype: (\w+)", text, re.M)
-    dtype = OSU_TYPES.get(dtype_m.group(1), dtype_m.group(1)) if dtype_m else "int8"
-    imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": dtype_m.group(1) if dtype_m else None})
+    osu_type = _word(dtype_m.group(1), "Datatype", path) if dtype_m else None
+    dtype = OSU_TYPES.get(osu_type, osu_type) if osu_type else "int8"
+    imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": osu_type})
     columns = None
-    for line in text.splitlines():
+    for lineno, line in _lines(text):
+        where = f"{path} line {lineno}"
+        if line is None:
+            raise _bad(where, f"longer than {MAX_LINE} characters: not OSU output")
         if line.startswith("# Size"):
-            columns = re.findall(r"[A-Za-z][A-Za-z ]*?(?:\(us\))?(?=\s{2,}|$)", line[2:])
-            columns = [c.strip() for c in columns]
+            columns = _osu_columns(line, where)
             continue
         parts = line.split()
-        if not parts or line.startswith("#") or not parts[0].isdigit():
+        if not parts or line.startswith("#") or not (parts[0].isascii() and parts[0].isdigit()):
             continue
         if columns is None or len(parts) != len(columns):
-            raise _bad(path, f"result line does not match the header: {line.strip()!r:.80}")
+            raise _bad(where, f"result line does not match the header: {line.strip()!r:.80}")
+        if len(imp.points) >= MAX_POINTS:
+            raise _too_many(path)
         values = dict(zip(columns, parts, strict=True))
-        msg = int(values["Size"])
-        size = coll.size_for_input(msg, world)
+        size = _integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)
+        size = _integer(coll.size_for_input(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
+        avg = _number(values["Avg Latency(us)"], "Avg Latency(us)", where)
         validation = values.get("Validation")
-        try:
-            avg = float(values["Avg Latency(us)"])
-        except (KeyError, ValueError):
-            raise _bad(path, f"no average latency in {line.strip()!r:.80}") from None
+        if validation is not None and validation.lower() not in ("pass", "fail"):
+            raise _bad(where, f"Validation is {_show(validation)}: expected Pass or Fail")
         point = {"size_bytes": size, "count": size // ITEMSIZE.get(dtype, 1), "dtype": dtype,
                  "op": "sum" if coll.reduces else "none", "in_place": 0, "time_us": avg,
-                 "wrong": None if validation is None else (0 if validation.lower() == "pass" else 1),
-                 "samples": [avg], "iterations": int(values["Iterations"]) if "Iterations" in values else None}
-        if "Min Latency(us)" in values:  # over ranks of each rank's average, not over iterations
-            point["rank_min_us"], point["rank_max_us"] = float(values["Min Latency(us)"]), float(values["Max Latency(us)"])
+                 "wrong": None if validation is None else int(validation.lower() == "fail"), "samples": [avg],
+                 "iterations": _integer(values["Iterations"], "Iterations", where, 1, 2**40)
+                 if "Iterations" in values else None}
+        if "Min Latency(us)" in values or "Max Latency(us)" in values:  # over ranks of each rank's average
+            point["rank_min_us"] = _number(values.get("Min Latency(us)"), "Min Latency(us)", where)
+            point["rank_max_us"] = _number(values.get("Max Latency(us)"), "Max Latency(us)", where)
         imp.points.append(point)
     if not imp.points:
         raise _bad(path, "no result lines found in the OSU output")

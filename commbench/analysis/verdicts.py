@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from commbench.errors import InputError
 from commbench.options import MAX_REPEAT, MIN_JOBS  # the most jobs a settle estimate may ask for; the fewest judged
 CONFIDENCE = 0.95
 DISTURBED = 0.10  # share of the host's cores that other work took more on the slower side
@@ -49,24 +50,39 @@ def job_medians(jobs: list[np.ndarray]) -> np.ndarray:
     return np.array([float(np.median(j)) for j in jobs])
 
 
+def _logs(medians) -> np.ndarray:
+    """The logarithms of a side's job medians: one or more finite times > 0 (a result folder's
+    times are checked when it is loaded; this guards the functions' own callers)."""
+    values = np.asarray(medians, dtype=float).ravel()
+    if values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
+        raise InputError(f"job medians must be one or more finite times > 0, not {values.tolist()[:5]}")
+    return np.log(values)
+
+
+def _exp(x: float) -> float:
+    """exp without an overflow warning: a ratio past float range (times 1e-300 against 1e300) is inf."""
+    return math.exp(x) if x < 709 else math.inf
+
+
 def level(medians: np.ndarray) -> tuple[float, float | None, float | None]:
     """A side's figure (geometric mean of its job medians) and its 95 % interval (two or more jobs)."""
-    logs = np.log(medians)
+    logs = _logs(medians)
     mid = float(np.exp(logs.mean()))
     if len(logs) < 2:
         return mid, None, None
     half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
-    return mid, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+    return mid, _exp(logs.mean() - half), _exp(logs.mean() + half)
 
 
 def _welch(lb: np.ndarray, lc: np.ndarray) -> tuple[float, float, float]:
     """Difference of mean logs (candidate - baseline): its interval's half-width and the two-sided p."""
-    d = lc.mean() - lb.mean()
-    vb, vc = lb.var(ddof=1) / len(lb), lc.var(ddof=1) / len(lc)
+    d = float(lc.mean() - lb.mean())
+    vb, vc = float(lb.var(ddof=1)) / len(lb), float(lc.var(ddof=1)) / len(lc)
     se = math.sqrt(vb + vc)
     if se == 0:  # no spread at all (identical jobs): the difference is what it is
         return d, 0.0, 1.0 if d == 0 else 0.0
-    df = (vb + vc) ** 2 / (vb ** 2 / (len(lb) - 1) + vc ** 2 / (len(lc) - 1))
+    den = vb ** 2 / (len(lb) - 1) + vc ** 2 / (len(lc) - 1)
+    df = (vb + vc) ** 2 / den if den > 0 else len(lb) + len(lc) - 2  # spreads so small their squares vanish
     return d, float(stats.t.ppf(0.5 + CONFIDENCE / 2, df) * se), float(2 * stats.t.sf(abs(d) / se, df))
 
 
@@ -76,13 +92,14 @@ def repeat_to_settle(lb: np.ndarray, lc: np.ndarray, threshold: float) -> int | 
     (a ratio close to the threshold, or a wide spread) or a side has one job (no spread known)."""
     if min(len(lb), len(lc)) < 2:
         return None
-    margin = abs(lc.mean() - lb.mean() - math.log1p(threshold))
-    vb, vc = lb.var(ddof=1), lc.var(ddof=1)
+    margin = abs(float(lc.mean() - lb.mean()) - math.log1p(threshold))
+    vb, vc = float(lb.var(ddof=1)), float(lc.var(ddof=1))
     more = max(len(lb), len(lc)) + 1  # at least one job more than now
     for n in range(MIN_JOBS, MAX_REPEAT + 1):
         if vb + vc == 0:
             return max(n, more) if max(n, more) <= MAX_REPEAT else None
-        df = (vb + vc) ** 2 / ((vb ** 2 + vc ** 2) / (n - 1))
+        squares = vb ** 2 + vc ** 2
+        df = (vb + vc) ** 2 / (squares / (n - 1)) if squares > 0 else 2 * n - 2
         if stats.t.ppf(0.5 + CONFIDENCE / 2, df) * math.sqrt((vb + vc) / n) < margin:
             return max(n, more) if max(n, more) <= MAX_REPEAT else None
     return None
@@ -92,14 +109,14 @@ def judge(base: np.ndarray, cand: np.ndarray, threshold: float,
           background: tuple[float | None, float | None] = (None, None)) -> Judgement:
     """The verdict for one point from each side's job medians. background: each side's mean
     share of the host's cores that other processes took while its jobs ran (None: unknown)."""
-    lb, lc = np.log(base), np.log(cand)
-    ratio = float(np.exp(lc.mean() - lb.mean()))
+    lb, lc = _logs(base), _logs(cand)
+    ratio = _exp(float(lc.mean() - lb.mean()))
     jobs = (len(lb), len(lc))
     if min(jobs) < 2:
         return Judgement("inconclusive", ratio, None, None, None, jobs, None,
                          f"{min(jobs)} job on a side: run both with --repeat {MIN_JOBS} or more")
     d, half, p = _welch(lb, lc)
-    low, high = float(np.exp(d - half)), float(np.exp(d + half))
+    low, high = _exp(d - half), _exp(d + half)
     if min(jobs) < MIN_JOBS:
         need = max(MIN_JOBS, repeat_to_settle(lb, lc, threshold) or MIN_JOBS)
         return Judgement("inconclusive", ratio, low, high, p, jobs, need,

@@ -10,28 +10,38 @@ from rich.markup import escape
 from commbench.cli.app import app, err
 from commbench.errors import InputError
 from commbench.rank.collectives import COLLECTIVES, lookup, names
+from commbench.terminal import printable
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
 
-def _import(imported, file: str, out: Optional[str], label: str) -> None:
+def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
+    """The run id and the folder to create, checked before the file is read: a folder that can be
+    made and holds no results files yet (so the file imported is never one it replaces)."""
+    from pathlib import Path
+
+    from commbench.outputs import READ_FILES, output_folder
     from commbench.run.api import new_run_id
-    from commbench.analysis.importers import write_import
 
     run_id = new_run_id()
-    folder = out or f"results/{run_id}-{imported.source}"
+    folder = out or f"results/{run_id}-{source}"
+    output_folder(folder, "--out")
+    taken = [name for name in READ_FILES if (Path(folder) / name).exists()]
+    if taken:
+        raise InputError(f"--out {folder!r} already holds results ({taken[0]}); choose another --out")
+    return run_id, folder
+
+
+def _import(parse, file: str, out: Optional[str], label: str, source: str) -> None:
+    from commbench.analysis.importers import read_input, write_import
+
+    run_id, folder = _out_folder(out, source)
+    imported = parse(read_input(file))
     write_import(imported, folder, file, label or imported.source, run_id)
-    err.print(f"imported {len(imported.points)} points ({imported.collective}, {imported.world} ranks) into {escape(folder)}")
-
-
-def _read(file: str) -> str:
-    try:
-        with open(file, encoding="utf-8", errors="strict") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {file!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    err.print(f"imported {len(imported.points)} points ({imported.collective}, {imported.world} ranks) into "
+              f"{escape(printable(folder))}")
 
 
 @import_app.command("nccl-tests")
@@ -46,7 +56,7 @@ def import_nccl_tests(
 
     if collective is not None:
         lookup(collective)
-    _import(parse_nccl_tests(_read(file), file, collective), file, out, label)
+    _import(lambda text: parse_nccl_tests(text, file, collective), file, out, label, "nccl-tests")
 
 
 @import_app.command("osu")
@@ -59,6 +69,6 @@ def import_osu(
     """Import OSU Micro-Benchmarks collective latency output."""
     from commbench.analysis.importers import parse_osu
 
-    _import(parse_osu(_read(file), file, nprocs), file, out, label)
+    _import(lambda text: parse_osu(text, file, nprocs), file, out, label, "osu")
 
 

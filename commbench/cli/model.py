@@ -9,11 +9,17 @@ from rich.markup import escape
 
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.options import MAX_RANK_SIZES, MAX_RANKS
 from commbench.rank.collectives import lookup, names
 
 model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check it, predict cluster scale.",
                         no_args_is_help=True)
 app.add_typer(model_app, name="model")
+
+
+def _check_links(value: int | None) -> None:
+    if value is not None and value < 1:
+        raise InputError(f"invalid --links-per-node {value}: it must be at least 1")
 
 
 def _fmt_param(name: str, value, rel) -> str:
@@ -41,9 +47,10 @@ def model_fit(
 
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.fit import fit, to_json
+    from commbench.outputs import output_file, write_text
 
-    if links_per_node < 1:
-        raise InputError(f"invalid --links-per-node {links_per_node}: it must be at least 1")
+    _check_links(links_per_node)
+    output_file(output, "-o", inputs=results)  # before the fit, which prints
     fits = fit(load_rows(results), links_per_node)
     for f in fits:
         print(f"{f.group}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
@@ -51,8 +58,7 @@ def model_fit(
         for name, value in f.params.items():
             lender = f.borrowed.get(name)
             print("  " + _fmt_param(name, value, f.rel_std.get(name)) + (f"  (the {lender} fit's)" if lender else ""))
-    with open(output, "w", encoding="utf-8") as fh:
-        json.dump(to_json(fits, results), fh, indent=2)
+    write_text(output, json.dumps(to_json(fits, results), indent=2, allow_nan=False), "model")
     err.print(f"model written to {escape(output)}")
 
 
@@ -67,7 +73,11 @@ def model_validate(
 
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.fit import held_out, summary
+    from commbench.outputs import output_file, write_text
 
+    _check_links(links_per_node)
+    if csv is not None:
+        output_file(csv, "--csv", inputs=results)  # before the fits, which print
     rows = load_rows(results)
     frames = []
     for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out")):
@@ -84,18 +94,19 @@ def model_validate(
             print(f"  {algo:14} ({group}) median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
         frames.append(errors.assign(method=by))
     if csv and frames:
-        pd.concat(frames).to_csv(csv, index=False)
+        write_text(csv, pd.concat(frames).to_csv(index=False), "--csv")
 
 
 @model_app.command("predict")
 def model_predict(
-    nodes: int = typer.Option(..., "--nodes", help="Nodes."),
+    nodes: int = typer.Option(..., "--nodes", help=f"Nodes (nodes x ranks per node: at most {MAX_RANKS}; "
+                              f"x the sizes: at most {MAX_RANK_SIZES})."),
     ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
     model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file (all its groups), or one group (mpi/kernel)."),
     intra: Optional[str] = typer.Option(None, "--intra", help="Inside a node: BANDWIDTH_GBPS,LATENCY_US (e.g. 450,2)."),
     inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
-    reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="With --intra/--inter: reduction speed in GB/s (0: free)."),
+    reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="Without --model: reduction speed in GB/s (0: free)."),
     links_per_node: Optional[int] = typer.Option(None, "--links-per-node", help="Inter-node links per node (default: one per rank with --inter, the model's with --model)."),
     collective: str = typer.Option("all_reduce", "-c", "--collective", help=f"{names()}."),
     min_bytes: str = typer.Option("8", "-b", "--min-bytes"),
@@ -105,19 +116,31 @@ def model_predict(
     out: Optional[str] = typer.Option(None, "--out", help="Also write the predictions as a results folder (for report)."),
 ):
     """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size."""
+    import math
+
     from commbench.run.api import new_run_id
     from commbench.analysis.model.costs import Params, Shape
-    from commbench.analysis.model.predict import predict, write
+    from commbench.analysis.model.predict import check_out, check_scale, predict, write
     from commbench.spec import parse_size, size_range
 
     if nodes < 1 or ranks_per_node < 1:
         raise InputError("--nodes and --ranks-per-node must be at least 1")
+    check_scale(nodes, ranks_per_node)
+    _check_links(links_per_node)
+    if not (0 <= reduce_bw < math.inf):
+        raise InputError(f"invalid --reduce-bw {reduce_bw}: a reduction speed in GB/s, 0 (free) or more")
+    if model is not None and reduce_bw:
+        raise InputError("--reduce-bw sets the reduction speed without --model; the model file has its own")
     lookup(collective)  # an InputError naming the accepted collectives
+    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
+    check_scale(nodes, ranks_per_node, len(sizes))
+    segment = parse_size(segment_bytes)
+    if out:
+        check_out(out)  # before the predictions, which print
     values, source, default_links = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
     params = {engine: Params.from_values(v) for engine, v in values.items()}
     shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
-    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
-    table = predict(params, shape, collective, sizes, parse_size(segment_bytes))
+    table = predict(params, shape, collective, sizes, segment)
     if table.empty:
         raise InputError(f"the model's algorithms ({', '.join(values)}) have no {collective} at "
                          f"{nodes} node(s) x {ranks_per_node}")
@@ -135,20 +158,14 @@ def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_no
     """The parameters of `model predict` per engine (engine -> name -> value): a fitted model's
     groups of one backend, the links given replacing theirs (without a model: the step
     algorithms'); where they come from; and the default links per node."""
-    import json
-
     from commbench.analysis.model.costs import Shape
-    from commbench.analysis.model.fit import from_json
+    from commbench.analysis.model.fit import load_model
     from commbench.analysis.model.predict import links, predicted, runs_at
 
     if model is None and (intra is None or inter is None):
         raise InputError("give --model, or both --intra and --inter")
     if model is not None:
-        try:
-            with open(model, encoding="utf-8") as fh:
-                fitted = from_json(json.load(fh), backend)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read model {model!r}: {exc}") from None
+        fitted = load_model(model, backend)
         values = {f.engine: dict(f.params) for f in fitted}
         source = f"{model} ({', '.join(f.group for f in fitted)})"
         default_links = fitted[0].links_per_node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import typer
@@ -9,9 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from commbench import options
-from commbench.analysis.compare import FORMATS
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.outputs import output_file, write_text
+from commbench.terminal import printable
 
 
 def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
@@ -27,7 +29,7 @@ def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
     out.print(comparison_table(comparison))
     if csv:
-        comparison.to_csv(csv, index=False)
+        write_text(csv, comparison.to_csv(index=False), "--csv")
     return True
 
 
@@ -49,7 +51,7 @@ def report(
     from commbench.analysis.report import build_report
 
     path = build_report(results, output, title)
-    err.print(f"report written to {escape(str(path))}")
+    err.print(f"report written to {escape(printable(path))}")
 
 
 @app.command("topo-compare")
@@ -62,6 +64,8 @@ def topo_compare(
     inter-node bytes (measured and expected)."""
     from commbench.analysis.topology_comparison import VARIANTS
 
+    if csv:
+        output_file(csv, "--csv", inputs=results)
     if not print_comparison(results, csv):
         raise InputError(f"no multi-node points of two or more of {', '.join(VARIANTS)} in these results")
 
@@ -73,30 +77,30 @@ def compare(
     candidates: list[str] = typer.Argument(..., help="Candidate result folder(s); several in time order (nightly "
                                                      "runs) give each point's history, the verdicts are the last's."),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
-    fmt: str = typer.Option("text", "--format", help=f"{', '.join(FORMATS)}."),
+    fmt: str = typer.Option("text", "--format", help=f"{', '.join(options.COMPARE_FORMATS)}."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on inconclusive points too (too few jobs, or an "
                                                         "interval straddling the threshold)."),
     html: Optional[str] = typer.Option(None, "--html", help="Also write an HTML page: context changes, verdicts "
                                                             "and each point's history with its 95% band."),
 ):
-    from commbench.analysis.compare import compare as run_compare
+    from commbench.analysis.compare import FORMATS, compare as run_compare
 
-    if fmt not in FORMATS:
-        raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(FORMATS)})")
-    result = run_compare(baseline, candidates, _threshold(threshold), strict=strict)
+    if fmt not in options.COMPARE_FORMATS:
+        raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")
+    fraction, inputs = _threshold(threshold), [baseline, *candidates]
+    for path, what in ((output, "-o"), (html, "--html")):
+        if path:
+            output_file(path, what, inputs=inputs)
+    if output and html and os.path.realpath(output) == os.path.realpath(html):
+        raise InputError(f"-o and --html name the same file {output!r}")
+    result = run_compare(baseline, candidates, fraction, strict=strict)
     text = FORMATS[fmt](result)
-    print(text)
     if output:
-        from pathlib import Path
-
-        try:
-            Path(output).write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {output!r}: {exc.strerror or exc}") from None
+        write_text(output, text + "\n", "-o")
     if html:
         from commbench.analysis.report.trend import build_trend
 
-        err.print(f"comparison page written to {escape(str(build_trend(result, html)))}")
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
+        err.print(f"comparison page written to {escape(printable(build_trend(result, html)))}")
+    print(text)
+    raise typer.Exit(result.exit_code)

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
+from typer._click.core import ParameterSource  # typer >= 0.27.2 (pyproject): its vendored click
 
 from commbench import options
 from commbench.cli.app import app, err
@@ -17,32 +18,59 @@ from commbench.spec import SweepSpec
 
 
 def _with_options(func):
-    """Give `func(**values)` a signature typer reads: one typer option per CLI option of the table."""
-    params = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
-                                default=typer.Option(o.default, *o.declarations, help=o.help),
-                                annotation=Optional[o.type] if o.default is None else o.type)
-              for o in options.CLI_OPTIONS]
+    """Give `func(ctx, **values)` a signature typer reads: the context, and one typer option per CLI
+    option of the table."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                 default=typer.Option(o.default, *o.declarations, help=o.help),
+                                 annotation=Optional[o.type] if o.default is None else o.type)
+               for o in options.CLI_OPTIONS]
     func.__signature__ = inspect.Signature(params)
     func.__annotations__ = {p.name: p.annotation for p in params}
     return func
 
 
+# what `run --resume` takes besides the folder: everything else is the run's recorded spec
+RESUME_OPTIONS = ("resume", "launcher_args", "quiet", "json_rows", "oversubscribe")
+
+
+def _given(ctx: typer.Context) -> list[str]:
+    """The names of the table's options given on the command line (not left at their defaults)."""
+    return [o.name for o in options.CLI_OPTIONS
+            if ctx.get_parameter_source(o.name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
+
+
+def _check_resume(given: list[str]) -> None:
+    """--resume measures with the run's recorded spec: an option that would set it is refused."""
+    if "repeat" in given:
+        raise InputError("--resume takes the jobs per point recorded with the run: leave out --repeat")
+    ignored = [options.BY_NAME[name] for name in given if name not in RESUME_OPTIONS]
+    if ignored:
+        o = ignored[0]
+        flags = "/".join(o.flags + ((o.off_flag,) if o.off_flag else ()))
+        raise InputError(f"--resume measures with the options recorded with the run: {flags} would be ignored; "
+                         "leave it out (a new run takes it)")
+
+
 @app.command()
 @_with_options
-def run(**values):
+def run(ctx: typer.Context, **values):
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
     from commbench.run.api import resume_sweep, run_sweep
     from commbench.run.console import Renderer
 
-    spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
     launcher_args = options.launcher_argv(values["launcher_args"])
+    given = _given(ctx)
+    resume = values["resume"] is not None
+    if resume:
+        _check_resume(given)
+    else:
+        spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"])
     try:
-        if values["resume"] is not None and values["repeat"] != 1:
-            raise InputError("--resume takes the jobs per point recorded with the run: leave out --repeat")
-        if values["resume"] is not None:  # its recorded launcher arguments unless new ones are given
-            result = resume_sweep(values["resume"], launcher_args=launcher_args if values["launcher_args"] else None,
-                                  on_event=renderer, argv=sys.argv)
+        if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder
+            result = resume_sweep(values["resume"], launcher_args=launcher_args if "launcher_args" in given else None,
+                                  on_event=renderer, argv=sys.argv, oversubscribe=values["oversubscribe"])
         else:
             result = run_sweep(spec, launcher_args=launcher_args, on_event=renderer, argv=sys.argv,
                                repeat=values["repeat"])

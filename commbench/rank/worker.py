@@ -2,14 +2,17 @@
 stream the run's facts and one event per point, row and samples included, to the parent, which
 writes the run folder (ranks write no files).
 
-Started by a launcher as `python -m commbench.rank.worker --spec <base64 JSON>`, or called in
-process by `commbench run --launcher none` when the user started the ranks.
+Started by a launcher as `python -m commbench.rank.worker --spec <run folder>/.spec.json`, or
+called in process by `commbench run --launcher none` when the user started the ranks. The spec
+travels as a file, never in argv (a spec of 10,000 sizes or a long label is longer than one
+argument may be): the parent writes it into the run folder, which every rank reads by its
+absolute path, so the ranks of a job over several nodes need the run folder on a filesystem they
+share (as a cluster's home or scratch is).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import socket
 import sys
@@ -18,10 +21,12 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
-from commbench import runinfo, slurm
+from commbench import outputs, runinfo, slurm
 from commbench.dtypes import DTYPES
+from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import harness, machine, nccl_log, power, timers, topology, traffic, world
@@ -40,12 +45,37 @@ STARTUP_TIMEOUT_S = 300.0
 SAMPLES_PER_EVENT = 256
 
 
+SPEC_FILE = ".spec.json"  # in the run folder: the spec its latest launch's ranks read
+
+
+def spec_path(spec: SweepSpec) -> Path:
+    """Where the ranks read the spec: SPEC_FILE in the run folder, by absolute path."""
+    if not spec.out_dir:
+        raise ValueError("the spec has no run folder yet (commbench.run.api.prepare gives it one)")
+    return Path(spec.out_dir).resolve() / SPEC_FILE
+
+
 def encode_spec(spec: SweepSpec) -> str:
-    return base64.urlsafe_b64encode(spec.to_json().encode()).decode()
+    """Write the spec for the ranks (whole, replacing the previous launch's); the worker's --spec
+    argument: the file's path."""
+    path = spec_path(spec)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the run folder {str(path.parent)!r}: {exc.strerror or exc}") from None
+    outputs.write_text(path, spec.to_json(), "the ranks' spec file")
+    return str(path)
 
 
-def decode_spec(text: str) -> SweepSpec:
-    return SweepSpec.from_json(base64.urlsafe_b64decode(text.encode()).decode())
+def decode_spec(argument: str) -> SweepSpec:
+    """The spec the worker's --spec argument names."""
+    try:
+        text = Path(argument).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuntimeError(f"cannot read the spec file {argument!r} on {socket.gethostname()} ({exc.strerror or exc}): "
+                           "the ranks read it from the run folder, which must be on a filesystem every node "
+                           "of the job shares") from None
+    return SweepSpec.from_json(text)
 
 
 def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
@@ -268,14 +298,13 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="commbench.rank.worker")
-    parser.add_argument("--spec", required=True, help="base64 JSON SweepSpec")
+    parser.add_argument("--spec", required=True, help="the JSON SweepSpec's file (the run folder's .spec.json)")
     args = parser.parse_args(argv)
-    spec = decode_spec(args.spec)
     # timed loops repeat in-place reductions, so values grow without bound: numpy's overflow
     # warnings there say nothing (the correctness check starts again from a fresh fill)
     warnings.filterwarnings("ignore", r"(overflow|invalid value) encountered", RuntimeWarning, r"commbench\.rank\.reducers")
     try:
-        run(spec)
+        run(decode_spec(args.spec))
     except BaseException as exc:  # noqa: BLE001 - every failure must end the whole job
         fail(exc)
     sys.exit(0)

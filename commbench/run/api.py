@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import secrets
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ from typing import Callable
 
 from commbench import interrupts, runinfo
 from commbench.errors import InputError, JobError
+from commbench.options import MAX_REPEAT
 from commbench.rank import backends, topology
 from commbench.results import RESULTS_CSV
 from commbench.run import emulate, launch, processes, watchdog
-from commbench.run.folder import RunFolder
+from commbench.run.folder import RunFolder, check_place
 from commbench.spec import SweepSpec
 
 
@@ -48,15 +50,8 @@ def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     spec.validate()
     _check_runnable(spec)
     spec.run_id = spec.run_id or new_run_id()
-    out = Path(spec.out_dir or Path(results_root) / spec.run_id)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"output path {str(out)!r} is a file, not a folder")
+    out = check_place(spec.out_dir or Path(results_root) / spec.run_id)
     RunFolder(out).check_new()
-    for parent in (out, *out.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise InputError(f"output path {str(out)!r} is inside {str(parent)!r}, which is a file")
-            break
     spec.out_dir = str(out)
     return spec
 
@@ -97,27 +92,17 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
 def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  relay: Callable[[launch.Line], None] | None = None,
-                 argv: list[str] | None = None) -> RunResult:
+                 argv: list[str] | None = None, oversubscribe: bool = False) -> RunResult:
     """Run the points of an earlier run that have no row yet (it was interrupted or failed),
-    with its spec, appending to its files."""
-    out = Path(out_dir)
-    folder = RunFolder(out)
-    try:
-        meta = folder.read_meta()
-        spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
-    except FileNotFoundError:
-        raise InputError(f"{str(out)!r} holds no run.json: nothing to resume") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{str(out / 'run.json')!r} is not a commbench run record ({exc})") from None
-    if meta.get("status") == "running" and _alive(meta):
-        raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
-                         "resume it once it has stopped")
-    spec.out_dir = str(out)
-    spec.done_points = sorted(folder.repair())
-    _check_runnable(spec)
-    launcher_args = launcher_args if launcher_args is not None else meta.get("launcher_args", [])
+    with its spec, appending to its files. launcher_args: the launcher's arguments (None: none
+    given; a run started with some is then refused, since nothing read from a folder is run
+    unconfirmed). oversubscribe: allow more ranks per core here than the run was started with.
+    The folder is checked whole before anything in it changes."""
+    folder, meta, spec, launcher_args = resumable(out_dir, launcher_args)
+    spec.oversubscribe = spec.oversubscribe or oversubscribe
     launcher = launch.resolve_launcher(spec)
     commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
+    folder.repair()  # checked above: only now is anything written
     resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
                                           "command_line": argv or sys.argv}]
     if launcher != "none" or topology.detect().rank == 0:
@@ -129,11 +114,67 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
     return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
 
 
+# run.json fields a resume uses, and what each must be where present
+_RESUME_FIELDS = {
+    "status": (lambda v: isinstance(v, str), "a text"),
+    "launch_host": (lambda v: v is None or isinstance(v, str), "a host name"),
+    "launch_pid": (lambda v: v is None or type(v) is int and v > 0, "a process id (an integer > 0)"),
+    "launcher_args": (lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of texts"),
+    "resumes": (lambda v: isinstance(v, list), "a list"),
+    "repeat": (lambda v: type(v) is int and 1 <= v <= MAX_REPEAT, f"an integer from 1 to {MAX_REPEAT}"),
+    "skipped": (lambda v: isinstance(v, list) and all(isinstance(s, dict) and type(s.get("index", 0)) is int
+                                                      for s in v), "a list of points with an integer index"),
+}
+
+
+def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
+    """(folder, run.json, spec with the points to skip, launcher arguments) of a run to resume,
+    everything checked and nothing written: run.json's fields and its recorded spec, read like
+    command-line input (the spec validated again); the run not still going; its launcher
+    arguments only when given again (None: none given); the rows and samples on disk
+    (RunFolder.check); and that this machine can run it. InputError otherwise."""
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise InputError(f"{str(out)!r} {'is not a folder' if out.exists() else 'does not exist'}: nothing to resume")
+    record = out / "run.json"
+    if not record.exists():
+        raise InputError(f"{str(out)!r} holds no run.json: nothing to resume")
+    folder = RunFolder(out)
+    meta = folder.read_meta()
+    for key, (fits, what) in _RESUME_FIELDS.items():
+        if key in meta and not fits(meta[key]):
+            raise InputError(f"{out}: run.json field {key!r} must be {what}, not {_short(meta[key])}")
+    if not isinstance(meta.get("spec"), dict):
+        raise InputError(f"{out}: run.json is not a commbench run record (it holds no spec)")
+    try:
+        spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
+    except InputError as exc:
+        raise InputError(f"{out}: run.json: the recorded spec is refused: {exc}") from None
+    if meta.get("status") == "running" and _alive(meta):
+        raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
+                         "resume it once it has stopped")
+    recorded = shlex.join(meta.get("launcher_args") or [])
+    if launcher_args is None and recorded:
+        shown = recorded if len(recorded) <= 300 else f"{recorded[:300]} ... (the rest in run.json)"
+        raise InputError(f"the run in {str(out)!r} was launched with the launcher arguments [{shown}], which "
+                         "commbench does not take from a folder unconfirmed: to resume, repeat them with "
+                         "--launcher-args")
+    spec.out_dir = str(out)
+    spec.done_points = sorted(folder.check()[0])
+    _check_runnable(spec)
+    return folder, meta, spec, launcher_args or []
+
+
+def _short(value, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def _alive(meta: dict) -> bool:
     """Is the process that started this run still running (on this host)?"""
     if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
         return False
-    return processes.alive(int(meta["launch_pid"]))
+    return processes.alive(meta["launch_pid"])
 
 
 def _launch(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
@@ -152,7 +193,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             relay) -> RunResult:
     """Start the job and follow rank 0's events to the end of the sweep, writing them down."""
     folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
-                   "launch_argv": _masked(commands[0][0]), "status": "running"})
+                   "launch_argv": commands[0][0], "status": "running"})
     result = RunResult(folder.dir)
     job = launch.Job(commands)
     monitor = watchdog.Monitor()
@@ -193,11 +234,6 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         raise JobError(error)
     _finish(result, folder, "completed", None)
     return result
-
-
-def _masked(argv: list[str]) -> list[str]:
-    """The launch command for run.json, the encoded spec (recorded in full above) elided."""
-    return [a if i == 0 or argv[i - 1] != "--spec" else "<spec>" for i, a in enumerate(argv)]
 
 
 def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
@@ -260,17 +296,26 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     """Run every run of a suite into out_dir/<label>/ (a run that fails does not stop the others).
     resume: keep completed runs, resume cut-short ones, run missing ones. Returns
     (label, result, error) per run."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"output path {str(out)!r} is a file, not a folder")
+    out = check_place(out_dir, sweep=True)
     if not resume and any(out.glob(f"*/{RESULTS_CSV}")):
         raise InputError(f"{str(out)!r} already holds a sweep (use --resume to finish it, or another --out)")
-    for run in suite.runs:  # every run must be able to start before anything starts
+    complete = set()  # labels of runs a resume keeps
+    for run in suite.runs:  # every run must be able to start (or resume) before anything starts
+        folder = out / run.label
         try:
-            spec = prepare(SweepSpec.from_json(run.spec.to_json()))
-            launcher = launch.resolve_launcher(spec)
+            if resume and (folder / "run.json").exists():
+                if RunFolder(folder).read_meta().get("status") == "completed":
+                    complete.add(run.label)
+                else:
+                    resumable(folder, run.launcher_args)
+                continue
+            spec = SweepSpec.from_json(run.spec.to_json())
+            spec.out_dir = str(folder)
+            launcher = launch.resolve_launcher(prepare(spec))
             if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
                 raise InputError(f"it needs {launcher!r}, which is not installed")
+            if launcher != "none":
+                launch.check_local_ranks(spec, launcher, run.launcher_args)
         except InputError as exc:
             raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
@@ -280,7 +325,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     for run in suite.runs:
         folder = out / run.label
         done = (folder / "run.json").exists()
-        if resume and done and RunFolder(folder).read_meta().get("status") == "completed":
+        if run.label in complete:
             outcomes.append((run.label, None, None))
             if on_run:
                 on_run(run.label, "already complete")

@@ -1,5 +1,9 @@
 """Terminal output: a rich progress bar over the whole sweep and, per group of points, an
-nccl-tests-like table streamed row by row. Fed with rank 0's events; never measures."""
+nccl-tests-like table streamed row by row. Fed with rank 0's events; never measures.
+
+Every text from outside (hosts, labels, notes, reasons, warnings, names read from result files)
+is shown through `_safe`: control characters escaped (commbench.terminal.printable) and rich
+markup escaped, so it can neither drive the terminal nor style itself."""
 
 from __future__ import annotations
 
@@ -9,8 +13,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from commbench.terminal import printable
+
 HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} {'time(us)':>11} {'algbw(GB/s)':>12} "
           f"{'busbw(GB/s)':>12} {'#wrong':>7} {'iters':>6}")  # iters: timed calls
+
+
+def _safe(text) -> str:
+    return escape(printable(text))
 
 
 def group_title(p: dict, world: int | None = None) -> str:
@@ -25,7 +35,7 @@ def group_title(p: dict, world: int | None = None) -> str:
 
 
 def format_row(row: dict) -> str:
-    line = (f"{row['size_bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>6} "
+    line = (f"{row['size_bytes']:>12} {row['count']:>12} {_safe(row['dtype']):>9} {_safe(row['op']):>6} "
             f"{row['time_us']:>11.2f} {row['algbw_gbps']:>12.3f} {row['busbw_gbps']:>12.3f} "
             f"{row['wrong']:>7} {row['iterations']:>6}")
     return f"[bold red]{line}[/]" if int(row["wrong"]) else line
@@ -54,12 +64,12 @@ class Renderer:
         if kind == "ready":
             self.world = event["world_size"]
             self.repeat = event.get("repeat", 1)
-            hosts = ", ".join(event["hosts"])
+            hosts = ", ".join(map(str, event["hosts"]))
             resumed = f", {event['already']} measured before" if event.get("already") else ""
             self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
-                        f"({escape(hosts)}), {event['total']} points{resumed}")
+                        f"({_safe(hosts)}), {event['total']} points{resumed}")
             if event.get("note"):
-                self._print(f"[yellow]{escape(event['note'])}[/]")
+                self._print(f"[yellow]{_safe(event['note'])}[/]")
             if not self.quiet and self.console.is_terminal:
                 self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                          TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
@@ -68,12 +78,12 @@ class Renderer:
                 self.task = self.progress.add_task("sweep", total=event["total"], completed=event.get("already", 0))
         elif kind == "start":
             if self.progress:
-                self.progress.update(self.task, description=escape(group_title(event["point"])))
+                self.progress.update(self.task, description=_safe(group_title(event["point"])))
         elif kind == "skip":
             key = tuple(sorted((k, v) for k, v in event["point"].items() if k not in ("size", "index")))
             if key not in self.skip_reported:
                 self.skip_reported.add(key)
-                self._print(f"[yellow]skipped[/] {escape(group_title(event['point']))}: {escape(event['reason'])}")
+                self._print(f"[yellow]skipped[/] {_safe(group_title(event['point']))}: {_safe(event['reason'])}")
             self._advance()
         elif kind == "row":
             row = event["row"]
@@ -84,12 +94,12 @@ class Renderer:
             if group != self.group:
                 self.group = group
                 job = f" · job {row.get('job')} of {self.repeat}" if self.repeat > 1 else ""
-                self._print(f"\n[bold]# {escape(group_title(row, self.world) + job)}[/]\n#{HEADER[1:]}")
+                self._print(f"\n[bold]# {_safe(group_title(row, self.world) + job)}[/]\n#{HEADER[1:]}")
             self._print(format_row(row))
             self._advance()
         elif kind == "warning":
             (self.progress.console if self.progress else self.console).print(  # --quiet too
-                f"[yellow]warning[/]: {escape(event['text'])}")
+                f"[yellow]warning[/]: {_safe(event['text'])}")
         elif kind in ("done", "error"):
             self.close()
 
@@ -113,7 +123,7 @@ def comparison_table(comparison):
     table = Table(title="topology variants: time, speedup over the flat ring (rank order), inter-node MB per call "
                         "measured (expected)", title_justify="left")
     for i, name in enumerate(header):
-        table.add_column(escape(name), justify="left" if i < 3 else "right")
+        table.add_column(_safe(name), justify="left" if i < 3 else "right")
     for cells in body:
-        table.add_row(*(escape(str(c)) for c in cells))
+        table.add_row(*map(_safe, cells))
     return table

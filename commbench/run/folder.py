@@ -9,6 +9,7 @@ change. Rank 0's events become files through `record`.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from commbench import runinfo
 from commbench.errors import InputError
+from commbench.outputs import output_folder
 from commbench.results import (COLUMNS, FORMAT_VERSION, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
                                SAMPLES_PARQUET)
 
@@ -40,18 +42,53 @@ def _append(path: Path, columns, rows) -> None:
         os.fsync(f.fileno())
 
 
-def _drop_partial_line(path: Path) -> None:
-    """A crash mid-write can leave a last line without its newline: cut it off."""
+def _text(data: bytes, partial: bool = False) -> bool:
+    """UTF-8 text without NUL bytes; partial: a line cut mid-write, whose last character may be cut."""
+    if b"\0" in data:
+        return False
+    for cut in range(4 if partial else 1):
+        try:
+            data[:len(data) - cut].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            pass
+    return False
+
+
+def _whole_lines(d: Path, name: str, columns) -> bytes:
+    """The whole lines of a file the parent appends to, which must be text starting with its header:
+    a crash mid-write can leave a last line without its newline, which a resume cuts off; anything
+    but such a line (part of a row, or of the header commbench writes when nothing comes before it)
+    is an InputError."""
+    path = d / name
+    if not path.exists() and not path.is_symlink():
+        return b""
+    if path.is_symlink() or not path.is_file():
+        raise InputError(f"{d}: {name} is not a regular file of the folder (a resume appends to it)")
     data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
+    if b"\0" in data:  # binary: refused before any copy of it
+        raise InputError(f"{d}: {name} is not a {name} commbench wrote (not text: it holds NUL bytes)")
+    whole = data[:data.rfind(b"\n") + 1]
+    tail = data[len(whole):]
+    header_first = not whole or whole.split(b"\n", 1)[0].strip()
+    cut_short = not tail or _text(tail, partial=True) and (whole or ",".join(columns).encode().startswith(tail))
+    if not (_text(whole) and header_first and cut_short):
+        raise InputError(f"{d}: {name} is not a {name} commbench wrote (not UTF-8 text, no header first, or a "
+                         "partial line that is no row)")
+    return whole
+
+
+def _cut(path: Path, size: int) -> None:
+    """Cut a file to its whole lines (size: their length)."""
+    if path.exists() and path.stat().st_size > size:
         with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
+            f.truncate(size)
             os.fsync(f.fileno())
 
 
-def _job_key(row: dict) -> tuple[int, str]:
-    """(point, job) of a results or samples line; a line without a job is job 1."""
-    return int(row["point"]), str(row.get("job") or "1")
+def _job_key(row: dict) -> tuple[int, int]:
+    """(point, job) of a checked results or samples line; a line without a job is job 1."""
+    return int(float(row["point"])), int(float(row.get("job") or 1))
 
 
 def _wrong(value) -> int:
@@ -59,6 +96,38 @@ def _wrong(value) -> int:
         return int(float(value))
     except (TypeError, ValueError):
         return 0  # empty: not checked
+
+
+def _run_below(path: Path, depth: int = 3) -> Path | None:
+    """A run folder (one holding results.csv) below path, looking `depth` levels down."""
+    base = len(path.parts)
+    for root, dirs, files in os.walk(path):
+        if RESULTS_CSV in files and Path(root) != path:
+            return Path(root)
+        if len(Path(root).parts) - base >= depth:
+            dirs.clear()
+    return None
+
+
+def check_place(path, sweep: bool = False, what: str = "--out") -> Path:
+    """An output folder that readers (report, compare, model: commbench.analysis.load.run_dirs)
+    will find whole, checked before anything starts: usable (commbench.outputs.output_folder);
+    not inside a run folder, since a reader takes a folder holding results.csv as one run and
+    looks no further; a sweep's folder not a run folder itself; a new run's folder not above run
+    folders, which its results.csv would hide. Returns the path."""
+    p = output_folder(path, what)
+    for parent in p.absolute().parents:
+        if (parent / RESULTS_CSV).exists() or (parent / RUN_JSON).exists():
+            raise InputError(f"{what} {str(path)!r} is inside the run folder {str(parent)!r}, where report and "
+                             "compare would not see it: choose a folder outside it")
+    if sweep and ((p / RESULTS_CSV).exists() or (p / RUN_JSON).exists()):
+        raise InputError(f"{what} {str(path)!r} is a run folder: a sweep needs a folder of its own, or report and "
+                         "compare would see only that run")
+    below = None if sweep or not p.is_dir() else _run_below(p)
+    if below is not None:
+        raise InputError(f"{what} {str(path)!r} holds run folders ({str(below)!r}): a run's results there would "
+                         "hide them from report and compare; choose a folder of its own")
+    return p
 
 
 class RunFolder:
@@ -91,7 +160,13 @@ class RunFolder:
         self.update({"format_version": FORMAT_VERSION, **meta})
 
     def read_meta(self) -> dict:
-        return json.loads((self.dir / RUN_JSON).read_text())
+        """run.json, checked by the one reader (commbench.analysis.load.read_meta); an InputError
+        when the folder has none."""
+        from commbench.analysis.load import read_meta
+
+        if not (self.dir / RUN_JSON).exists():
+            raise InputError(f"{str(self.dir)!r} holds no {RUN_JSON}")
+        return read_meta(self.dir)
 
     def update(self, patch: dict) -> dict:
         """Merge patch into run.json and replace the file atomically (temp file + rename)."""
@@ -113,6 +188,9 @@ class RunFolder:
         job number (the row in place, so what is shown is what is on disk)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         row["job"] = self.job
+        for key, value in row.items():  # a number not recorded (NaN): an empty cell, as the loader reads it
+            if isinstance(value, float) and value != value:
+                row[key] = None
         _append(self.dir / SAMPLES_CSV, SAMPLE_COLUMNS, (
             {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}", "job": self.job}
             for i, t in enumerate(samples_us)))
@@ -143,25 +221,53 @@ class RunFolder:
         src.unlink()
         return SAMPLES_PARQUET
 
+    def check(self) -> tuple[set[int], bytes, bytes]:
+        """What a resume finds, checked like command-line input and nothing written: the points
+        that have a row (results.csv's whole lines), and the whole lines of results.csv and
+        samples.csv. Anything but what an interrupted run leaves behind (a partial last line,
+        samples of a point without a row) is one InputError: rows and samples as the loader checks
+        them (commbench.analysis.load), results.csv's columns the schema's, samples.parquet
+        readable with the samples' columns. Counts the rows and wrong elements found."""
+        import pandas as pd
+
+        from commbench.analysis import load
+
+        results = _whole_lines(self.dir, RESULTS_CSV, COLUMNS)
+        samples = _whole_lines(self.dir, SAMPLES_CSV, SAMPLE_COLUMNS)
+        rows = load.parse_results(self.dir, results) if results else pd.DataFrame(columns=["point", "wrong"])
+        unknown = [c for c in rows.columns if c not in COLUMNS]
+        if unknown:
+            raise InputError(f"{self.dir}: {RESULTS_CSV} has columns commbench does not write: "
+                             f"{', '.join(map(repr, unknown[:5]))}")
+        readers = {SAMPLES_CSV: lambda: load.samples_csv(io.BytesIO(samples))} if samples else {}
+        if (self.dir / SAMPLES_PARQUET).exists():
+            readers[SAMPLES_PARQUET] = lambda: pd.read_parquet(self.dir / SAMPLES_PARQUET)
+        for name, read in readers.items():
+            load.regular_file(self.dir, name)
+            found = load.read_file(self.dir, name, read)
+            extra = [c for c in found.columns if c not in SAMPLE_COLUMNS]  # a resumed run's samples join them
+            if extra:
+                raise InputError(f"{self.dir}: {name} has columns commbench does not write: "
+                                 f"{', '.join(map(repr, extra[:5]))}")
+            load.checked_samples(self.dir, found, name)
+        points = rows.point.astype(int)
+        jobs = rows.job.fillna(1).astype(int) if "job" in rows else [1] * len(rows)
+        self.measured = set(zip(points, jobs))  # (point, job): a row per job of a point
+        self.rows, self.wrong = len(rows), int(rows.wrong.fillna(0).sum())
+        return set(points), results, samples
+
     def repair(self) -> set[int]:
-        """Points that have a row, after repairing what an interrupted run can leave behind: a
-        partial last line, and samples of a point whose row was never written (dropped, since the
-        point will be measured again). Counts the rows and wrong elements found."""
-        path = self.dir / RESULTS_CSV
-        if not path.exists():
-            return set()
-        _drop_partial_line(path)
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        done = {int(row["point"]) for row in rows}
-        self.measured = measured = {_job_key(row) for row in rows}  # (point, job): a row per job of a point
-        self.rows, self.wrong = len(rows), sum(_wrong(row.get("wrong")) for row in rows)
+        """Points that have a row, after checking the folder (check: an InputError changes
+        nothing) and repairing what an interrupted run can leave behind: a partial last line, and
+        samples of a point whose row was never written (dropped, since the point will be measured
+        again). Counts the rows and wrong elements found."""
+        done, results, samples_text = self.check()
+        _cut(self.dir / RESULTS_CSV, len(results))
         samples = self.dir / SAMPLES_CSV
         if samples.exists():
-            _drop_partial_line(samples)
-            header = _header(samples) or list(SAMPLE_COLUMNS)
-            with open(samples, newline="") as f:
-                keep = [row for row in csv.DictReader(f) if _job_key(row) in measured]
+            text = samples_text.decode()
+            header = next(csv.reader(io.StringIO(text, newline="")), None) or list(SAMPLE_COLUMNS)
+            keep = [row for row in csv.DictReader(io.StringIO(text, newline="")) if _job_key(row) in self.measured]
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".samples.")
             with os.fdopen(fd, "w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=header)

@@ -124,7 +124,7 @@ def resume(spec: SweepSpec, meta: dict, launcher_args: list[str], on_event=None,
 
 
 def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: list[str], repeat: int,
-             done: set[tuple[int, str]], meta: dict, on_event, relay):
+             done: set[tuple[int, int]], meta: dict, on_event, relay):
     from commbench.run import launch
     from commbench.run.api import RunResult, _finish, _launch
 
@@ -156,7 +156,7 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
     try:
         for b, block in enumerate(parts, 1):
             for k in range(1, repeat + 1):
-                todo = [i for i in block if (i, str(k)) not in done and i not in cannot]
+                todo = [i for i in block if (i, k) not in done and i not in cannot]
                 if not todo:
                     continue
                 one = SweepSpec.from_json(spec.to_json())

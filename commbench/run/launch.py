@@ -13,19 +13,27 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
 from commbench.binaries import find_binary
 from commbench.errors import InputError
+from commbench.options import LOCAL_RANKS_PER_CORE
 from commbench.plugins import PLUGINS_ENV
 from commbench.rank import topology
-from commbench.rank.worker import encode_spec
+from commbench.rank.worker import encode_spec, spec_path
 from commbench.run import emulate, processes, srun
-from commbench.spec import SweepSpec
+from commbench.spec import SweepSpec, format_size
 
 MPI_LAUNCHERS = ("mpirun", "srun", "none")
 KILL_GRACE_S = 3.0
+# mpirun arguments and variables that place ranks on other hosts (Open MPI, MPICH's Hydra, batch systems)
+HOST_FLAGS = ("-H", "--host", "-host", "--hosts", "-hosts", "--hostfile", "-hostfile", "--machinefile",
+              "-machinefile", "--default-hostfile", "-f")
+HOST_VARIABLES = ("SLURM_JOB_ID", "PBS_NODEFILE", "LSB_HOSTS", "HYDRA_HOST_FILE", "OMPI_MCA_orte_default_hostfile",
+                  "PRTE_MCA_prte_default_hostfile")
+BUFFERS_PER_RANK = 2  # a rank's buffers at the largest size, at least: send and receive (commbench.rank.harness)
 
 
 def resolve_launcher(spec: SweepSpec) -> str:
@@ -77,9 +85,66 @@ def _mpirun_flavor(mpirun: str) -> str:
     return "openmpi" if "open mpi" in text or "open-mpi" in text or "openrte" in text else "mpich"
 
 
+def ranks_here(launcher: str, extra: list[str], env=None) -> bool:
+    """Do the ranks of this launch all run on this machine? local, torchrun (one node) and the
+    emulated cluster always; mpirun unless --launcher-args or the environment give it hosts."""
+    env = os.environ if env is None else env
+    if launcher == "mpirun":
+        return not (any(a in HOST_FLAGS or a.split("=", 1)[0] in HOST_FLAGS for a in extra)
+                    or any(v in env for v in HOST_VARIABLES))
+    return launcher in ("local", "torchrun", "emulated")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _memory_bytes() -> int | None:
+    """This machine's memory, or its container's limit where lower; None where unknown."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        limit = "max"
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def check_local_ranks(spec: SweepSpec, launcher: str, extra: list[str]) -> None:
+    """Ranks started on this machine: at most LOCAL_RANKS_PER_CORE per core of it (unless
+    --oversubscribe), and on the CPU their buffers at the largest size within its memory. An
+    InputError before anything starts; launches to other hosts (Slurm, mpirun with hosts) are the
+    scheduler's to place."""
+    if not ranks_here(launcher, extra):
+        return
+    n, cores = spec.nprocs, _cores()
+    if n > LOCAL_RANKS_PER_CORE * cores and not spec.oversubscribe:
+        raise InputError(f"-n {n} starts {n} ranks on this machine, more than {LOCAL_RANKS_PER_CORE} per core of its "
+                         f"{cores}: add --oversubscribe to run them anyway, or give mpirun hosts in --launcher-args")
+    memory, largest = _memory_bytes(), max(spec.sizes)
+    if spec.device == "cpu" and memory and n * BUFFERS_PER_RANK * largest > memory:
+        raise InputError(f"size {format_size(largest)} on {n} ranks of this machine needs at least "
+                         f"{n * BUFFERS_PER_RANK * largest / 1e9:.3g} GB ({BUFFERS_PER_RANK} buffers a rank), more than "
+                         f"its {memory / 1e9:.3g} GB of memory: choose smaller sizes (-e, --sizes) or fewer ranks")
+
+
 def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tuple[list[str], dict]]:
-    """One (argv, env) per process to start. Only the local launcher starts several."""
-    worker = [sys.executable, "-m", "commbench.rank.worker", "--spec", encode_spec(spec)]
+    """One (argv, env) per process to start (only the local launcher starts several), once this
+    machine can take the ranks (check_local_ranks). The spec reaches the ranks as a file in the
+    run folder (commbench.rank.worker.encode_spec), written once nothing refused the launch."""
+    check_local_ranks(spec, launcher, extra)
+    commands = _commands(spec, launcher, extra,
+                         [sys.executable, "-m", "commbench.rank.worker", "--spec", str(spec_path(spec))])
+    encode_spec(spec)
+    return commands
+
+
+def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str]) -> list[tuple[list[str], dict]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     n = spec.nprocs
     if launcher == "mpirun":

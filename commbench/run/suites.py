@@ -20,6 +20,11 @@ separate jobs, interleaved block by block, into the run's one folder (commbench.
 `compare` can tell a real change from one job landing differently.
 `commbench sweep SUITE --out DIR` puts each run in DIR/<label>/; `--resume` finishes what an
 interrupted sweep left: completed runs are kept, cut-short ones resumed, missing ones run.
+
+A suite is data (received, downloaded, attached to a ticket), read within limits decided before
+it is parsed: at most MAX_SUITE_BYTES, plain YAML (no anchors or aliases, which let a few bytes
+expand to gigabytes; at most MAX_DEPTH levels of nesting), at most MAX_RUNS runs, each run's
+fields checked like `commbench run`'s options (their own limits: commbench.options).
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ from commbench.run.jobs import check_repeat
 from commbench.spec import SweepSpec
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a run's label and the suite's name: they name folders
+MAX_SUITE_BYTES = 64 * 1024  # the suite file (the bundled ones are under 2 KB; 1000 runs of one line fit)
+MAX_RUNS = 1000  # runs of one suite
+MAX_DEPTH = 8  # levels of YAML nesting (a suite needs 4: the file, runs, a run, a list)
 
 
 @dataclass
@@ -72,7 +80,7 @@ def find_suite(name_or_path: str) -> Path:
 def _field_value(where: str, key: str, value):
     """A suite field's value as the option table types it (lists become comma text)."""
     if key not in SUITE_FIELDS:
-        raise InputError(f"{where}: unknown field {key!r} (accepted: {', '.join(sorted(SUITE_FIELDS))})")
+        raise InputError(f"{where}: unknown field {str(key)[:40]!r} (accepted: {', '.join(sorted(SUITE_FIELDS))})")
     option = SUITE_FIELDS[key]
     kind = option.type
     if option.is_list and isinstance(value, list):
@@ -92,24 +100,71 @@ def _field_value(where: str, key: str, value):
                      f"got {value!r:.60}")
 
 
-def load_suite(name_or_path: str) -> Suite:
+def _read_yaml(path: Path):
+    """The suite file's YAML document, within MAX_SUITE_BYTES and MAX_DEPTH, without anchors or
+    aliases: refused while it is read, before any of it is built."""
     import yaml
 
-    path = find_suite(name_or_path)
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            where = f"{path}: line {event.start_mark.line + 1}"
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise InputError(f"{where}: YAML anchors and aliases (&name, *name) are not accepted in a suite")
+            if self.depth >= MAX_DEPTH:
+                raise InputError(f"{where}: more than {MAX_DEPTH} levels of nesting")
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        with open(path, "rb") as f:
+            data = f.read(MAX_SUITE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_SUITE_BYTES:
+        raise InputError(f"{path}: larger than {MAX_SUITE_BYTES // 1024} KB, the largest suite file accepted")
+    try:
+        loader = Loader(data.decode("utf-8"))
+        loader.name = str(path)  # named in YAML's messages
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except InputError:
+        raise
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:  # ValueError: an integer of > 4300 digits
+        raise InputError(f"{path}: not valid YAML ({' '.join(str(exc).split())[:200]})") from None
+
+
+def load_suite(name_or_path: str) -> Suite:
+    path = find_suite(name_or_path)
+    doc = _read_yaml(path)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a suite is a mapping with 'runs' (got {type(doc).__name__})")
-    unknown = set(doc) - {"name", "description", "defaults", "runs"}
+    unknown = [k for k in doc if k not in ("name", "description", "defaults", "runs")]
     if unknown:
-        raise InputError(f"{path}: unknown top-level field {sorted(unknown)[0]!r} (accepted: name, description, defaults, runs)")
+        raise InputError(f"{path}: unknown top-level field {str(unknown[0])[:40]!r} "
+                         "(accepted: name, description, defaults, runs)")
+    name, description = doc.get("name"), doc.get("description")
+    if type(name) is int:  # name: 2024
+        name = str(name)
+    if name is not None and not (isinstance(name, str) and _LABEL.match(name)):
+        raise InputError(f"{path}: name {str(name)[:40]!r} must be 1-64 letters, digits, '.', '_' or '-' "
+                         "(it names the sweep's folder)")
+    if description is not None and not isinstance(description, str):
+        raise InputError(f"{path}: description must be text")
     defaults, runs = doc.get("defaults") or {}, doc.get("runs")
     if not isinstance(defaults, dict):
         raise InputError(f"{path}: defaults must be a mapping of fields")
     if not isinstance(runs, list) or not runs:
         raise InputError(f"{path}: runs must be a non-empty list")
+    if len(runs) > MAX_RUNS:
+        raise InputError(f"{path}: {len(runs)} runs; a suite holds at most {MAX_RUNS}")
     base = {k: _field_value(f"{path}: defaults", k, v) for k, v in defaults.items()}
     out, labels = [], set()
     for i, run in enumerate(runs):
@@ -119,7 +174,8 @@ def load_suite(name_or_path: str) -> Suite:
         fields = base | {k: _field_value(where, k, v) for k, v in run.items()}
         label = fields.get("label") or f"run{i}"
         if not _LABEL.match(label):
-            raise InputError(f"{where}.label: {label!r} must be 1-64 letters, digits, '.', '_' or '-' (it names a folder)")
+            raise InputError(f"{where}.label: {label[:70]!r} must be 1-64 letters, digits, '.', '_' or '-' "
+                             "(it names a folder)")
         if label in labels:
             raise InputError(f"{where}.label: {label!r} is used twice")
         labels.add(label)
@@ -132,4 +188,4 @@ def load_suite(name_or_path: str) -> Suite:
         except InputError as exc:
             raise InputError(f"{where} ({label}): {exc}") from None
         out.append(SuiteRun(label, spec, argv, repeat))
-    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), path, out)
+    return Suite(name or path.stem, description or "", path, out)

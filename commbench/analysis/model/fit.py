@@ -135,7 +135,9 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     dof = max(1, len(rows) - len(active))
     s2 = 2 * best.cost / dof
     cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
-    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active) if k in values}
+    # a parameter the points cannot pin down has no finite error (a model file holds finite numbers)
+    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) if math.isfinite(cov[i, i]) else None
+           for i, k in enumerate(active) if k in values}
     errors = np.abs(np.exp(best.fun) - 1)
     backend, engine = split_group(group)
     return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
@@ -218,23 +220,83 @@ def summary(errors: pd.DataFrame) -> dict:
             "points_64k_up": len(big), "median_abs_error_64k_up": float(big.error.abs().median()) if len(big) else None}
 
 
+MODEL_FORMAT = 1  # to_json's "commbench_model"
+MAX_MODEL_BYTES = 1 << 20  # a model file (a fit is about 1 KB)
+MAX_PARAM = 1e15  # a parameter of a model file (seconds, s/B, bytes: far beyond any machine's)
+
+
 def to_json(fits: list[Fit], sources: list[str]) -> dict:
-    return {"commbench_model": 1, "sources": sources, "fits": {f.group: asdict(f) for f in fits}}
+    return {"commbench_model": MODEL_FORMAT, "sources": sources, "fits": {f.group: asdict(f) for f in fits}}
+
+
+def load_model(path: str, backend: str | None = None) -> list[Fit]:
+    """A model file's fits of one backend (from_json), read within MAX_MODEL_BYTES; every
+    problem one InputError naming the file."""
+    import json
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MODEL_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read model {path!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_MODEL_BYTES:
+        raise InputError(f"model {path!r} is larger than {MAX_MODEL_BYTES >> 20} MB: not a model file of `model fit`")
+    try:
+        return from_json(json.loads(data), backend)
+    except (ValueError, RecursionError) as exc:  # InputError is a ValueError: named once, with the file
+        raise InputError(f"model {path!r}: {str(exc)[:200] if isinstance(exc, InputError) else 'not JSON'}") from None
+
+
+def _finite(value, high: float = math.inf) -> bool:
+    """A number of JSON (not a bool), finite, from 0 to high."""
+    return type(value) in (int, float) and 0 <= value <= high and math.isfinite(value)
+
+
+def _check_fit(name: str, f: dict) -> Fit:
+    """One fit of a model file, each field of the type `model fit` writes; the parameters from 0 to
+    MAX_PARAM (None: not informed)."""
+    if not isinstance(f, dict):
+        raise InputError(f"fit {name[:40]!r} is not a mapping")
+    missing = [k for k in Fit.__dataclass_fields__ if k not in f and k not in ("algorithms", "engine", "borrowed")]
+    unknown = [k for k in f if k not in Fit.__dataclass_fields__]
+    if missing or unknown:
+        raise InputError(f"fit {name[:40]!r}: {'missing' if missing else 'unknown'} field "
+                         f"{str((missing or unknown)[0])[:40]!r}")
+    params, rel = f["params"], f["rel_std"]
+    checks = {
+        "backend": isinstance(f["backend"], str) and 0 < len(f["backend"]) <= 64,
+        "engine": isinstance(f.get("engine", STEPS), str) and len(f.get("engine", STEPS)) <= 64,
+        "params": isinstance(params, dict) and set(params) <= set(NAMES)
+        and all(v is None or _finite(v, MAX_PARAM) for v in params.values()),
+        "rel_std": isinstance(rel, dict) and all(v is None or _finite(v) for v in rel.values()),
+        "links_per_node": type(f["links_per_node"]) is int and f["links_per_node"] >= 1,
+        "lanes": type(f["lanes"]) is int and f["lanes"] >= 1,
+        "points": type(f["points"]) is int and f["points"] >= 0,
+        "median_error": _finite(f["median_error"]),
+        "p90_error": _finite(f["p90_error"]),
+        "algorithms": isinstance(f.get("algorithms", []), list) and all(isinstance(a, str) for a in f.get("algorithms", [])),
+        "borrowed": isinstance(f.get("borrowed", {}), dict),
+    }
+    bad = next((k for k, ok in checks.items() if not ok), None)
+    if bad:
+        raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({str(f[bad])[:60]})")
+    return Fit(**f)
 
 
 def from_json(data: dict, backend: str | None = None) -> list[Fit]:
     """The fits of one backend (each of its groups), or of one group ("mpi/kernel"); backend may
-    be left out where the model holds one backend."""
-    try:
-        fits = [Fit(**f) for f in data["fits"].values()]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InputError(f"not a commbench model file ({type(exc).__name__}: {exc})") from None
+    be left out where the model holds one backend. A file `model fit` did not write is an
+    InputError."""
+    if not (isinstance(data, dict) and data.get("commbench_model") == MODEL_FORMAT
+            and isinstance(data.get("fits"), dict) and data["fits"]):
+        raise InputError(f"not a commbench model file (format {MODEL_FORMAT}, with fits)")
+    fits = [_check_fit(str(name), f) for name, f in data["fits"].items()]
     backends = sorted({f.backend for f in fits})
     if backend is None:
         if len(backends) != 1:
-            raise InputError(f"the model holds backends {', '.join(backends)}; choose one with --backend")
+            raise InputError(f"the model holds backends {', '.join(backends)[:200]}; choose one with --backend")
         backend = backends[0]
     chosen = [f for f in fits if backend in (f.backend, f.group)]
     if not chosen:
-        raise InputError(f"the model has no backend {backend!r} (it has: {', '.join(f.group for f in fits)})")
+        raise InputError(f"the model has no backend {backend[:40]!r} (it has: {', '.join(f.group for f in fits)[:200]})")
     return sorted(chosen, key=lambda f: (f.engine != STEPS, f.engine))

@@ -9,6 +9,10 @@ took from the backend's step algorithms (fit.py)."""
 
 from __future__ import annotations
 
+import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -17,13 +21,28 @@ from commbench import runinfo
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.errors import InputError
 from commbench.metrics import bandwidth
+from commbench.options import MAX_RANK_SIZES, MAX_RANKS
 from commbench.rank.algorithms import ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.traffic import expected_internode_bytes
 from commbench.results import build_row
-from commbench.run.folder import RunFolder
+from commbench.run.folder import RunFolder, check_place
 
 ITEMSIZE = 4  # float32
+# the scale `model predict` takes: every rank's messages are laid out per algorithm and size
+# (16,384 ranks x 16 sizes, the default 8 B - 8 GB, take 20-30 s and 250 MB; 65,536 ranks took 131 s and 500 MB)
+
+
+def check_scale(nodes: int, per_node: int, sizes: int | None = None) -> None:
+    """InputError where a prediction is larger than MAX_RANKS ranks or MAX_RANK_SIZES ranks x
+    sizes (sizes None: the ranks alone, checked before the sizes are made)."""
+    ranks = nodes * per_node
+    if ranks > MAX_RANKS:
+        raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is {ranks} ranks; model predict takes "
+                         f"at most {MAX_RANKS}")
+    if sizes is not None and ranks * sizes > MAX_RANK_SIZES:
+        raise InputError(f"{ranks} ranks x {sizes} sizes is more than model predict takes (ranks x sizes at most "
+                         f"{MAX_RANK_SIZES}): fewer sizes (-b, -e, a larger -f) or fewer ranks")
 
 
 def predicted(engine: str | None = None) -> list[str]:
@@ -43,9 +62,9 @@ def links(text: str, what: str) -> tuple[float, float]:
     try:
         bw, lat = (float(v) for v in text.split(","))
     except ValueError:
-        raise InputError(f"invalid {what} {text!r} (expected BANDWIDTH_GBPS,LATENCY_US such as 450,2)") from None
-    if not (bw > 0 and lat >= 0):
-        raise InputError(f"invalid {what} {text!r}: bandwidth must be positive and latency not negative")
+        raise InputError(f"invalid {what} {text[:40]!r} (expected BANDWIDTH_GBPS,LATENCY_US such as 450,2)") from None
+    if not (0 < bw < math.inf and 0 <= lat < math.inf):
+        raise InputError(f"invalid {what} {text!r}: bandwidth must be positive and latency not negative (finite)")
     return lat * 1e-6, 1 / (bw * 1e9)
 
 
@@ -82,13 +101,37 @@ def best_and_crossovers(table: pd.DataFrame) -> tuple[pd.Series, list[tuple[int,
     return best, changes
 
 
+def check_out(out_dir) -> Path:
+    """--out, checked before anything is predicted: a place for a run folder (check_place) that is
+    new or empty (write renames the whole folder into it)."""
+    out = check_place(out_dir)
+    if out.is_dir() and any(out.iterdir()):
+        raise InputError(f"--out {str(out_dir)!r} is not empty: predictions go to a new (or empty) folder")
+    return out
+
+
 def write(table: pd.DataFrame, out_dir: str | Path, run_id: str, description: dict) -> Path:
-    folder = RunFolder(out_dir)
-    folder.create({"run_id": run_id, "label": description["label"], "predicted": True, "model": description})
-    for i, r in enumerate(table.to_dict("records")):
-        folder.add(build_row(**r, run_id=run_id, label=description["label"], point=i, backend=description["backend"],
-                             device="", dtype="float32", op="sum" if COLLECTIVES[r["collective"]].reduces else "none",
-                             in_place=1, iterations=0, batch=0, warmup=0, predicted=1), [r["time_us"]])
-    folder.finalize()
-    folder.update({"status": "completed", "end_time": runinfo.utc_now()})
-    return folder.dir
+    """The predictions as a run folder, written whole: in a temporary folder beside out_dir,
+    renamed into place (a failure leaves no folder, or the empty one that was there)."""
+    out = Path(out_dir)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+        try:
+            os.chmod(tmp, 0o755)
+            folder = RunFolder(tmp)
+            folder.create({"run_id": run_id, "label": description["label"], "predicted": True, "model": description})
+            for i, r in enumerate(table.to_dict("records")):
+                folder.add(build_row(**r, run_id=run_id, label=description["label"], point=i,
+                                     backend=description["backend"], device="", dtype="float32",
+                                     op="sum" if COLLECTIVES[r["collective"]].reduces else "none",
+                                     in_place=1, iterations=0, batch=0, warmup=0, predicted=1), [r["time_us"]])
+            folder.finalize()
+            folder.update({"status": "completed", "end_time": runinfo.utc_now()})
+            os.rename(tmp, out)  # onto nothing, or an empty folder
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    except OSError as exc:
+        raise InputError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
+    return out

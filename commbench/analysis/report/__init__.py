@@ -11,6 +11,7 @@ from commbench.analysis.load import load_runs
 from commbench.analysis.report import charts
 from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
 from commbench.analysis.report.page import document, environment_table, esc, points_table, write_page
+from commbench.outputs import output_file
 
 __all__ = ["build_report"]
 
@@ -18,6 +19,7 @@ __all__ = ["build_report"]
 def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:
     import plotly.offline
 
+    output_file(out_file, "-o", inputs=[paths] if isinstance(paths, (str, Path)) else paths)  # before any work
     rows, metas = load_runs(paths)
     rows["mode"] = rows.in_place.map(lambda v: "in-place" if int(v) else "out-of-place")
     sections = []

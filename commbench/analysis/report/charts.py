@@ -1,15 +1,15 @@
 """The report's charts (plotly figures), built from the rows of every run.
 
-Every string that reaches a chart (run labels, names) is HTML-escaped first: plotly renders a
-subset of HTML in labels, and the report must never render what a result file smuggles in.
+Every string that reaches a chart (run labels, names) is escaped first (page.esc): plotly renders
+a subset of HTML in labels, and the report must never render what a result file smuggles in.
 """
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 import plotly.graph_objects as go
+
+from commbench.analysis.report.page import esc
 
 SERIES = ["run", "backend", "algorithm", "dtype", "op", "mode", "world_size"]
 
@@ -29,12 +29,12 @@ def median_job(rows: pd.DataFrame) -> pd.DataFrame:
 def _series_name(key: tuple) -> str:
     run, backend, algo, dtype, op, mode, world = key
     op = "" if op in ("none", None) else f" {op}"
-    return html.escape(f"{run} · {backend} {algo} · {dtype}{op} · {mode} · {world} ranks")
+    return esc(f"{run} · {backend} {algo} · {dtype}{op} · {mode} · {world} ranks")
 
 
 def _figure(title: str, ytitle: str, logy: bool) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=html.escape(title), xaxis_title="size (bytes)", yaxis_title=ytitle, template="plotly_white",
+    fig.update_layout(title=esc(title), xaxis_title="size (bytes)", yaxis_title=ytitle, template="plotly_white",
                       height=560, legend={"font": {"size": 10}, "orientation": "h", "y": -0.22, "yanchor": "top"},
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(type="log")

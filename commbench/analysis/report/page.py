@@ -1,17 +1,17 @@
 """The report page: one self-contained HTML file (plotly.js inline, no network), the
 environment of every run, the charts, and a sortable table of every point. Every string from
-outside (labels, hosts, environment, file names, command lines) goes through html.escape."""
+outside (labels, hosts, environment, file names, command lines) goes through `esc`: HTML-escaped,
+with control and format characters shown as escapes (commbench.terminal.printable)."""
 
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from commbench.errors import InputError
+from commbench.outputs import write_text
+from commbench.terminal import printable
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
@@ -55,7 +55,7 @@ TABLE_COLUMNS = [("run", "run"), ("collective", "collective"), ("backend", "back
 
 
 def esc(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape("" if value is None else printable(value), quote=True)
 
 
 def _cell(value) -> str:
@@ -123,17 +123,6 @@ def document(title: str, generated: str, sections: list[str], plotly_js: str) ->
 
 
 def write_page(page: str, out_file: str | Path) -> Path:
-    """Write the page atomically (temp file + rename); a folder or an unwritable place is one InputError."""
-    out = Path(out_file)
-    if out.is_dir():
-        raise InputError(f"output {str(out)!r} is a folder; give a file name such as report.html")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".report.")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except OSError as exc:
-        raise InputError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
-    return out
+    """Write the page whole (commbench.outputs.write_text: temp file + rename, one InputError line);
+    an unpaired surrogate (a JSON file's "\\ud800") is written as its escape, not a crash."""
+    return write_text(out_file, page.encode("utf-8", "backslashreplace").decode("utf-8"), "report")

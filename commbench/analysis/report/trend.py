@@ -7,7 +7,6 @@ per size. Every string from a result file is escaped (commbench.analysis.report.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -40,10 +39,10 @@ def history_chart(cmp: Comparison, verdicts: list[Verdict]) -> go.Figure:
     title = (f"{k['collective']} · {k['backend']} {k['algorithm']} · {k['dtype']}{op} · {mode} · "
              f"{k['world_size']} ranks")
     fig = go.Figure()
-    fig.update_layout(title=html.escape(title), yaxis_title="time (µs), 95% band", template="plotly_white", height=460,
+    fig.update_layout(title=esc(title), yaxis_title="time (µs), 95% band", template="plotly_white", height=460,
                       legend={"font": {"size": 10}}, margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_yaxes(type="log")
-    x = [html.escape(s) for s in _steps(cmp)]
+    x = [esc(s) for s in _steps(cmp)]
     for i, v in enumerate(sorted(verdicts, key=lambda v: v.key["size_bytes"])):
         colour = PALETTE[i % len(PALETTE)]
         levels = [v.baseline_level] + [h.get("level") for h in v.history]
@@ -51,14 +50,14 @@ def history_chart(cmp: Comparison, verdicts: list[Verdict]) -> go.Figure:
         low = [None if lv is None else (lv[1] if lv[1] is not None else lv[0]) for lv in levels]
         high = [None if lv is None else (lv[2] if lv[2] is not None else lv[0]) for lv in levels]
         shown = [j for j, m in enumerate(mid) if m is not None]
-        name = html.escape(f"{v.key['size_bytes']} B")
+        name = esc(f"{v.key['size_bytes']} B")
         fig.add_trace(go.Scatter(x=[x[j] for j in shown] + [x[j] for j in reversed(shown)],
                                  y=[high[j] for j in shown] + [low[j] for j in reversed(shown)],
                                  mode="lines", fill="toself", fillcolor=_rgba(colour, 0.15), line={"width": 0},
                                  hoverinfo="skip",
                                  legendgroup=name, showlegend=False))
         marks = [None] + [h.get("verdict") for h in v.history]
-        text = ["baseline"] + [html.escape(f"{h.get('verdict', 'not measured')}, ratio {h['ratio']:.3f}")
+        text = ["baseline"] + [esc(f"{h.get('verdict', 'not measured')}, ratio {h['ratio']:.3f}")
                                if "ratio" in h else "not measured" for h in v.history]
         fig.add_trace(go.Scatter(x=[x[j] for j in shown], y=[mid[j] for j in shown], mode="lines+markers", name=name,
                                  legendgroup=name, line={"color": colour},
