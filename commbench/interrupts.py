@@ -22,7 +22,8 @@ def handler(signum, frame):
 
 
 def install() -> None:
-    """Route SIGINT, SIGTERM and SIGHUP through handler (main thread only)."""
+    """Route SIGINT, SIGTERM and SIGHUP through handler (main thread only); nothing received yet."""
+    _state.update(received=None, deferring=0, pending=None)
     for s in SIGNALS:
         signal.signal(s, handler)
 

@@ -151,7 +151,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("json_rows", bool, False, "Print each row as one JSON object on stdout.", flag="--json", spec=None,
            suite=False),
     Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
-                                "with its recorded options.", spec=None, suite=False),
+                                "with its recorded options (other measurement options are refused; launcher arguments "
+                                "only as given again with --launcher-args).", spec=None, suite=False),
     Option("repeat", int, 1, f"Measure every point in this many separate jobs (1-{MAX_REPEAT}), interleaved block "
                              "by block, into one folder (rows tagged `job`); `compare` needs "
                              f"{MIN_JOBS} or more a side.",

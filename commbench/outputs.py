@@ -1,11 +1,12 @@
 """Every file or folder a command writes, checked before any work starts (exit 2, one line) and
 written whole: `output_file` / `output_folder` up front, `write_text` at the end (a temporary file
-renamed into place, so a failed write leaves the old file or none). A command's output is never
-one of the files it reads."""
+renamed into place, so a failed write leaves the old file or none; a device such as /dev/null is
+written in place). A command's output is never one of the files it reads."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def output_file(path, what: str = "output", inputs=()) -> Path:
         raise InputError(f"{what} {str(path)!r}: folder {str(parent)!r} does not exist")
     if p.exists() and not os.access(p, os.W_OK):
         raise InputError(f"{what} {str(path)!r} is not writable")
-    _probe(parent, what, path)
+    if not _special(p):  # a device or a pipe is written in place (write_text), not beside
+        _probe(parent, what, path)
     target = p.resolve()
     for given in inputs:
         given = Path(given).resolve()
@@ -74,10 +76,24 @@ def output_folder(path, what: str = "--out") -> Path:
     return p
 
 
+def _special(p: Path) -> bool:
+    """Is p (links followed) an existing file that is not a regular one (/dev/null, /dev/stdout
+    into a pipe, a FIFO)? Renaming over it would replace the device, so it is written in place."""
+    try:
+        return not stat.S_ISREG(os.stat(p).st_mode)
+    except OSError:
+        return False
+
+
 def write_text(path, text: str, what: str = "output") -> Path:
-    """Write text to path whole (temporary file + rename); a failure is one InputError line."""
+    """Write text to path whole: a temporary file renamed onto the path (onto a link itself,
+    never its target); a device or a pipe is written in place. A failure is one InputError line."""
     p = Path(path)
     try:
+        if _special(p):
+            with open(p, "w", encoding="utf-8") as f:
+                f.write(text)
+            return Path(path)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -89,4 +105,4 @@ def write_text(path, text: str, what: str = "output") -> Path:
             raise
     except OSError as exc:
         raise InputError(f"cannot write {what} {str(path)!r}: {_strerror(exc)}") from None
-    return p
+    return Path(path)

@@ -9,10 +9,12 @@ import unicodedata
 _UNSAFE = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format characters, lone surrogates, line and paragraph separators
 
 
+def _escape(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+
+
 def _char(c: str) -> str:
-    if c in "\n\t" or unicodedata.category(c) not in _UNSAFE:
-        return c
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return c if c in "\n\t" or unicodedata.category(c) not in _UNSAFE else _escape(c)
 
 
 def printable(text) -> str:
@@ -24,3 +26,10 @@ def printable(text) -> str:
 def one_line(text) -> str:
     """printable(text) on one line: line breaks become ' / ' (an error message is one line)."""
     return " / ".join(part.strip() for part in printable(text).replace("\t", " ").splitlines() if part.strip())
+
+
+def inline(text) -> str:
+    """text on one line with only printable characters (for a table cell, a log line or XML):
+    every other character escaped (line breaks, tabs, unassigned and private code points too)."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in text)

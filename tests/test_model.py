@@ -174,3 +174,17 @@ def test_predict_at_scale_and_crossovers(tmp_path):
 def test_predict_bad_input(args, message):
     proc = commbench("model", "predict", *args)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_predict_one_rank_and_validate_nothing_are_exit_2(tmp_path):
+    """One rank communicates nothing (its rows would have time 0, which no reader takes); a
+    folder with too few points to hold any out is unusable, as for `model fit`."""
+    from cli_inprocess import run_cli
+    from synthetic_runs import write_run
+
+    one = run_cli("model", "predict", "--nodes", 1, "--ranks-per-node", 1, "--intra", "450,2", "--inter", "50,5")
+    one.assert_clean()
+    assert one.code == 2 and "is one rank, which communicates nothing" in one.stderr
+    few = run_cli("model", "validate", write_run(tmp_path / "r", [10.0], samples=5))
+    few.assert_clean()
+    assert few.code == 2 and "nothing to validate: too few points" in few.stderr

@@ -297,3 +297,20 @@ def test_samples_arrive_in_lines_a_pipe_writes_whole(fake_job, monkeypatch):
         folder.record(e)
     rows, _ = load_runs([fake_job.out_dir], samples=True)
     assert [list(v) for v in rows.sample_values] == [[1.0, 2.0, 3.0, 4.0, 5.0]] * 2
+
+
+def test_only_a_commbench_run_is_a_run_folder_for_the_output_checks(tmp_path, monkeypatch):
+    """Someone's results.csv in the current folder does not block `run` (default results/<id>);
+    a commbench run folder above --out does."""
+    from commbench.run.folder import check_place, is_run_folder
+
+    (tmp_path / "results.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "run.json").write_text('{"name": "not ours"}')
+    monkeypatch.chdir(tmp_path)
+    assert not is_run_folder(tmp_path) and check_place("results/x") == Path("results/x")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text(",".join(REQUIRED) + "\n")
+    assert is_run_folder(run)
+    with pytest.raises(InputError, match="is inside the run folder"):
+        check_place(run / "sub")

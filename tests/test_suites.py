@@ -112,3 +112,21 @@ def test_a_run_this_python_cannot_start_stops_the_suite_first(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith(f"power.yaml: run 'nccl': {cpu_torch_refusal()}"), lines
     assert not (tmp_path / "out").exists()
+
+
+def test_a_suites_launcher_args_run_only_when_allowed(tmp_path, monkeypatch):
+    """A suite is data: launcher arguments in it (which can start any program through mpirun) are
+    shown and need --allow-launcher-args."""
+    from cli_inprocess import run_cli
+    from commbench.run import api
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text("runs: [{label: a, backend: mpi, nprocs: 2, sizes: [8], launcher_args: '--mca x sh'}, {label: b}]\n")
+    outcome = run_cli("sweep", suite, "--out", tmp_path / "out")
+    outcome.assert_clean()
+    assert outcome.code == 2 and "run 'a' passes the launcher arguments [--mca x sh]" in outcome.stderr
+    assert "add --allow-launcher-args" in outcome.stderr and not (tmp_path / "out").exists()
+    started = []
+    monkeypatch.setattr(api, "run_suite", lambda loaded, out, **kw: started.append(loaded.runs[0].launcher_args) or [])
+    assert run_cli("sweep", suite, "--out", tmp_path / "out", "--allow-launcher-args").code == 0
+    assert started == [["--mca", "x", "sh"]]

@@ -1,9 +1,10 @@
 """Issue 20 for the regression gate, the importers and the outputs: compare's math holds for
 anything a valid folder can hold and its exit codes stay apart (0 / 1 regression / 2 input / 3
 crash); every writer checks its output before any work and never replaces an input; the importers
-reject what no benchmark prints with one line naming the line or field, in bounded time; strings
-from files are escaped in every output (text printable, JSON strict, markdown without injected
-markup, HTML escaped). Property tests run the real CLI in-process (tests/cli_inprocess.py)."""
+reject what no benchmark prints with one line naming the line or field (the time and memory that
+costs: benchmarks/hostile_inputs.py); strings from files are escaped in every output (text
+printable, JSON strict, markdown without injected markup, HTML escaped). Property tests run the
+real CLI in-process (tests/cli_inprocess.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import json
 import re
 import shutil
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from conftest import DATA
 from synthetic_runs import write_run
 
 from commbench.analysis import compare as cmp_module
-from commbench.analysis.importers import MAX_INPUT_BYTES, MAX_JSON_VALUES, MAX_POINTS, MAX_RANKS
+from commbench.analysis.importers import MAX_IMPORT_POINTS, MAX_IMPORT_RANKS, MAX_INPUT_BYTES, MAX_JSON_VALUES
 from commbench.analysis.load import load_run
 from commbench.analysis.verdicts import judge, level
 from commbench.errors import InputError
@@ -161,6 +161,10 @@ def nccl(time="1", bw="0", wrong="0", size="8 2", dtype="float") -> str:
             f"{size} {dtype} sum -1 {time} {bw} 0 {wrong} 1.0 0 0 0\n")
 
 
+# the table header of older nccl-tests: an `error` column (the largest difference) instead of #wrong
+OLD_HEADER = "#  size  count  type  redop  root  time  algbw  busbw  error  time  algbw  busbw  error\n"
+
+
 def report(entry: dict, **result) -> str:
     """An nccl-tests JSON report of one result: size 8, 2 floats, sum, then entry's fields."""
     fields = {"size": 8, "count": 2, "type": "float", "redop": "sum", **entry}
@@ -181,12 +185,19 @@ def osu(line: str, title: str = "Allreduce") -> str:
     ("nccl-tests", nccl(time="2e10"), [], "line 3: time is '2e10'"),
     ("nccl-tests", nccl(bw="-2"), [], "line 3: algbw is '-2': expected a finite number >= 0"),
     ("nccl-tests", nccl(wrong="x"), [], "line 3: #wrong is 'x'"),
-    ("nccl-tests", nccl(size="0 0"), [], "line 3: size is '0': expected a whole number from 1 to 1099511627776"),
+    ("nccl-tests", nccl(size="0 0"), [], "no result lines found in the nccl-tests output (only 1 of size 0, which "
+                                         "measure nothing)"),
+    ("nccl-tests", nccl(wrong="-1"), [], "line 3: #wrong is '-1': expected a count of wrong elements"),
+    ("nccl-tests", nccl(wrong="nan"), [], "line 3: #wrong is 'nan'"),
+    ("nccl-tests", OLD_HEADER + nccl(wrong="inf"), [], "line 4: error is 'inf': expected a count of wrong elements, "
+                                                      "nccl-tests' older error (a number >= 0) or N/A"),
+    ("nccl-tests", OLD_HEADER + nccl(wrong="-1e-07"), [], "line 4: error is '-1e-07'"),
+    ("nccl-tests", report({"size": 0, "out_of_place": {"time": 1}}), [], "holds no results (only 1 of size 0"),
     ("nccl-tests", nccl(size=f"{2**41} 2"), [], f"line 3: size is '{2**41}'"),
     ("nccl-tests", nccl(size="8 9"), [], "line 3: count is '9': expected a whole number from 0 to 8"),
     ("nccl-tests", nccl(dtype="fl\x1boat"), [], "line 3: type is 'fl\\x1boat': expected a name"),
-    ("nccl-tests", nccl() + nccl().splitlines(keepends=True)[2] * (MAX_POINTS // 2), [],
-     f"more than {MAX_POINTS} results"),
+    ("nccl-tests", nccl() + nccl().splitlines(keepends=True)[2] * (MAX_IMPORT_POINTS // 2), [],
+     f"more than {MAX_IMPORT_POINTS} results"),
     ("nccl-tests", report({"out_of_place": {"time": float("nan")}}), [], f"result 1: time is nan: {TIME_RANGE}"),
     ("nccl-tests", report({"out_of_place": {"time": 1}, "out_of_place_per_iter": {"times_us": [1.0, 0.0]}}), [],
      "result 1: per-iteration time is 0.0"),
@@ -209,7 +220,7 @@ def osu(line: str, title: str = "Allreduce") -> str:
      "line 2: header '# Size  Latency' lacks the Size and Avg Latency(us) columns"),
     ("osu", OSU.read_text(), ["-n", "1e20"], "Invalid value for '-n' / '--nprocs'"),
     ("osu", OSU.read_text(), ["-n", str(10**20)],
-     f"--nprocs {10**20}: give the OSU run's number of ranks, 1 to {MAX_RANKS}"),
+     f"--nprocs {10**20}: give the OSU run's number of ranks, 1 to {MAX_IMPORT_RANKS}"),
     ("osu", OSU.read_text(), ["-n", "0"], "--nprocs 0: give the OSU run's number of ranks"),
 ])
 def test_importers_reject_what_no_benchmark_prints(kind, content, extra, message):
@@ -225,17 +236,18 @@ def test_importers_reject_what_no_benchmark_prints(kind, content, extra, message
     ("nesting", "{\"results\": " + "[" * (MAX_INPUT_BYTES // 3) + "]" * (MAX_INPUT_BYTES // 3) + "}"),
     ("binary", bytes(range(256)) * (MAX_INPUT_BYTES // 256)),
 ])
-def test_huge_inputs_end_in_one_line_within_seconds(name, content):
-    start = time.monotonic()
+def test_huge_inputs_end_in_one_line(name, content):
+    """Refused with one line, exit 2 (the time and memory each costs: benchmarks/hostile_inputs.py)."""
     outcome = _import("nccl-tests", content)
-    assert outcome.code == 2 and time.monotonic() - start < 5, (name, outcome.stderr)
+    assert outcome.code == 2, (name, outcome.stderr)
 
 
 def test_import_checks_its_folder_before_reading(tmp_path, sides):
     base, _ = sides
     before = _tree(base)
     for out, message in ((base, "already holds results (results.csv)"), ("/proc/nope", "cannot be written"),
-                         (NCCL_TEXT, "is a file, not a folder")):
+                         (NCCL_TEXT, "is a file, not a folder"), (base / "sub", "is inside the run folder"),
+                         (base.parent, "holds run folders")):
         outcome = run_cli("import", "nccl-tests", NCCL_TEXT, "--out", out, cwd=tmp_path)
         outcome.assert_clean()
         assert outcome.code == 2 and message in outcome.stderr, outcome.stderr

@@ -172,7 +172,8 @@ def test_a_tampered_spec_is_validated_again(folder, no_launch, change, fragment)
 
 
 @pytest.mark.parametrize("field,value,fragment", [
-    ("launch_pid", "1", "run.json field 'launch_pid' must be a process id (an integer > 0), not '1'"),
+    ("launch_pid", "1", "run.json field 'launch_pid' must be a process id (1 to 2^22), not '1'"),
+    ("launch_pid", 2**70, "run.json field 'launch_pid' must be a process id (1 to 2^22)"),
     ("launch_pid", -1, "run.json field 'launch_pid' must be a process id"),
     ("launch_pid", True, "run.json field 'launch_pid' must be a process id"),
     ("status", ["running"], "run.json field 'status' must be a string"),
@@ -182,7 +183,8 @@ def test_a_tampered_spec_is_validated_again(folder, no_launch, change, fragment)
     ("launcher_args", ["ok", 3], "run.json field 'launcher_args' must be a list of texts"),
     ("skipped", [{"index": [1]}], "run.json field 'skipped' must be a list of points with an integer index"),
     ("resumes", {}, "run.json field 'resumes' must be a list"),
-    ("spec", None, "run.json field 'spec' must be an object"),
+    ("spec", None, "run.json is not a commbench run record (it holds no spec)"),  # null: not recorded
+    ("spec", [], "run.json field 'spec' must be an object"),
     ("format_version", 99, "results format version 99 is newer"),
 ])
 def test_run_json_fields_are_checked_before_use(folder, no_launch, field, value, fragment):
@@ -258,6 +260,8 @@ def _extra_fields(d):
     (lambda d: (d / "run.json").write_text("[]"), "run.json is not a JSON object"),
     (lambda d: edit_cell(d, 0, "time_us", "inf", "samples.csv"), "samples.csv row 1: time_us 'inf' is not a time"),
     (lambda d: (d / "samples.parquet").write_bytes(b"PAR1 not parquet"), "unreadable samples.parquet"),
+    (lambda d: edit_cell(d, 5, "point", "999"), "results.csv has a row of point 999, but the run's spec has 6 points"),
+    (lambda d: set_meta(d, label="\ud800"), "run.json holds text that is not Unicode (a lone surrogate escape)"),
 ])
 def test_a_damaged_folder_is_one_line_and_left_as_it_was(folder, no_launch, damage, fragment):
     damage(folder)
@@ -321,6 +325,7 @@ def _read_all(d: Path, out: Path) -> list:
     (lambda d: (d / "results.csv").write_text(",".join(COLUMNS) + "\n"), "results.csv holds no rows"),
     (lambda d: [edit_cell(d, r, "collective", "x") for r in range(6)], "row 1: collective 'x' is none this commbench "
                                                                        "knows"),
+    (lambda d: set_meta(d, label="\udfff"), "run.json holds text that is not Unicode (a lone surrogate escape)"),
 ])
 def test_readers_refuse_a_bad_folder_in_one_line(folder, tmp_path, damage, fragment):
     damage(folder)

@@ -1,16 +1,16 @@
 """Limits decided up front (issue 20, classes 4, 6 and 9): a suite file, a run's options and a
 prediction's scale are bounded before any work starts; what is beyond a limit is one line, exit
-2, naming the limit, in well under the time and memory it would have cost; the spec reaches the
-ranks by file, so no valid spec is too long for argv; the model's outputs are checked before it
-prints and written whole. Property-based: suite YAML, model files and run options, through the
-real CLI in this process (tests/cli_inprocess.py), launching nothing."""
+2, naming the limit, before the time and memory it would have cost (bounded in
+benchmarks/hostile_inputs.py); the spec reaches the ranks by file, so no valid spec is too long
+for argv; the model's outputs are checked before it prints and written whole. Property-based:
+suite YAML, model files and run options, through the real CLI in this process
+(tests/cli_inprocess.py), launching nothing."""
 
 import json
 import math
 import os
 import sys
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -102,11 +102,10 @@ BAD_SUITES = [
 def test_bad_suite_is_refused_up_front(tmp_path, launch_nothing, text, message):
     f, out = tmp_path / "s.yaml", tmp_path / "out"
     f.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
-    start = time.monotonic()
     outcome = run_cli("sweep", f, "--out", out)
     outcome.assert_clean(codes=(2,))
     assert message in outcome.stderr and str(f) in outcome.stderr, outcome.stderr
-    assert time.monotonic() - start < 5 and not out.exists()
+    assert not out.exists()
 
 
 def test_alias_bomb_costs_nothing(tmp_path):
@@ -115,25 +114,20 @@ def test_alias_bomb_costs_nothing(tmp_path):
     f.write_text(_bomb())
     assert len(f.read_bytes()) < 500
     tracemalloc.start()
-    start = time.monotonic()
     with pytest.raises(InputError, match="anchors and aliases"):
         load_suite(str(f))
-    elapsed, (_, peak) = time.monotonic() - start, tracemalloc.get_traced_memory()
+    _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert elapsed < 1 and peak < 5e6
+    assert peak < 5e6
 
 
 def test_largest_suite_file_is_read_within_bounds(tmp_path):
-    """A suite file at the size limit, as many nodes as it can hold, is refused in about a second
-    and tens of MB (the runs counted before any is validated)."""
+    """A suite file at the size limit, as many nodes as it can hold, is refused in tens of MB (the
+    runs counted before any is validated; its time: benchmarks/hostile_inputs.py)."""
     f = tmp_path / "flat.yaml"
     f.write_text("runs: [" + ",".join(["{}"] * ((MAX_SUITE_BYTES - 10) // 3)) + "]\n")
     assert f.stat().st_size <= MAX_SUITE_BYTES
-    start = time.monotonic()
-    with pytest.raises(InputError, match=f"a suite holds at most {MAX_RUNS}"):
-        load_suite(str(f))
-    assert time.monotonic() - start < 5
-    tracemalloc.start()  # slows the parser down several times: timed above
+    tracemalloc.start()
     with pytest.raises(InputError, match=f"a suite holds at most {MAX_RUNS}"):
         load_suite(str(f))
     _, peak = tracemalloc.get_traced_memory()
@@ -171,11 +165,10 @@ RUN_LIMITS = [
 def test_run_beyond_a_limit_is_refused_before_anything_starts(tmp_path, args, message):
     """The real `run` (no stub): refused before a folder, a spec file or a rank exists."""
     out = tmp_path / "out"
-    start = time.monotonic()
     outcome = run_cli("run", "--backend", "gloo", "--launcher", "local", *args, "--out", out)
     outcome.assert_clean(codes=(2,))
     assert message in outcome.stderr, outcome.stderr
-    assert time.monotonic() - start < 5 and not out.exists()
+    assert not out.exists()
 
 
 def test_memory_of_the_ranks_here(tmp_path, monkeypatch):
@@ -209,9 +202,31 @@ def test_oversubscribe_lifts_the_cores_limit_only():
     assert SweepSpec.from_options(backend="gloo", oversubscribe=True).oversubscribe
 
 
-def test_the_test_suites_worlds_need_no_oversubscribe():
-    """The largest worlds the tests launch (8 ranks under mpirun, 4 emulated) pass on 2 cores."""
-    assert LOCAL_RANKS_PER_CORE * 2 >= 8
+LARGEST_TEST_WORLD = 8  # ranks the test suite starts on this machine (test_algorithms, test_ring_tree_kernels)
+
+
+@pytest.mark.parametrize("cores", sorted({1, 2, CORES}))
+@pytest.mark.parametrize("launcher", ["local", "mpirun"])
+def test_the_test_suites_worlds_need_no_oversubscribe(monkeypatch, cores, launcher):
+    """check_local_ranks on a machine of `cores` cores: the test suite's largest world passes
+    wherever its 2-core floor holds; one rank past LOCAL_RANKS_PER_CORE per core needs
+    --oversubscribe, which lifts the limit."""
+    for name in launch.HOST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(launch, "_cores", lambda: cores)
+    monkeypatch.setattr(launch, "_memory_bytes", lambda: None)
+
+    def check(n, oversubscribe=False):
+        spec = SweepSpec(nprocs=n, backends=["gloo"], sizes=[8], oversubscribe=oversubscribe).validate()
+        launch.check_local_ranks(spec, launcher, [])
+
+    if cores >= 2:
+        check(LARGEST_TEST_WORLD)
+    check(LOCAL_RANKS_PER_CORE * cores)
+    with pytest.raises(InputError, match=f"-n {LOCAL_RANKS_PER_CORE * cores + 1} starts .* more than "
+                                         f"{LOCAL_RANKS_PER_CORE} per core of its {cores}: add --oversubscribe"):
+        check(LOCAL_RANKS_PER_CORE * cores + 1)
+    check(LOCAL_RANKS_PER_CORE * cores + 1, oversubscribe=True)
 
 
 def test_the_spec_reaches_the_ranks_by_file(tmp_path):
@@ -298,11 +313,9 @@ def _sweep_is_clean(base: Path, text: bytes) -> None:
     f, out = base / "suite.yaml", base / "out"
     f.write_bytes(text)
     before = _snapshot(base, out)
-    start = time.monotonic()
     outcome = run_cli("sweep", f, "--out", out, cwd=base)
     outcome.assert_clean()
     event(f"exit {outcome.code}: {outcome.stderr[18:60]}")
-    assert time.monotonic() - start < 5
     assert _snapshot(base, out) == before and not out.exists()  # nothing launched, nothing written
 
 
@@ -365,11 +378,10 @@ BAD_PREDICT = [
 
 @pytest.mark.parametrize("args,message", BAD_PREDICT, ids=range(len(BAD_PREDICT)))
 def test_predict_nonsense_is_refused_up_front(tmp_path, args, message):
-    start = time.monotonic()
     outcome = run_cli("model", "predict", *args, "--out", tmp_path / "p")
     outcome.assert_clean(codes=(2,))
     assert message in outcome.stderr and outcome.stdout == "", outcome.stderr
-    assert time.monotonic() - start < 5 and not (tmp_path / "p").exists()
+    assert not (tmp_path / "p").exists()
 
 
 def _model(**change) -> dict:

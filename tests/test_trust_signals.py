@@ -100,6 +100,55 @@ def test_run_json_status_matches_what_was_measured_when_interrupted(tmp_path, ki
     assert meta["points_measured"] == len(rows) == (2 if status == "completed" else 1)
 
 
+@needs_mpirun
+def test_an_interrupt_after_the_last_row_before_the_ranks_say_done_keeps_the_run_complete(tmp_path):
+    from commbench.run.api import run_sweep
+    from commbench.spec import SweepSpec
+
+    rows = []
+
+    def on_event(event):
+        rows.extend([event] if event["event"] == "row" else [])
+        if len(rows) == 2:
+            raise KeyboardInterrupt
+
+    spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], iters=5, warmup=1,
+                     out_dir=str(tmp_path / "r"))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, on_event=on_event, relay=lambda line: None)
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert (meta["status"], meta["error"], meta["points_measured"]) == ("completed", None, 2)
+    assert meta["samples_file"] in ("samples.parquet", "samples.csv") and meta["skipped"] == []  # what "done" writes
+
+
+@needs_mpirun
+def test_a_second_interrupt_while_the_ranks_are_stopped_still_records_the_status(tmp_path, monkeypatch):
+    from commbench.run import launch
+    from commbench.run.api import run_sweep
+    from commbench.spec import SweepSpec
+
+    kill = launch.Job.kill
+
+    def impatient_kill(job):  # the user presses Ctrl-C again while the ranks are being stopped
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        kill(job)
+
+    monkeypatch.setattr(launch.Job, "kill", impatient_kill)
+    saved = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    interrupts.install()
+    try:
+        spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], iters=5, warmup=1,
+                         out_dir=str(tmp_path / "r"))
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(spec, on_event=_interrupt_on("row"), relay=lambda line: None)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert (meta["status"], meta["points_measured"]) == ("interrupted", 1)
+
+
 def _sweep(out, *extra):
     return [sys.executable, "-m", "commbench", "run", "-n", "2", "--backend", "mpi", "-c", "all_reduce",
             "--sizes", "8,16,32,64", "--out", str(out), *extra]
@@ -194,3 +243,35 @@ def test_write_text_replaces_whole_or_leaves_the_old_file(tmp_path, monkeypatch)
     with pytest.raises(InputError, match="cannot write report .*No space left on device"):
         write_text(target, "new", "report")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making device nodes needs root")
+def test_a_device_is_written_in_place_never_replaced(tmp_path):
+    """`compare -o /dev/null` must not turn /dev/null into a file (a rename over it would, as root)."""
+    import stat
+
+    null, full = tmp_path / "null", tmp_path / "full"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    assert write_text(output_file(null, "-o"), "discarded") == null
+    with pytest.raises(InputError, match="cannot write -o .*No space left on device"):
+        write_text(output_file(full, "-o"), "x", "-o")
+    assert stat.S_ISCHR(null.stat().st_mode) and stat.S_ISCHR(full.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "null"]
+
+
+def test_a_pipe_is_written_in_place_and_a_link_replaced_not_followed(tmp_path):
+    import threading
+
+    fifo, victim, link = tmp_path / "fifo", tmp_path / "victim", tmp_path / "link"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    write_text(output_file(fifo, "-o"), "through the pipe")
+    reader.join(10)
+    assert got == ["through the pipe"] and fifo.is_fifo()
+    victim.write_text("someone's file")
+    link.symlink_to(victim)  # e.g. planted in a folder received from someone else
+    write_text(link, "new")
+    assert victim.read_text() == "someone's file" and not link.is_symlink() and link.read_text() == "new"

@@ -12,7 +12,7 @@ Exit codes (commbench compare): 0 no regression, 1 a regression (or, with --stri
 inconclusive point), 2 unusable input.
 
 Every string in the outputs may come from someone else's result folder (names, versions, hosts,
-environment, folder names): text and JUnit show it escaped on one line (`_t`), markdown with every
+environment, folder names): text and JUnit show it escaped on one line (`terminal.inline`), markdown with every
 ASCII punctuation character backslash-escaped (`_md`: it lands in CI job summaries, where a link,
 image, HTML or emphasis must not be injected), JSON strictly valid (null for a number that is not
 finite); the HTML page escapes its own (commbench.analysis.report).
@@ -34,7 +34,7 @@ from commbench.analysis.load import load_run, run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
 from commbench.options import COMPARE_FORMATS
 from commbench.errors import InputError
-from commbench.terminal import printable
+from commbench.terminal import inline
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
 FEW_SAMPLES = 5  # a job with fewer samples is summarised by them all the same; the note says so
@@ -237,17 +237,10 @@ ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
 _MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped
 
 
-def _t(value) -> str:
-    """A string from a file for a terminal, a log or XML: terminal.printable, and on one line and
-    encodable too (line breaks, tabs, unpaired surrogates, unassigned code points escaped)."""
-    text = printable(value)
-    return text if text.isprintable() else "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
-
-
 def _md(value) -> str:
-    """A string from a file as literal markdown: _t, then every ASCII punctuation character
+    """A string from a file as literal markdown: terminal.inline, then every ASCII punctuation character
     backslash-escaped, so no link, image, HTML, code, emphasis or table cell can start in it."""
-    return _MD_PUNCTUATION.sub(lambda m: "\\" + m.group(), _t(value))
+    return _MD_PUNCTUATION.sub(lambda m: "\\" + m.group(), inline(value))
 
 
 def _fmt(x, spec=".3f"):
@@ -274,12 +267,12 @@ def context_lines(cmp: Comparison) -> list[str]:
 
 
 def to_text(cmp: Comparison) -> str:
-    lines = [f"baseline:  {_t(cmp.baseline)}"]
-    lines += ([f"candidate: {_t(cmp.candidate)}"] if len(cmp.candidates) == 1 else
-              [f"candidates (oldest first): {', '.join(map(_t, cmp.candidates))}; verdicts of the last"])
-    lines += [""] + [_t(line) for line in context_lines(cmp)]
+    lines = [f"baseline:  {inline(cmp.baseline)}"]
+    lines += ([f"candidate: {inline(cmp.candidate)}"] if len(cmp.candidates) == 1 else
+              [f"candidates (oldest first): {', '.join(map(inline, cmp.candidates))}; verdicts of the last"])
+    lines += [""] + [inline(line) for line in context_lines(cmp)]
     lines += [""] if lines[-1] else []
-    names = {id(v): _t(v.name()) for v in cmp.verdicts}
+    names = {id(v): inline(v.name()) for v in cmp.verdicts}
     width = max(map(len, names.values()))
     trend = len(cmp.candidates) > 1
     lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {'95% CI':>13} "
@@ -288,9 +281,9 @@ def to_text(cmp: Comparison) -> str:
         ci = f"{_fmt(v.ci_low)}-{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
         lines.append(f"{names[id(v)]:<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
                      f"{v.ratio:>7.3f} {ci:>13} {_fmt(v.p_value, '.2g'):>8} {v.jobs[0]:>2}/{v.jobs[1]:<2}"
-                     + (f"  {_trend(v)}" if trend else "") + f"  {_t(v.note)}".rstrip())
+                     + (f"  {_trend(v)}" if trend else "") + f"  {inline(v.note)}".rstrip())
     for m in cmp.missing:
-        lines.append(f"missing in candidate: {_t(point_name(m))}")
+        lines.append(f"missing in candidate: {inline(point_name(m))}")
     lines += ["", cmp.summary()] + cmp.advice()
     return "\n".join(lines)
 
@@ -346,14 +339,15 @@ def to_junit(cmp: Comparison) -> str:
                        failures=str(sum(v.verdict in failing for v in cmp.verdicts)),
                        skipped=str(len(cmp.missing) + (0 if cmp.strict else cmp.count("inconclusive"))))
     for v in cmp.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=_t(f"commbench.{v.key['collective']}"), name=_t(v.name()))
+        case = ET.SubElement(suite, "testcase", classname=inline(f"commbench.{v.key['collective']}"),
+                             name=inline(v.name()))
         detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} jobs), "
-                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {_t(v.note)}").strip()
+                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {inline(v.note)}").strip()
         if v.verdict == "regression":
             ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
                           type="regression").text = detail
         elif v.verdict == "inconclusive":
-            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {_t(v.note)}",
+            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {inline(v.note)}",
                           type="inconclusive").text = detail
     for m in cmp.missing:
         case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(_strict(m)))

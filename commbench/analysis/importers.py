@@ -13,10 +13,15 @@ Sizes follow commbench's (nccl-tests') semantics: OSU's size is what each rank c
 
 The files are data from elsewhere, checked like command-line input before anything is written:
 times > 0 and at most MAX_TIME_US, bandwidths finite and >= 0 (nccl-tests prints 0.00 for small
-sizes), sizes 1 B .. MAX_SIZE_BYTES, ranks 1 .. MAX_RANKS, names plain words. A file, its points
-and its samples are bounded (MAX_INPUT_BYTES, MAX_POINTS, MAX_SAMPLES) so a huge or hostile file
-costs a bounded time and memory. Anything else is one InputError, "<file> line N: <problem>"
-(a JSON report: "<file> result N: <problem>").
+sizes), sizes 1 B .. MAX_SIZE_BYTES (commbench.options: the largest size a run takes), ranks
+1 .. MAX_IMPORT_RANKS, names plain words. A result of size 0 (all-gather, reduce-scatter and
+all-to-all print them where -b is below ranks x element size) measured nothing and is left out.
+nccl-tests' correctness column is its #wrong (elements, "%5g") or, in older versions, its `error`
+(the largest |result - expected|, "%5.0le": an error beyond its tolerance counts as 1 wrong), or
+N/A (not checked). A file, its points and its samples are bounded (MAX_INPUT_BYTES,
+MAX_IMPORT_POINTS, MAX_IMPORT_SAMPLES) so a huge or hostile file costs a bounded time and memory.
+Anything else is one InputError, "<file> line N: <problem>" (a JSON report: "<file> result N:
+<problem>").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 
 from commbench.errors import InputError
 from commbench.metrics import summarize
+from commbench.options import MAX_SIZE_BYTES
 from commbench.rank.collectives import COLLECTIVES
 from commbench.results import build_row
 from commbench.run.folder import RunFolder
@@ -42,12 +48,12 @@ ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, 
             "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 OSU_TYPES = {"MPI_CHAR": "int8", "MPI_INT": "int32", "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
 
+# The importers' own limits (a run's are commbench.options'; the largest size is shared)
 MAX_INPUT_BYTES = 8 * 2**20  # a benchmark's output is kilobytes; a JSON report with per-iteration times a few MB
-MAX_POINTS = 2048  # result rows (size x buffer mode) of one file
-MAX_SAMPLES = 200_000  # per-iteration times of one JSON report, all its points together
-MAX_JSON_VALUES = MAX_SAMPLES + 100 * MAX_POINTS  # separators counted before a report is parsed (memory)
-MAX_RANKS = 2**20  # --nprocs, and the ranks a report lists
-MAX_SIZE_BYTES = 2**40  # 1 TiB in one buffer: beyond any device
+MAX_IMPORT_POINTS = 2048  # result rows (size x buffer mode) of one imported file
+MAX_IMPORT_SAMPLES = 200_000  # per-iteration times of one JSON report, all its points together
+MAX_JSON_VALUES = MAX_IMPORT_SAMPLES + 100 * MAX_IMPORT_POINTS  # separators counted before a report is parsed (memory)
+MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
 MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
 MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
 _WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
@@ -150,14 +156,47 @@ def _word(value, what: str, where: str) -> str:
 
 
 def _too_many(path) -> InputError:
-    return _bad(path, f"more than {MAX_POINTS} results: not one benchmark's output")
+    return _bad(path, f"more than {MAX_IMPORT_POINTS} results: not one benchmark's output")
 
 
 # --- nccl-tests ---------------------------------------------------------------------------------
 
-_DEVICE = re.compile(r"#[ \t]+Rank[ \t]+[0-9]+[ \t]+Group[ \t]+[0-9]+[ \t]+Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[ \t]+"
-                     r"device[ \t]+[0-9]+[ \t]+\[[^\]]*\][ \t]+(.*)")
+_DEVICE = re.compile(r"#[ \t]+Rank[ \t]+[0-9]+[ \t]+(?:Group[ \t]+[0-9]+[ \t]+)?"  # older versions: no Group
+                     r"Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+[0-9]+[ \t]+\[[^\]]*\][ \t]+(.*)")
 _VERSION = re.compile(r"# nccl-tests version (\S+).*nccl-library=([0-9]+)")
+# Older nccl-tests: a result's `error` is beyond tolerance when above DeltaMaxValue(type) x (ranks - 1)
+# (common.cu CheckData); integer types' 1e-200 is any difference
+_ERROR_TOLERANCE = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+def _zero_size(value) -> bool:
+    """A result of size 0, which nccl-tests prints where -b is below ranks x element size (all-gather,
+    reduce-scatter, all-to-all): it measured nothing."""
+    if isinstance(value, str):
+        return value.isascii() and value.isdigit() and not value.strip("0")
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+
+
+def _nccl_wrong(value: str, dtype: str, ranks: int, error_column: bool, where: str) -> int | None:
+    """nccl-tests' correctness column of one text result: None for N/A (not checked), else the wrong
+    elements. #wrong is a count ("%5g": 12, 1e+06); the older `error` column ("%5.0le": 0e+00,
+    1e-07) the largest difference from the expected values, 1 wrong when beyond nccl-tests'
+    tolerance for the type and ranks, else 0. Without the header, a fraction is such an error."""
+    if value == "N/A":
+        return None
+    what = "error" if error_column else "#wrong"
+    x = math.nan
+    if len(value) <= 32 and value.isascii() and re.fullmatch(r"[0-9.][0-9.eE+-]*", value):
+        try:
+            x = float(value)
+        except ValueError:
+            pass
+    if not (math.isfinite(x) and 0 <= x < 2**63):
+        raise _bad(where, f"{what} is {_show(value)}: expected a count of wrong elements, nccl-tests' older error "
+                          "(a number >= 0) or N/A")
+    if error_column or not x.is_integer():
+        return int(x > _ERROR_TOLERANCE.get(dtype, 0.0) * (ranks - 1))
+    return int(x)
 
 
 def _nccl_point(where: str, size, count, dtype, op, in_place: int, time_us, wrong, samples=None) -> dict:
@@ -172,8 +211,27 @@ def _nccl_point(where: str, size, count, dtype, op, in_place: int, time_us, wron
             "samples": [_number(t, "per-iteration time", where) for t in samples] if samples else [time_us]}
 
 
+def _table_header(parts: list[str]) -> tuple[tuple[str, ...], bool] | None:
+    """The columns before the times and whether the correctness column is the older `error`, from
+    the header of nccl-tests' table ("# size count type [redop] [root] time algbw busbw #wrong time
+    algbw busbw #wrong"; older versions and collectives leave out redop or root); None for any
+    other line."""
+    if parts[:1] != ["#"] or "time" not in parts:
+        return None
+    at = parts.index("time")
+    prefix, rest = tuple(parts[1:at]), parts[at:]
+    if (prefix[:3] != ("size", "count", "type") or not set(prefix[3:]) <= {"redop", "root"} or len(rest) != 8
+            or not rest[:3] == rest[4:7] == ["time", "algbw", "busbw"] or rest[3] != rest[7]
+            or rest[3] not in ("#wrong", "error")):
+        return None
+    return prefix, rest[3] == "error"
+
+
+_NO_HEADER = {12: (("size", "count", "type", "redop"), False), 13: (("size", "count", "type", "redop", "root"), False)}
+
+
 def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | None = None) -> Imported:
-    hosts, gpus, ranks, meta, results = set(), set(), 0, {}, []
+    hosts, gpus, ranks, meta, results, zero_sizes, header = set(), set(), 0, {}, [], 0, None
     for lineno, line in _lines(text):
         if line is None:
             continue
@@ -189,27 +247,37 @@ def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | Non
             meta["nccl_tests_version"], meta["nccl_version"] = _VERSION.match(line).groups()
         else:
             parts = line.split()
-            # size count type redop [root] then 2 x (time algbw busbw #wrong); a line cut short is left out
-            if parts and parts[0].isascii() and parts[0].isdigit() and len(parts) in (12, 13):
-                if len(results) >= MAX_POINTS // 2:
+            header = _table_header(parts) or header
+            # the header's columns (without one: size count type redop [root]) then 2 x (time algbw busbw
+            # #wrong); a line cut short is left out
+            layout = header or _NO_HEADER.get(len(parts))
+            if layout and len(parts) == len(layout[0]) + 8 and parts[0].isascii() and parts[0].isdigit():
+                if _zero_size(parts[0]):
+                    zero_sizes += 1
+                    continue
+                if len(results) >= MAX_IMPORT_POINTS // 2:
                     raise _too_many(path)
-                results.append((lineno, parts))
+                results.append((lineno, parts, layout))
     if not ranks:
-        raise _bad(path, "no '#  Rank N Group ... device' lines: not nccl-tests output, or cut short")
+        raise _bad(path, "no '#  Rank N [Group N] Pid N on HOST device' lines: not nccl-tests output, or cut short")
     collective = collective or _nccl_tests_collective(text)
     if collective is None:
         raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
     imp = Imported("nccl-tests", collective, ranks, "nccl",
                    meta={"hosts": sorted(hosts), "gpus": sorted(gpus), **meta})
-    for lineno, parts in results:
+    for lineno, parts, (prefix, error_column) in results:
         where = f"{path} line {lineno}"
-        body = parts[5:] if len(parts) == 13 else parts[4:]
+        columns, body = dict(zip(prefix, parts)), parts[len(prefix):]
         for in_place, (t, algbw, busbw, wrong) in ((0, body[0:4]), (1, body[4:8])):
             _number(algbw, "algbw", where, zero_ok=True)
             _number(busbw, "busbw", where, zero_ok=True)
-            imp.points.append(_nccl_point(where, parts[0], parts[1], parts[2], parts[3], in_place, t, wrong))
+            point = _nccl_point(where, columns["size"], columns["count"], columns["type"], columns.get("redop", "none"),
+                                in_place, t, None)
+            point["wrong"] = _nccl_wrong(wrong, point["dtype"], ranks, error_column, where)
+            imp.points.append(point)
     if not imp.points:
-        raise _bad(path, "no result lines found in the nccl-tests output")
+        raise _bad(path, "no result lines found in the nccl-tests output"
+                         + (f" (only {zero_sizes} of size 0, which measure nothing)" if zero_sizes else ""))
     return imp
 
 
@@ -229,7 +297,7 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
             raise TypeError("results, config, args or devices have the wrong type")
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {exc})") from None
-    if len(results) > MAX_POINTS // 2:
+    if len(results) > MAX_IMPORT_POINTS // 2:
         raise _too_many(path)
     program = " ".join(map(str, args))
     collective = collective or _nccl_tests_collective(
@@ -239,16 +307,20 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     devices = config.get("devices") or []
     if not devices:
         raise _bad(path, "the report lists no devices")
-    if not all(isinstance(d, dict) for d in devices) or len(devices) > MAX_RANKS:
-        raise _bad(path, f"the report's devices are not up to {MAX_RANKS} objects")
+    if not all(isinstance(d, dict) for d in devices) or len(devices) > MAX_IMPORT_RANKS:
+        raise _bad(path, f"the report's devices are not up to {MAX_IMPORT_RANKS} objects")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
                    meta={"hosts": sorted({str(d.get("hostname", "?")) for d in devices}),
                          "gpus": sorted({str(d.get("device_info", "?")) for d in devices}),
                          "nccl_version": _plain_meta(doc.get("nccl_version")), "command_line": [str(a) for a in args],
                          "start_time": _plain_meta(doc.get("start_time")), "end_time": _plain_meta(doc.get("end_time"))})
     samples = 0
+    zero_sizes = 0
     for i, r in enumerate(results, 1):
         where = f"{path} result {i}"
+        if _zero_size(r.get("size")):
+            zero_sizes += 1
+            continue
         for in_place, key in ((0, "out_of_place"), (1, "in_place")):
             body, per_iter = r.get(key), r.get(f"{key}_per_iter") or {}
             if not body:
@@ -259,8 +331,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
             if times is not None and not isinstance(times, list):
                 raise _bad(where, f"{key}_per_iter times_us is not a list")
             samples += len(times or ())
-            if samples > MAX_SAMPLES:
-                raise _bad(path, f"more than {MAX_SAMPLES} per-iteration times")
+            if samples > MAX_IMPORT_SAMPLES:
+                raise _bad(path, f"more than {MAX_IMPORT_SAMPLES} per-iteration times")
             for bw in ("alg_bw", "bus_bw"):
                 if bw in body:
                     _number(body[bw], bw, where, zero_ok=True)
@@ -268,7 +340,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
                                           in_place, body["time"] if "time" in body else body.get("cpu_time"),
                                           body.get("nwrong"), times))
     if not imp.points:
-        raise _bad(path, "the report holds no results")
+        raise _bad(path, "the report holds no results"
+                         + (f" (only {zero_sizes} of size 0, which measure nothing)" if zero_sizes else ""))
     return imp
 
 
@@ -295,8 +368,8 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imp
                          f"(no '# OSU MPI {'|'.join(COLLECTIVES[n].osu_title for n in titles.values())} Latency Test' line)")
     if world is None:
         raise _bad(path, "OSU output does not record the number of ranks: give --nprocs")
-    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_RANKS:
-        raise InputError(f"--nprocs {world!r}: give the OSU run's number of ranks, 1 to {MAX_RANKS}")
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_IMPORT_RANKS:
+        raise InputError(f"--nprocs {world!r}: give the OSU run's number of ranks, 1 to {MAX_IMPORT_RANKS}")
     collective = titles[title.group(1).lower()]
     coll = COLLECTIVES[collective]
     dtype_m = re.search(r"^# Datatype: (\w+)", text, re.M)
@@ -316,7 +389,7 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imp
             continue
         if columns is None or len(parts) != len(columns):
             raise _bad(where, f"result line does not match the header: {line.strip()!r:.80}")
-        if len(imp.points) >= MAX_POINTS:
+        if len(imp.points) >= MAX_IMPORT_POINTS:
             raise _too_many(path)
         values = dict(zip(columns, parts, strict=True))
         size = _integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)

@@ -123,6 +123,7 @@ def read_meta(d: str | Path) -> dict:
     except UnicodeEncodeError:
         raise InputError(f"{d}: {RUN_JSON} holds text that is not Unicode (a lone surrogate escape)") from None
     format_version(d, meta)
+    meta = {k: v for k, v in meta.items() if not (v is None and k in _META_TYPES)}  # null: not recorded (older)
     for key, kind in _META_TYPES.items():
         if key in meta and not isinstance(meta[key], kind):
             raise InputError(f"{d}: {RUN_JSON} field {key!r} must be {_JSON_NAMES[kind]}, "

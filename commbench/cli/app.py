@@ -44,10 +44,13 @@ def _one_line(prefix: str, text, code: int) -> None:
 
 def _internal_error(exc: BaseException) -> None:
     """An error commbench did not expect: one line, the traceback in a file, exit 3."""
-    fd, path = tempfile.mkstemp(prefix="commbench-crash-", suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        f.write(f"commbench {commbench.__version__}, argv {sys.argv!r}\n")
-        traceback.print_exception(exc, file=f)
+    try:
+        fd, path = tempfile.mkstemp(prefix="commbench-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"commbench {commbench.__version__}, argv {sys.argv!r}\n")
+            traceback.print_exception(exc, file=f)
+    except OSError as write_error:
+        path = f"nowhere: {write_error.strerror or write_error}"
     _one_line("commbench: internal error: ", f"{type(exc).__name__}: {exc} (traceback in {path}; please report it)",
               INTERNAL)
 

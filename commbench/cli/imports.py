@@ -18,17 +18,18 @@ app.add_typer(import_app, name="import")
 
 
 def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
-    """The run id and the folder to create, checked before the file is read: a folder that can be
-    made and holds no results files yet (so the file imported is never one it replaces)."""
-    from pathlib import Path
-
-    from commbench.outputs import READ_FILES, output_folder
+    """The run id and the folder to create, checked before the file is read: a place for a run
+    folder that readers find (commbench.run.folder.check_place: usable, not inside a run folder,
+    not above run folders) holding no results files yet (so the file imported is never one it
+    replaces)."""
+    from commbench.outputs import READ_FILES
     from commbench.run.api import new_run_id
+    from commbench.run.folder import check_place
 
     run_id = new_run_id()
     folder = out or f"results/{run_id}-{source}"
-    output_folder(folder, "--out")
-    taken = [name for name in READ_FILES if (Path(folder) / name).exists()]
+    place = check_place(folder)
+    taken = [name for name in READ_FILES if (place / name).exists()]
     if taken:
         raise InputError(f"--out {folder!r} already holds results ({taken[0]}); choose another --out")
     return run_id, folder

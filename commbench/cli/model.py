@@ -93,7 +93,10 @@ def model_validate(
         for (group, algo), g in errors.groupby(["group", "algorithm"]):
             print(f"  {algo:14} ({group}) median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
         frames.append(errors.assign(method=by))
-    if csv and frames:
+    if not frames:
+        raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
+                         "(sweep more sizes and algorithms)")
+    if csv:
         write_text(csv, pd.concat(frames).to_csv(index=False), "--csv")
 
 

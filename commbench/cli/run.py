@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import shlex
 import sys
 from typing import Optional
 
@@ -13,6 +14,7 @@ from typer._click.core import ParameterSource  # typer >= 0.27.2 (pyproject): it
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.errors import InputError
+from commbench.terminal import one_line, printable
 from commbench.run.suites import bundled_suites
 from commbench.spec import SweepSpec
 
@@ -105,6 +107,8 @@ def sweep(
     out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),
+    allow_launcher_args: bool = typer.Option(False, "--allow-launcher-args", help="Run the suite's launcher_args "
+                                             "(they reach mpirun/torchrun/srun, which can start any program)."),
 ):
     """Run every run of a suite (validated whole before anything starts)."""
     from commbench.run.api import new_run_id, run_suite
@@ -112,6 +116,12 @@ def sweep(
     from commbench.run.suites import load_suite
 
     loaded = load_suite(suite)
+    given = [(r.label, shlex.join(r.launcher_args)) for r in loaded.runs if r.launcher_args]
+    if given and not allow_launcher_args:  # a suite is data: what it would run is shown, then confirmed
+        label, args = given[0]
+        raise InputError(f"{loaded.path}: run {label!r} passes the launcher arguments [{args[:300]}]"
+                         f"{f' (and {len(given) - 1} more runs)' if len(given) > 1 else ''}, which can start any "
+                         "program: check them, then add --allow-launcher-args")
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the sweep to finish")
     folder = out or f"results/{loaded.name}-{new_run_id()}"
@@ -128,7 +138,7 @@ def sweep(
     failed = [(label, error) for label, _, error in outcomes if error]
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
     for label, error in failed:
-        err.print(f"[bold red]run {escape(label)} failed[/]: {escape(error)}")
+        err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")
     summary = f"{len(outcomes)} runs, {len(failed)} failed, {wrong} wrong elements; results in {folder}"
     if failed or wrong:
         err.print(f"[bold red]FAILED[/]: {escape(summary)}")

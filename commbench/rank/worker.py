@@ -52,7 +52,7 @@ def spec_path(spec: SweepSpec) -> Path:
     """Where the ranks read the spec: SPEC_FILE in the run folder, by absolute path."""
     if not spec.out_dir:
         raise ValueError("the spec has no run folder yet (commbench.run.api.prepare gives it one)")
-    return Path(spec.out_dir).resolve() / SPEC_FILE
+    return Path(spec.out_dir).absolute() / SPEC_FILE
 
 
 def encode_spec(spec: SweepSpec) -> str:

@@ -25,6 +25,7 @@ from commbench import interrupts, runinfo
 from commbench.errors import InputError, JobError
 from commbench.options import MAX_REPEAT
 from commbench.rank import backends, topology
+from commbench.rank.plan import build_plan
 from commbench.results import RESULTS_CSV
 from commbench.run import emulate, launch, processes, watchdog
 from commbench.run.folder import RunFolder, check_place
@@ -118,7 +119,7 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
 _RESUME_FIELDS = {
     "status": (lambda v: isinstance(v, str), "a text"),
     "launch_host": (lambda v: v is None or isinstance(v, str), "a host name"),
-    "launch_pid": (lambda v: v is None or type(v) is int and v > 0, "a process id (an integer > 0)"),
+    "launch_pid": (lambda v: v is None or type(v) is int and 0 < v <= 1 << 22, "a process id (1 to 2^22)"),
     "launcher_args": (lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of texts"),
     "resumes": (lambda v: isinstance(v, list), "a list"),
     "repeat": (lambda v: type(v) is int and 1 <= v <= MAX_REPEAT, f"an integer from 1 to {MAX_REPEAT}"),
@@ -161,6 +162,10 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
                          "--launcher-args")
     spec.out_dir = str(out)
     spec.done_points = sorted(folder.check()[0])
+    planned = len(build_plan(spec))
+    if spec.done_points and spec.done_points[-1] >= planned:
+        raise InputError(f"{out}: results.csv has a row of point {spec.done_points[-1]}, but the run's spec has "
+                         f"{planned} points (0 to {planned - 1}): the rows are not this run's")
     _check_runnable(spec)
     return folder, meta, spec, launcher_args or []
 
@@ -208,11 +213,14 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         elif result.status != "done":
             error = f"the ranks exited before the sweep finished {monitor.where()}"
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # a signal, or the reader of stdout went away
-        job.kill()
-        why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
-        # every row written and the ranks said done: what was measured is the whole run
-        _finish(result, folder, "completed" if result.status == "done" else "interrupted",
-                None if result.status == "done" else why)
+        with interrupts.deferred():  # a second Ctrl-C waits until the run's status is written
+            job.kill()
+            why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
+            if result.status != "done" and _every_point_recorded(spec, result):
+                folder.record({"event": "done"})  # the ranks had measured everything: what "done" writes
+                result.status = "done"
+            _finish(result, folder, "completed" if result.status == "done" else "interrupted",
+                    None if result.status == "done" else why)
         raise
     except JobError as exc:
         _finish(result, folder, "failed", str(exc))
@@ -234,6 +242,13 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         raise JobError(error)
     _finish(result, folder, "completed", None)
     return result
+
+
+def _every_point_recorded(spec: SweepSpec, result: RunResult) -> bool:
+    """Has every point of the plan a row (this launch's, or an earlier session's) or a skip?"""
+    recorded = (set(spec.done_points) | {int(r["point"]) for r in result.rows}
+                | {s["index"] for s in result.skipped})
+    return all(p.index in recorded for p in build_plan(spec))
 
 
 def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
@@ -281,6 +296,10 @@ def _run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:
 
     try:
         worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
+    except KeyboardInterrupt:  # the launcher forwards the signal to every rank: each ends with its line
+        if rank0:
+            _finish(result, folder, "interrupted", "interrupted by a signal")
+        raise
     except BaseException as exc:  # noqa: BLE001
         if rank0:
             _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")

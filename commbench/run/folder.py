@@ -18,7 +18,7 @@ from pathlib import Path
 from commbench import runinfo
 from commbench.errors import InputError
 from commbench.outputs import output_folder
-from commbench.results import (COLUMNS, FORMAT_VERSION, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
+from commbench.results import (COLUMNS, FORMAT_VERSION, REQUIRED, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
                                SAMPLES_PARQUET)
 
 
@@ -98,11 +98,29 @@ def _wrong(value) -> int:
         return 0  # empty: not checked
 
 
+def is_run_folder(d: Path) -> bool:
+    """Does d hold a commbench run: a results.csv whose header has the schema's required columns,
+    or a run.json naming a run? (Anyone's results.csv or run.json is not one.)"""
+    try:
+        with open(d / RESULTS_CSV, newline="", encoding="utf-8", errors="replace") as f:
+            if set(REQUIRED) <= set(next(csv.reader([f.readline(65536)]), [])):
+                return True
+    except (OSError, csv.Error):
+        pass
+    try:
+        with open(d / RUN_JSON, "rb") as f:
+            head = f.read(1 << 20)
+        meta = json.loads(head)
+        return isinstance(meta, dict) and ("run_id" in meta or "format_version" in meta)
+    except (OSError, ValueError):
+        return False
+
+
 def _run_below(path: Path, depth: int = 3) -> Path | None:
-    """A run folder (one holding results.csv) below path, looking `depth` levels down."""
+    """A run folder below path, looking `depth` levels down."""
     base = len(path.parts)
     for root, dirs, files in os.walk(path):
-        if RESULTS_CSV in files and Path(root) != path:
+        if Path(root) != path and (RESULTS_CSV in files or RUN_JSON in files) and is_run_folder(Path(root)):
             return Path(root)
         if len(Path(root).parts) - base >= depth:
             dirs.clear()
@@ -117,10 +135,10 @@ def check_place(path, sweep: bool = False, what: str = "--out") -> Path:
     folders, which its results.csv would hide. Returns the path."""
     p = output_folder(path, what)
     for parent in p.absolute().parents:
-        if (parent / RESULTS_CSV).exists() or (parent / RUN_JSON).exists():
+        if is_run_folder(parent):
             raise InputError(f"{what} {str(path)!r} is inside the run folder {str(parent)!r}, where report and "
                              "compare would not see it: choose a folder outside it")
-    if sweep and ((p / RESULTS_CSV).exists() or (p / RUN_JSON).exists()):
+    if sweep and is_run_folder(p):
         raise InputError(f"{what} {str(path)!r} is a run folder: a sweep needs a folder of its own, or report and "
                          "compare would see only that run")
     below = None if sweep or not p.is_dir() else _run_below(p)
@@ -206,18 +224,24 @@ class RunFolder:
             import pyarrow.parquet as pq
         except ImportError:
             return SAMPLES_CSV
-        if not src.exists():
-            return SAMPLES_CSV
-        table = pacsv.read_csv(src)
         dst = self.dir / SAMPLES_PARQUET
+        if not src.exists():  # nothing new (or converted already)
+            return SAMPLES_PARQUET if dst.exists() else SAMPLES_CSV
+        table = pacsv.read_csv(src)
         if dst.exists():  # a resumed run adds to what is there
             import pyarrow as pa
 
             old = pq.read_table(dst)  # its columns: an older folder's samples have no `job`
             table = pa.concat_tables([old, table.select(old.schema.names).cast(old.schema)])
-        tmp = self.dir / (SAMPLES_PARQUET + ".tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, dst)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".samples.parquet.")  # a new name: no planted link followed
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dst)
+        except BaseException:
+            os.unlink(tmp)
+            raise
         src.unlink()
         return SAMPLES_PARQUET
 

@@ -174,9 +174,10 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                             "end": runinfo.utc_now(), "background_cores": background,
                             "measured_on": platform.node(), "cpu_count": os.cpu_count()})
                 folder.update({"jobs": log})
-    except (KeyboardInterrupt, BrokenPipeError):  # the launch under way marked nothing final: the run is cut short
+    except (KeyboardInterrupt, BrokenPipeError) as exc:  # the launch under way marked nothing final: cut short
         folder.final = True
-        _finish(total, folder, "interrupted", "interrupted by the user")
+        _finish(total, folder, "interrupted", "standard output was closed" if isinstance(exc, BrokenPipeError)
+                else "interrupted by the user")
         raise
     finally:
         try:

@@ -37,6 +37,9 @@ def check_scale(nodes: int, per_node: int, sizes: int | None = None) -> None:
     """InputError where a prediction is larger than MAX_RANKS ranks or MAX_RANK_SIZES ranks x
     sizes (sizes None: the ranks alone, checked before the sizes are made)."""
     ranks = nodes * per_node
+    if ranks < 2:
+        raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is one rank, which communicates nothing: "
+                         "predict at least 2")
     if ranks > MAX_RANKS:
         raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is {ranks} ranks; model predict takes "
                          f"at most {MAX_RANKS}")
