@@ -909,8 +909,9 @@ def class5() -> list[Input]:
         mk("results-binary", write("R/results.csv", os.urandom(4096))),
         mk("results-binary-no-newline", write("R/results.csv", b"\x00\xff" * 500),
            note="a partial-line repair must not truncate a file it has not validated"),
-        mk("results-empty", write("R/results.csv", ""),
-           note="debatable: its samples file holds points the empty results.csv lacks; 2 (unusable)"),
+        mk("results-empty", write("R/results.csv", ""), expect=(0, 2), outputs=("R",),
+           note="what a crash leaves between the first samples and the header (samples are written first): "
+                "resumable (0), its orphan samples dropped"),
         mk("results-header-only", keep_lines("R/results.csv", 1), expect=(0, 2), outputs=("R",),
            note="a header and no rows is a run cut short before its first point: resumable (0) or refused (2)"),
         mk("results-directory", remove("R/results.csv"), mkdir("R/results.csv")),

@@ -25,6 +25,7 @@ _EXACT = 2**53  # integers past this are not exact as numbers
 _WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1", TIME: "a time in µs (a finite number > 0)",
          AMOUNT: "a finite number >= 0"}
 # run.json fields that readers use, and the JSON type each has where present
+MAX_RUN_JSON_BYTES = 32 << 20  # a run's record: its spec (10,000 sizes), ranks, jobs and skips fit many times
 _META_TYPES = {"run_id": str, "label": str, "status": str, "spec": dict, "versions": dict, "environment": dict,
                "rank0_environment": dict, "ranks": list, "jobs": list, "command_line": list, "launcher_args": list,
                "hosts": list, "gpus": list}
@@ -115,6 +116,8 @@ def read_meta(d: str | Path) -> dict:
     if not (d / RUN_JSON).exists():
         return {}
     regular_file(d, RUN_JSON)
+    if (d / RUN_JSON).stat().st_size > MAX_RUN_JSON_BYTES:
+        raise InputError(f"{d}: {RUN_JSON} is larger than {MAX_RUN_JSON_BYTES >> 20} MiB, more than any run records")
     meta = read_file(d, RUN_JSON, lambda: json.loads((d / RUN_JSON).read_bytes()))
     if not isinstance(meta, dict):
         raise InputError(f"{d}: {RUN_JSON} is not a JSON object")

@@ -162,6 +162,10 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
                          "--launcher-args")
     spec.out_dir = str(out)
     spec.done_points = sorted(folder.check()[0])
+    others = folder.run_ids - {meta.get("run_id")}
+    if meta.get("run_id") and others:
+        raise InputError(f"{out}: results.csv has rows of another run ({_short(sorted(others)[0])}, "
+                         f"not {meta['run_id']!r}): a folder holds one run")
     planned = len(build_plan(spec))
     if spec.done_points and spec.done_points[-1] >= planned:
         raise InputError(f"{out}: results.csv has a row of point {spec.done_points[-1]}, but the run's spec has "

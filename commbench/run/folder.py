@@ -162,6 +162,7 @@ class RunFolder:
         self.has_facts = False  # rank 0's "facts" arrived (run.json's world, versions, machines)
         self.job = 1  # the job number stamped on rows and samples (commbench.run.jobs: --repeat)
         self.measured: set[tuple[int, str]] = set()  # (point, job) with a row, once `repair` has read them
+        self.run_ids: set[str] = set()  # the run ids of the rows on disk, once `check` has read them
 
     # --- run.json -------------------------------------------------------------------------------
     def has_results(self) -> bool:
@@ -278,6 +279,7 @@ class RunFolder:
         jobs = rows.job.fillna(1).astype(int) if "job" in rows else [1] * len(rows)
         self.measured = set(zip(points, jobs))  # (point, job): a row per job of a point
         self.rows, self.wrong = len(rows), int(rows.wrong.fillna(0).sum())
+        self.run_ids = set(rows.run_id.astype(str)) if "run_id" in rows else set()
         return set(points), results, samples
 
     def repair(self) -> set[int]:
