@@ -17,7 +17,7 @@ Targets, each judged on its worst point (the median is shown beside it):
 The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
 
 Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
-native's calls are timed by the harness' Python loop, whose per-call cost is in native's figure.
+native's calls are timed by the harness' C loop (commbench/rank/mpi_loop.c, timer column `native`).
 """
 
 from __future__ import annotations

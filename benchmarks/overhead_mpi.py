@@ -11,15 +11,15 @@ before the C loop), in a rotating order, with the same warm-up, batch and sample
 band; every figure is the median sample (of the per-sample maximum over ranks). Per point the
 median over repetitions of each job kind; ratio = commbench / reference.
 
-Targets (issue 18): at 8 B - 4 KB the median ratio <= 1.05 and the worst <= 1.15; at >= 1 MB every
-ratio within 1.00 +- 0.05. The Python loop's cost per call (python - reference) is printed too.
+Target (issue 18): at 8 B - 4 KB the median ratio <= 1.05 and the worst <= 1.15. The Python loop's
+cost per call (python - reference) is printed too.
 
 At >= 1 MB the reference and commbench differ by more than their loops: Open MPI's large
 reduce-scatter and all-reduce run 1.5-4x faster or slower with the process's allocation history
 (the same C loop called from a bare Python script measures what the C reference measures, and a
-commbench worker that allocated and freed its earlier points' buffers measures less). So the
-large band also prints native / python: both loops in the same kind of process, which shows what
-the loop alone changes.
+commbench worker that allocated and freed its earlier points' buffers measures less). So this
+benchmark prints the large band without a verdict; the >= 1 MB target (1.00 +- 0.05) is judged by
+benchmarks/loop_isolation.py, which runs both loops in one process on the same buffers.
 """
 
 from __future__ import annotations
@@ -115,10 +115,8 @@ def main() -> None:
     print(f"8 B - 4 KB: native/reference median {np.median(small):.3f} (target <= 1.05), worst {max(small):.3f} "
           f"(target <= 1.15) -> {'PASS' if np.median(small) <= 1.05 and max(small) <= 1.15 else 'FAIL'}")
     same = [med["native"][p] / med["python"][p] for p in med["native"] if p[1] > SMALL[-1]]
-    print(f">= 1 MB: native/reference {min(large):.3f} .. {max(large):.3f} (target 0.95 .. 1.05) -> "
-          f"{'PASS' if 0.95 <= min(large) and max(large) <= 1.05 else 'FAIL'}; native/python (same process, "
-          f"loop alone) {min(same):.3f} .. {max(same):.3f} -> {'PASS' if 0.95 <= min(same) and max(same) <= 1.05 else 'FAIL'}")
-
+    print(f">= 1 MB (no verdict: separate processes; see benchmarks/loop_isolation.py): native/reference "
+          f"{min(large):.3f} .. {max(large):.3f}, native/python {min(same):.3f} .. {max(same):.3f}")
 
 if __name__ == "__main__":
     main()

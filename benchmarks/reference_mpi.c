@@ -9,6 +9,9 @@
  * batches of BATCH back-to-back calls with one CLOCK_MONOTONIC read per batch, each sample the
  * batch's time / BATCH, the maximum over ranks per sample, the median of the samples. Prints
  * "<collective> <size> <median µs>" per size on rank 0.
+ *
+ * Built with -DREFERENCE_LIBRARY -shared -fPIC it is a library instead: ref_time() is the same timed
+ * loop, for benchmarks/loop_isolation.py to run in one process beside commbench's loop.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -23,6 +26,40 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+typedef void (*Call)(float *send, float *recv, int count);
+
+static void allreduce(float *send, float *recv, int count) {
+    MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void allgather(float *send, float *recv, int count) {
+    MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
+}
+
+static void reduce_scatter(float *send, float *recv, int count) {
+    MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static Call call_of(const char *coll) {
+    return !strcmp(coll, "all_reduce") ? allreduce : !strcmp(coll, "all_gather") ? allgather : reduce_scatter;
+}
+
+/* SAMPLES batches of BATCH back-to-back calls, one clock read per batch: t[s] = the batch's seconds / BATCH */
+static void time_batches(Call call, float *send, float *recv, int count, int samples, int batch, double *t) {
+    double s0 = now();
+    for (int s = 0; s < samples; s++) {
+        for (int b = 0; b < batch; b++) call(send, recv, count);
+        double s1 = now();
+        t[s] = (s1 - s0) / batch;
+        s0 = s1;
+    }
+}
+
+#ifdef REFERENCE_LIBRARY
+void ref_time(const char *coll, float *send, float *recv, int count, int samples, int batch, double *t) {
+    time_batches(call_of(coll), send, recv, count, samples, batch, t);
+}
+#else
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -43,20 +80,6 @@ static float *buffer(long elems) {
     return p;
 }
 
-typedef void (*Call)(float *send, float *recv, int count);
-
-static void allreduce(float *send, float *recv, int count) {
-    MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-}
-
-static void allgather(float *send, float *recv, int count) {
-    MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
-}
-
-static void reduce_scatter(float *send, float *recv, int count) {
-    MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-}
-
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, n;
@@ -67,7 +90,7 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *coll = argv[1];
-    Call call = !strcmp(coll, "all_reduce") ? allreduce : !strcmp(coll, "all_gather") ? allgather : reduce_scatter;
+    Call call = call_of(coll);
     int warmup = atoi(argv[2]), batch = atoi(argv[3]), samples = atoi(argv[4]);
     double *t = malloc(sizeof(double) * samples), *tmax = malloc(sizeof(double) * samples);
     for (int a = 5; a < argc; a++) {
@@ -79,13 +102,7 @@ int main(int argc, char **argv) {
         for (long i = 0; i < in; i++) send[i] = (float)(rank + 1);
         for (int w = 0; w < warmup; w++) call(send, recv, count);
         MPI_Barrier(MPI_COMM_WORLD);
-        double s0 = now();
-        for (int s = 0; s < samples; s++) {
-            for (int b = 0; b < batch; b++) call(send, recv, count);
-            double s1 = now();
-            t[s] = (s1 - s0) / batch;
-            s0 = s1;
-        }
+        time_batches(call, send, recv, count, samples, batch, t);
         MPI_Allreduce(t, tmax, samples, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         qsort(tmax, (size_t)samples, sizeof(double), by_value);
         double median = samples % 2 ? tmax[samples / 2] : 0.5 * (tmax[samples / 2 - 1] + tmax[samples / 2]);
@@ -98,3 +115,4 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 0;
 }
+#endif

