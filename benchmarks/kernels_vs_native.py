@@ -4,6 +4,7 @@
     python benchmarks/kernels_vs_native.py                   # CPU: MPI, 2 and 4 ranks (a few minutes)
     python benchmarks/kernels_vs_native.py --quick           # fewer sizes, 0.05 s a point (< 1 minute)
     python benchmarks/kernels_vs_native.py --device cuda     # also ring_kernel vs NCCL, 64 MB - 1 GB
+    python benchmarks/kernels_vs_native.py --jobs 3          # 3 jobs a configuration, the median of each point
 
 Configurations (float32 sum, out of place):
   latency   2 ranks, all-reduce 8 B - 4 KB: native, ring_kernel, tree_kernel, ring
@@ -69,9 +70,18 @@ def run(out: Path, n: int, backend: str, algos: list[str], collectives: list[str
     return rows
 
 
+def runs(out: Path, n: int, backend: str, algos: list[str], collectives: list[str], sizes: list[int],
+         args, device: str = "cpu") -> pd.DataFrame:
+    """--jobs jobs of one configuration, one after another; their rows together."""
+    if args.jobs == 1:
+        return run(out, n, backend, algos, collectives, sizes, args, device)
+    return pd.concat([run(out / f"job{k + 1}", n, backend, algos, collectives, sizes, args, device)
+                      for k in range(args.jobs)], ignore_index=True)
+
+
 def ratios(rows: pd.DataFrame, metric: str, num: str, den: str, config: str) -> pd.DataFrame:
-    """num's metric over den's, per collective and size (one row each)."""
-    wide = rows.pivot_table(index=["collective", "size_bytes"], columns="algorithm", values=metric)
+    """num's metric over den's, per collective and size (one row each; the median over jobs)."""
+    wide = rows.pivot_table(index=["collective", "size_bytes"], columns="algorithm", values=metric, aggfunc="median")
     return pd.DataFrame({"config": config, "metric": metric, "ratio_of": f"{num}/{den}", "num": wide[num],
                          "den": wide[den], "ratio": wide[num] / wide[den]}).reset_index()[COLUMNS]
 
@@ -119,6 +129,9 @@ def main() -> None:
     ap.add_argument("--min-time", type=float, default=None, help="Seconds a point (default 1; --quick 0.05).")
     ap.add_argument("--max-iters", type=int, default=None, help="Default 200000 (--quick 20000).")
     ap.add_argument("--channels", type=int, default=None, help="Passed to commbench run (default: by size).")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="Jobs per configuration; each figure is the median over them (this VM's cross-core speed "
+                         "changes for seconds at a time, so one job can catch a slow period).")
     ap.add_argument("--out", default=None, help="Keep the runs here, with the tables as CSV and markdown.")
     args = ap.parse_args()
     args.min_time = args.min_time or (0.05 if args.quick else 1.0)
@@ -131,7 +144,9 @@ def main() -> None:
         why = f"ring_kernel vs NCCL needs at least 2 GPUs on one node ({why or f'this machine has {count}'})"
         print(f"GPU configuration skipped: {why}")
 
-    lat = run(root / "latency-n2", 2, args.backend, ["native", "ring_kernel", "tree_kernel", "ring"],
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
+    lat = runs(root / "latency-n2", 2, args.backend, ["native", "ring_kernel", "tree_kernel", "ring"],
               ["all_reduce"], sizes["latency"], args)
     for algo in ("ring_kernel", "tree_kernel"):
         t = ratios(lat, "time_us", algo, "native", "latency n=2")
@@ -142,20 +157,20 @@ def main() -> None:
     verdicts.add("Python ring latency / ring_kernel (8 B)", python_ring, 10, at_most=False)
 
     for n in (2, 4):
-        bw = run(root / f"busbw-n{n}", n, args.backend, ["native", "ring_kernel"], COLLECTIVES, sizes["busbw"], args)
+        bw = runs(root / f"busbw-n{n}", n, args.backend, ["native", "ring_kernel"], COLLECTIVES, sizes["busbw"], args)
         t = ratios(bw, "busbw_gbps", "ring_kernel", "native", f"busbw n={n}")
         tables.append(t)
         verdicts.add(f"ring_kernel busbw / native ({n} ranks, {span(sizes['busbw'])})", t, 1.0, at_most=False)
 
     if count >= 2:
-        gpu = run(root / f"gpu-n{count}", count, "nccl", ["native", "ring_kernel"], COLLECTIVES, sizes["gpu"],
+        gpu = runs(root / f"gpu-n{count}", count, "nccl", ["native", "ring_kernel"], COLLECTIVES, sizes["gpu"],
                   args, device="cuda")
         tables.append(ratios(gpu, "busbw_gbps", "ring_kernel", "native", f"gpu nccl n={count}"))
 
     table = pd.concat(tables, ignore_index=True)
     for (config, metric, ratio_of), t in table.groupby(["config", "metric", "ratio_of"], sort=False):
         num, den = ratio_of.split("/")
-        print(f"\n{config}: {metric} {ratio_of}")
+        print(f"\n{config}: {metric} {ratio_of}" + (f" (median of {args.jobs} jobs)" if args.jobs > 1 else ""))
         print(t.drop(columns=["config", "metric", "ratio_of"]).rename(columns={"num": num, "den": den})
               .round(3).to_string(index=False))
     summary = verdicts.table()

@@ -81,22 +81,30 @@ __device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int ch, i
 }
 
 // --- the data path: out_k = in_0 OP in_1 OP own, for every element --------------------------------
+template <typename T, int OP, int NIN, bool OWN>
+__device__ __forceinline__ T combined(const T* __restrict__ i0, const T* __restrict__ i1, const T* __restrict__ own,
+                                      long long i) {
+    T v = NIN ? cb_load_fresh(i0 + i) : own[i];
+    if (NIN > 1) v = combine<T, OP>(v, cb_load_fresh(i1 + i));
+    if (NIN && OWN) v = combine<T, OP>(v, own[i]);
+    return v;
+}
+
 template <typename T, int OP, int NIN, bool OWN, int NOUT>
 __device__ __forceinline__ void combine_scalar(const T* __restrict__ i0, const T* __restrict__ i1,
                                                const T* __restrict__ own, T* __restrict__ o0, T* __restrict__ o1,
                                                T* __restrict__ o2, long long from, long long n) {
     for (long long i = from + cb_tid(); i < n; i += cb_nthreads()) {
-        T v = NIN ? cb_load_fresh(i0 + i) : own[i];
-        if (NIN > 1) v = combine<T, OP>(v, cb_load_fresh(i1 + i));
-        if (NIN && OWN) v = combine<T, OP>(v, own[i]);
+        const T v = combined<T, OP, NIN, OWN>(i0, i1, own, i);
         o0[i] = v;
         if (NOUT > 1) o1[i] = v;
         if (NOUT > 2) o2[i] = v;
     }
 }
 
+// out[0] is the rank's own output where `local` (1), the others are peers' FIFO slots
 template <typename T, int OP, int NIN, bool OWN, int NOUT>
-__device__ void combine_elements(const T* const* in, const T* own, T* const* out, long long n) {
+__device__ void combine_elements(const T* const* in, const T* own, T* const* out, int local, long long n) {
     const T* i0 = NIN > 0 ? in[0] : nullptr;
     const T* i1 = NIN > 1 ? in[1] : nullptr;
     T *o0 = out[0], *o1 = NOUT > 1 ? out[1] : nullptr, *o2 = NOUT > 2 ? out[2] : nullptr;
@@ -126,15 +134,33 @@ __device__ void combine_elements(const T* const* in, const T* own, T* const* out
         }
         done = vectors * V;
     }
+#else  // a line at a time, streamed to the FIFOs (cb_stream_line; slots start 64-byte aligned)
+    constexpr int L = CB_LINE / sizeof(T);
+    if (n * (long long)sizeof(T) >= CB_STREAM_BYTES) {
+        const long long lines = n / L;
+        for (long long l = 0; l < lines; ++l) {
+            T v[L];
+            for (int e = 0; e < L; ++e) v[e] = combined<T, OP, NIN, OWN>(i0, i1, own, l * L + e);
+            for (int k = 0; k < NOUT; ++k) {
+                T* o = (k == 0 ? o0 : k == 1 ? o1 : o2) + l * L;
+                if (k < local) memcpy(o, v, CB_LINE);
+                else cb_stream_line(o, v);
+            }
+        }
+        done = lines * L;
+        cb_stream_fence();
+    }
 #endif
     combine_scalar<T, OP, NIN, OWN, NOUT>(i0, i1, own, o0, o1, o2, done, n);
 }
 
 template <typename T, int OP>
-__device__ void combine_any(const T* const* in, int nin, const T* own, T* const* out, int nout, long long n) {
+__device__ void combine_any(const T* const* in, int nin, const T* own, T* const* out, int nout, int local,
+                            long long n) {
     // the combinations the schedules use: (received, own, outputs)
 #define CB_CASE(NIN, OWN, NOUT) \
-    if (nin == NIN && (own != nullptr) == OWN && nout == NOUT) return combine_elements<T, OP, NIN, OWN, NOUT>(in, own, out, n);
+    if (nin == NIN && (own != nullptr) == OWN && nout == NOUT) \
+        return combine_elements<T, OP, NIN, OWN, NOUT>(in, own, out, local, n);
     CB_CASE(0, true, 1) CB_CASE(0, true, 2) CB_CASE(0, true, 3)
     CB_CASE(1, false, 1) CB_CASE(1, false, 2) CB_CASE(1, false, 3)
     CB_CASE(1, true, 1) CB_CASE(1, true, 2)
@@ -200,7 +226,7 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
     }
     cb_sync();
     if (!ok) return false;
-    combine_any<T, OP>(in, nfrom, own, out, (dst != nullptr) + nto, n);
+    combine_any<T, OP>(in, nfrom, own, out, (dst != nullptr) + nto, dst != nullptr, n);
     cb_sync();
     if (cb_tid() == 0) {
         for (int k = 0; k < nto; ++k) {
