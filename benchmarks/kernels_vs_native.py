@@ -18,7 +18,8 @@ Targets, each judged on its worst point (the median is shown beside it):
 The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
 
 Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
-native's calls are timed by the harness' C loop (commbench/rank/mpi_loop.c, timer column `native`).
+native's MPI calls by the harness' C loop (commbench/rank/mpi_loop.c; the `timer` column says which loop
+timed each row: gloo's native calls keep the Python loop, NCCL's a CUDA graph).
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def main() -> None:
                          "changes for seconds at a time, so one job can catch a slow period).")
     ap.add_argument("--out", default=None, help="Keep the runs here, with the tables as CSV and markdown.")
     args = ap.parse_args()
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
     args.min_time = args.min_time or (0.05 if args.quick else 1.0)
     args.max_iters = args.max_iters or (20000 if args.quick else 200000)
     sizes = QUICK if args.quick else {"latency": LATENCY_SIZES, "busbw": BUSBW_SIZES, "gpu": GPU_SIZES}
@@ -144,8 +147,6 @@ def main() -> None:
         why = f"ring_kernel vs NCCL needs at least 2 GPUs on one node ({why or f'this machine has {count}'})"
         print(f"GPU configuration skipped: {why}")
 
-    if args.jobs < 1:
-        ap.error("--jobs must be at least 1")
     lat = runs(root / "latency-n2", 2, args.backend, ["native", "ring_kernel", "tree_kernel", "ring"],
               ["all_reduce"], sizes["latency"], args)
     for algo in ("ring_kernel", "tree_kernel"):

@@ -5,11 +5,11 @@
  * writer uses ordinary stores (memcpy) or streaming ones; 16 MB x 20 per run, GB/s per run.
  *
  *   gcc -O2 benchmarks/stream_handoff.c -o /tmp/stream_handoff
- *   for i in $(seq 100); do /tmp/stream_handoff 0; /tmp/stream_handoff 1; done
+ *   end=$((SECONDS+90)); while [ $SECONDS -lt $end ]; do /tmp/stream_handoff 0; /tmp/stream_handoff 1; sleep 0.5; done
  *
- * Measured on this 2-core VM, 136 runs of each interleaved over 90 s: ordinary stores 7-9 GB/s,
- * but 2.0 GB/s in 25 runs (in streaks: periods of seconds when the cores' cache-to-cache path is
- * slow); streaming stores 4.9-12.3 GB/s, never below 3.
+ * Measured on this 2-core VM, 136 runs of each interleaved over 90 s: ordinary stores 6-9.5 GB/s,
+ * except 25 runs at 1.7-2.9 GB/s (in streaks: periods of seconds when the cores' cache-to-cache
+ * path is slow); streaming stores 4.9-12.3 GB/s in every run.
  */
 #define _GNU_SOURCE
 #include <emmintrin.h>
@@ -50,12 +50,15 @@ int main(int argc, char **argv) {
     const int streaming = argc > 1 && atoi(argv[1]);
     const long chunks = TOTAL / SLOT;
     char *shm = mmap(0, 4096 + NSLOT * SLOT, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) return perror("mmap"), 1;
     u64 *sent = (u64 *)shm, *freed = (u64 *)(shm + 128);  /* sequence numbers, one line each */
     float *slots = (float *)(shm + 4096);
     float *src = aligned_alloc(64, TOTAL), *dst = aligned_alloc(64, TOTAL);
-    for (long i = 0; i < TOTAL / 4; i++) src[i] = 1, dst[i] = 0;
+    if (!src || !dst) return perror("aligned_alloc"), 1;
     const pid_t child = fork();
+    if (child < 0) return perror("fork"), 1;
     pin(child == 0 ? 1 : 0);
+    for (long i = 0; i < TOTAL / 4; i++) src[i] = 1, dst[i] = 0;  /* after fork: each process's own pages */
     const double t0 = now();
     for (u64 seq = 0; seq < (u64)(ROUNDS * chunks); seq++) {
         float *slot = slots + (seq % NSLOT) * (SLOT / 4);

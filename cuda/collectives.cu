@@ -134,9 +134,11 @@ __device__ void combine_elements(const T* const* in, const T* own, T* const* out
         }
         done = vectors * V;
     }
-#else  // a line at a time, streamed to the FIFOs (cb_stream_line; slots start 64-byte aligned)
+#else  // a line at a time, streamed to the FIFOs (cb_stream_line) where their slots are 16-byte aligned
     constexpr int L = CB_LINE / sizeof(T);
-    if (n * (long long)sizeof(T) >= CB_STREAM_BYTES) {
+    const unsigned long long fifos = (local ? 0ull : (unsigned long long)o0) |
+                                     (unsigned long long)o1 | (unsigned long long)o2;
+    if (n * (long long)sizeof(T) >= CB_STREAM_BYTES && (fifos & 15) == 0) {
         const long long lines = n / L;
         for (long long l = 0; l < lines; ++l) {
             T v[L];
