@@ -16,6 +16,8 @@ Targets, each judged on its worst point (the median is shown beside it):
   ring_kernel busbw / native, 2 and 4 ranks, 1-64 MB  >= 1.0
   Python ring latency / ring_kernel latency at 8 B    >= 10
 The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
+On this VM a whole job's ratio moves with the machine's slow periods; benchmarks/kernel_isolation.py
+judges the CPU targets with the loops side by side in one process.
 
 Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
 native's MPI calls by the harness' C loop (commbench/rank/mpi_loop.c; the `timer` column says which loop

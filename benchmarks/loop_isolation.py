@@ -48,6 +48,33 @@ def buffers(collective: str, size: int, n: int) -> tuple[np.ndarray, np.ndarray,
     return send, recv, elems if collective == "all_reduce" else part
 
 
+def paired_rounds(comm, loops: dict, rounds: int, samples: int) -> dict[str, list[np.ndarray]]:
+    """Each loop (samples -> seconds per call, one per sample) warmed up, then `rounds` rounds of one
+    block of `samples` samples by every loop in turn, the order rotating from round to round so a
+    drift of the machine lands on all alike; a sample is the maximum over ranks. Per loop, its
+    blocks in round order."""
+    from mpi4py import MPI
+
+    names = list(loops)
+    for name in names:
+        loops[name](WARMUP)
+    times: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            comm.Barrier()
+            local = loops[name](samples)
+            worst = np.empty_like(local)
+            comm.Allreduce(local, worst, op=MPI.MAX)
+            times[name].append(worst)
+    return times
+
+
+def paired_ratio(times: dict[str, list[np.ndarray]], a: str, b: str) -> float:
+    """The median over rounds of loop a's block median / loop b's (blocks of one round are
+    adjacent in time: a drift slower than a round cancels)."""
+    return float(np.median([np.median(x) / np.median(y) for x, y in zip(times[a], times[b], strict=True)]))
+
+
 def rank_main(lib_path: str, sizes: list[int], rounds: int, samples: int) -> None:
     from mpi4py import MPI
 
@@ -71,19 +98,10 @@ def rank_main(lib_path: str, sizes: list[int], rounds: int, samples: int) -> Non
                 return np.frombuffer(out, dtype=np.float64).copy()
 
             batch = BATCH if size <= 1 << 16 else 1
-            loops = {"commbench": lambda n: ours(None, n, batch), "reference": reference}
-            for name in loops:
-                loops[name](WARMUP)
-            times: dict[str, list[np.ndarray]] = {name: [] for name in loops}
-            for r in range(rounds):
-                for name in (("commbench", "reference") if r % 2 == 0 else ("reference", "commbench")):
-                    comm.Barrier()
-                    local = loops[name](samples)
-                    worst = np.empty_like(local)
-                    comm.Allreduce(local, worst, op=MPI.MAX)
-                    times[name].append(worst)
+            times = paired_rounds(comm, {"commbench": lambda n: ours(None, n, batch), "reference": reference},
+                                  rounds, samples)
             med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
-            paired = float(np.median([np.median(c) / np.median(r) for c, r in zip(times["commbench"], times["reference"])]))
+            paired = paired_ratio(times, "commbench", "reference")
             rows.append((collective, size, med["reference"], med["commbench"], paired))
     if comm.rank == 0:
         print(f"# {comm.size} ranks, float32 sum out of place; {rounds} rounds x {samples} samples a loop, "

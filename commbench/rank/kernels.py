@@ -47,6 +47,7 @@ class CbComm(ctypes.Structure):
         ("tree_parent", ctypes.c_int * 2), ("tree_child", (ctypes.c_int * 2) * 2),
         ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
         ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
+        ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
     ]
 
 

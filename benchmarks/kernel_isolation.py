@@ -1,0 +1,130 @@
+"""ring_kernel and tree_kernel against the MPI library's call, both loops in one process (issue 16).
+
+    python benchmarks/kernel_isolation.py                  # latency (2 ranks) and busbw (2 and 4 ranks)
+    python benchmarks/kernel_isolation.py --quick          # fewer sizes and rounds
+
+benchmarks/kernels_vs_native.py runs each algorithm's points in turn inside a commbench job, so
+native and ring_kernel meet this VM's slow periods (seconds when the cores' cache-to-cache path
+is 2-4x slower: benchmarks/stream_handoff.c) at different times, and one size's ratio can be 4x
+off either way. Here every rank is one process holding all the loops on one set of buffers:
+native (commbench's C loop around the MPI call, commbench.rank.mpi_loop, what times a `native`
+point) and the host build of cuda/collectives.cu's kernels with their own C loop (the one that
+times a ring_kernel / tree_kernel point), bound as commbench.rank.kernel_node binds them
+(automatic channels, float32 sum, out of place). Rounds rotate which loop goes first, and a
+ratio is the median over rounds of the two loops' block medians in that round
+(loop_isolation.paired_rounds / paired_ratio: adjacent blocks, so drifts cancel).
+
+Targets (issue 16), each judged on its worst size:
+  latency  2 ranks, all-reduce 8 B - 4 KB: ring_kernel and tree_kernel / native <= 1.5
+  busbw    2 and 4 ranks, all three collectives, 1 - 64 MB: ring_kernel busbw / native busbw >= 1.0
+           (busbw ratio = native time / ring_kernel time: both move the same bytes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import numpy as np
+from loop_isolation import BATCH, CALLS, buffers, paired_ratio, paired_rounds  # puts the repo on sys.path
+from overhead_mpi import mpirun
+
+LATENCY_SIZES = [8 << i for i in range(10)]  # 8 B .. 4 KB
+BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+QUICK = {"latency": [8, 64, 512, 4096], "busbw": [1 << 20, 16 << 20]}
+CONFIGS = {"latency": (["all_reduce"], ["ring_kernel", "tree_kernel"]),
+           "busbw": (list(CALLS), ["ring_kernel"])}
+TIMEOUT_S = 60.0  # a kernel wait's limit (a peer that died)
+
+
+class _Comm:
+    """What commbench.rank.kernel_node.NodeKernels asks of a communicator, over mpi4py's."""
+
+    device = "cpu"
+
+    def __init__(self, comm):
+        self.comm, self.rank, self.size = comm, comm.rank, comm.size
+
+    def allgather_object(self, value):
+        return self.comm.allgather(value)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+
+def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
+    from mpi4py import MPI
+
+    from commbench.rank import kernels
+    from commbench.rank.kernel_node import NodeKernels
+    from commbench.rank.mpi_loop import bind_loop
+
+    comm = MPI.COMM_WORLD
+    node = NodeKernels(_Comm(comm), "cpu", TIMEOUT_S, kernels.MAX_AUTO_CHANNELS["cpu"])
+    collectives, algorithms = CONFIGS[config]
+    rows = []
+    for collective in collectives:
+        for size in sizes:
+            send, recv, count = buffers(collective, size, comm.size)
+            batch = BATCH if size <= 1 << 16 else 1
+            native = bind_loop(comm, CALLS[collective], send, recv, None if collective == "all_gather" else MPI.SUM, False)
+            loops = {"native": lambda n, loop=native: loop(None, n, batch)}
+            kernel_count = count * 4 if collective == "all_gather" else count  # all-gather: bytes a rank
+            channels = node.call_channels(max(send.nbytes, recv.nbytes), None)
+            for algorithm in algorithms:
+                name = kernels.entry(algorithm.removesuffix("_kernel"), collective, "float32", "sum")
+                run = node.bind(name, "float32", send, recv, kernel_count, channels)
+                loops[algorithm] = lambda n, loop=run.timer: loop(None, n, batch)
+            times = paired_rounds(comm, loops, rounds, samples)
+            med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
+            for algorithm in algorithms:
+                ratio = paired_ratio(times, algorithm, "native")
+                rows.append((collective, size, algorithm, med["native"], med[algorithm],
+                             ratio if config == "latency" else 1 / ratio))
+    node.close()
+    if comm.rank != 0:
+        return
+    what = "kernel / native time" if config == "latency" else "kernel busbw / native busbw"
+    print(f"# {config}: {comm.size} ranks, float32 sum out of place, {channels} channel(s) at the largest size; "
+          f"{rounds} rounds x {samples} samples a loop; µs = median sample; ratio = {what}, paired per round")
+    print(f"{'collective':<15}{'size':>10} {'algorithm':<12}{'native':>11}{'kernel':>11}{'ratio':>8}")
+    for collective, size, algorithm, n_us, k_us, ratio in rows:
+        print(f"{collective:<15}{size:>10} {algorithm:<12}{n_us:>11.3f}{k_us:>11.3f}{ratio:>8.3f}")
+    for algorithm in algorithms:
+        ratios = [r[-1] for r in rows if r[2] == algorithm]
+        if config == "latency":
+            ok = max(ratios) <= 1.5
+            print(f"{comm.size} ranks, {algorithm} latency / native, 8 B - 4 KB: median {np.median(ratios):.3f}, "
+                  f"worst {max(ratios):.3f} (target <= 1.5) -> {'PASS' if ok else 'FAIL'}")
+        else:
+            ok = min(ratios) >= 1.0
+            print(f"{comm.size} ranks, {algorithm} busbw / native, 1 - 64 MB: median {np.median(ratios):.3f}, "
+                  f"worst {min(ratios):.3f} (target >= 1.0) -> {'PASS' if ok else 'FAIL'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, 8 rounds")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=5, help="samples per block")
+    ap.add_argument("--only", choices=list(CONFIGS), help="one configuration")
+    ap.add_argument("--rank-of", choices=list(CONFIGS), help=argparse.SUPPRESS)  # set in the ranks
+    ap.add_argument("--sizes", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank_of:
+        rank_main(args.rank_of, [int(s) for s in args.sizes.split(",")], args.rounds, args.samples)
+        return
+    rounds = 8 if args.quick else args.rounds
+    failed = 0
+    for config in [args.only] if args.only else list(CONFIGS):
+        sizes = QUICK[config] if args.quick else (LATENCY_SIZES if config == "latency" else BUSBW_SIZES)
+        for ranks in [2] if config == "latency" else [2, 4]:
+            command = [*mpirun(ranks), sys.executable, __file__, "--rank-of", config, "--sizes",
+                       ",".join(map(str, sizes)), "--rounds", str(rounds), "--samples", str(args.samples)]
+            failed |= subprocess.run(command).returncode
+    sys.exit(failed)
+
+
+if __name__ == "__main__":
+    main()
