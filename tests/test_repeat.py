@@ -1,4 +1,4 @@
-"""`commbench run --repeat N` and a suite's `repeat: N`: N separate jobs per point, block by block,
+"""`commbench run --repeat N` and a suite's `repeat: N`: N separate jobs per point, job after job,
 into one folder whose rows and samples carry their job; resume finishes exactly the missing
 (point, job) pairs; bad values are one line and exit 2."""
 
@@ -16,7 +16,7 @@ def _pairs(rows: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 @needs_mpirun
-def test_repeat_runs_jobs_block_by_block_into_one_folder(tmp_path):
+def test_repeat_runs_job_after_job_into_one_folder(tmp_path):
     out = tmp_path / "run"
     proc = commbench("run", "-n", 2, "-c", "all_reduce,all_gather", "-d", "float32,bfloat16", "--sizes", "8,64",
                      "--iters", 5, "--out-of-place", "--repeat", 3, "--out", out, check_rc=0)
@@ -29,9 +29,10 @@ def test_repeat_runs_jobs_block_by_block_into_one_folder(tmp_path):
     assert {(p, j): n for (p, j), n in counts.items()} == {(p, j): n for p, j, n in
                                                             zip(rows.point, rows.job, rows.samples, strict=True)}
     assert meta["status"] == "completed" and meta["repeat"] == 3 and meta["spec"]["done_points"] == []
-    # block by block: all_reduce by jobs 1, 2, 3, then all_gather; a point the ranks skipped is not relaunched
+    # job after job: job 1 measures all_reduce then all_gather, then job 2, then job 3 (a point's jobs as
+    # far apart as the run allows); a point the ranks skipped is not relaunched
     assert [(j["block"], j["job"], j["points"]) for j in meta["jobs"]] == [
-        (1, 1, [0, 1, 2, 3]), (1, 2, [0, 1]), (1, 3, [0, 1]), (2, 1, [4, 5, 6, 7]), (2, 2, [4, 5]), (2, 3, [4, 5])]
+        (1, 1, [0, 1, 2, 3]), (2, 1, [4, 5, 6, 7]), (1, 2, [0, 1]), (2, 2, [4, 5]), (1, 3, [0, 1]), (2, 3, [4, 5])]
     assert sorted(s["index"] for s in meta["skipped"]) == [2, 3, 6, 7]  # each skip recorded once
     assert all(j["hosts"] and j["measured_on"] and j["cpu_count"] for j in meta["jobs"])
     assert all(j["background_cores"] is None or j["background_cores"] >= 0 for j in meta["jobs"])
@@ -57,7 +58,7 @@ def test_resume_measures_the_missing_point_job_pairs(tmp_path):
     assert _pairs(rows) == _pairs(full) and len(set(_pairs(rows))) == len(rows)
     assert meta["status"] == "completed" and len(meta["resumes"]) == 1
     assert [(j["block"], j["job"], j["points"]) for j in meta["jobs"]] == [
-        (1, 1, [0, 1]), (1, 2, [0, 1]), (2, 1, [2, 3]), (2, 2, [2, 3])]
+        (1, 1, [0, 1]), (2, 1, [2, 3]), (1, 2, [0, 1]), (2, 2, [2, 3])]
     checked, _ = load_checked(out, samples=True)
     assert all(len(v) == n for v, n in zip(checked.sample_values, checked.samples, strict=True)), proc.stderr
 

@@ -5,10 +5,16 @@ shift every iteration it times alike. `commbench compare` therefore takes the jo
 iteration, as its unit, and needs several jobs a side (commbench.analysis.verdicts).
 
 The plan is cut into blocks of consecutive points that share backend, collective and algorithm
-(one implementation's sweep over dtypes, ops, modes and sizes). For each block in turn, jobs
-1..N each launch the ranks and measure it, so a slow drift of the machine lands on every job
-of a point alike instead of on the last job. Rows and samples carry the job number (`job`);
-run.json records `repeat` and, per launch, the job, the block's points, the hosts and the
+(one implementation's sweep over dtypes, ops, modes and sizes), one launch each. Job 1 measures
+every block, then job 2 every block, and so on: a point's jobs lie as far apart in time as the run
+allows, so the spread between them shows how much the machine's state moves the point, which is
+what compare's interval stands on. (Jobs 1..N of one block back to back, the first design, share
+the machine's state: on this project's 2-core VM, whose cores' cache-to-cache path turns 2-4x
+slower for seconds at a time, the three jobs of a block fell into one state together in 52 % of
+blocks against 33 % if they were independent, sides' means varied 1.0-2.4x more than their
+jobs' spread allowed, and 20 runs of the same code compared pairwise had 3.4 % of points called
+a regression. A slow drift now lands on the later jobs: it widens the interval, it cannot fake a
+change.) Rows and samples carry the job number (`job`); run.json records `repeat` and, per launch, the job, the block's points, the hosts and the
 CPU time other processes took on the launching host meanwhile (`background_cores`, from
 /proc/stat less this process tree's own; `compare` shows a side that ran beside more of it).
 A point the ranks skip (it cannot run here) is not launched again for the other jobs.
@@ -147,15 +153,15 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
             if announced:
                 return
             announced = True
-            note = (f"{repeat} jobs per point, {len(parts)} block(s) of points, each measured by job 1..{repeat} "
-                    "in turn")
+            note = (f"{repeat} jobs per point: job 1 measures the {len(parts)} block(s) of points, then job 2, "
+                    "and so on")
             event = dict(event, total=len(plan) * repeat, already=len(done), repeat=repeat,
                          note="; ".join(n for n in (event.get("note"), note) if n))
         on_event(event)
 
     try:
-        for b, block in enumerate(parts, 1):
-            for k in range(1, repeat + 1):
+        for k in range(1, repeat + 1):
+            for b, block in enumerate(parts, 1):
                 todo = [i for i in block if (i, k) not in done and i not in cannot]
                 if not todo:
                     continue

@@ -16,8 +16,8 @@ Fields are the option table's (commbench.options): `commbench run`'s long option
 '-' (lists as YAML lists or comma text), `mode` (in-place, out-of-place or both) for its buffer
 switches, and `repeat`; a field not given takes its command-line default (label: run<i>).
 `repeat: N` means what `commbench run --repeat N` means: every point of the run measured by N
-separate jobs, interleaved block by block, into the run's one folder (commbench.run.jobs), so
-`compare` can tell a real change from one job landing differently.
+separate jobs, one after another (each measuring every block), into the run's one folder
+(commbench.run.jobs), so `compare` can tell a real change from one job landing differently.
 `commbench sweep SUITE --out DIR` puts each run in DIR/<label>/; `--resume` finishes what an
 interrupted sweep left: completed runs are kept, cut-short ones resumed, missing ones run.
 
