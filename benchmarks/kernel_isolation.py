@@ -6,13 +6,14 @@
 benchmarks/kernels_vs_native.py runs each algorithm's points in turn inside a commbench job, so
 native and ring_kernel meet this VM's slow periods (seconds when the cores' cache-to-cache path
 is 2-4x slower: benchmarks/stream_handoff.c) at different times, and one size's ratio can be 4x
-off either way. Here every rank is one process holding all the loops on one set of buffers:
+off either way. Here every rank is one process holding the loops on one set of buffers:
 native (commbench's C loop around the MPI call, commbench.rank.mpi_loop, what times a `native`
 point) and the host build of cuda/collectives.cu's kernels with their own C loop (the one that
 times a ring_kernel / tree_kernel point), bound as commbench.rank.kernel_node binds them
-(automatic channels, float32 sum, out of place). Rounds rotate which loop goes first, and a
-ratio is the median over rounds of the two loops' block medians in that round
-(loop_isolation.paired_rounds / paired_ratio: adjacent blocks, so drifts cancel).
+(automatic channels, float32 sum, out of place). Each kernel is paired with native alone: rounds
+alternate which of the two goes first, and a ratio is the median over rounds of the two loops'
+block medians in that round (loop_isolation.paired_rounds / paired_ratio: adjacent blocks, so
+drifts cancel).
 
 Targets (issue 16), each judged on its worst size:
   latency  2 ranks, all-reduce 8 B - 4 KB: ring_kernel and tree_kernel / native <= 1.5
@@ -69,19 +70,19 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
             send, recv, count = buffers(collective, size, comm.size)
             batch = BATCH if size <= 1 << 16 else 1
             native = bind_loop(comm, CALLS[collective], send, recv, None if collective == "all_gather" else MPI.SUM, False)
-            loops = {"native": lambda n, loop=native: loop(None, n, batch)}
+            if native is None:
+                sys.exit(f"commbench has no C loop for {CALLS[collective]}")
             kernel_count = count * 4 if collective == "all_gather" else count  # all-gather: bytes a rank
             channels = node.call_channels(max(send.nbytes, recv.nbytes), None)
-            for algorithm in algorithms:
+            for algorithm in algorithms:  # each kernel paired with native alone: their blocks adjacent
                 name = kernels.entry(algorithm.removesuffix("_kernel"), collective, "float32", "sum")
                 run = node.bind(name, "float32", send, recv, kernel_count, channels)
-                loops[algorithm] = lambda n, loop=run.timer: loop(None, n, batch)
-            times = paired_rounds(comm, loops, rounds, samples)
-            med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
-            for algorithm in algorithms:
-                ratio = paired_ratio(times, algorithm, "native")
-                rows.append((collective, size, algorithm, med["native"], med[algorithm],
-                             ratio if config == "latency" else 1 / ratio))
+                times = paired_rounds(comm, {"native": lambda n: native(None, n, batch),
+                                             algorithm: lambda n, loop=run.timer: loop(None, n, batch)}, rounds, samples)
+                med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
+                ratio = (paired_ratio(times, algorithm, "native") if config == "latency"
+                         else paired_ratio(times, "native", algorithm))
+                rows.append((collective, size, algorithm, med["native"], med[algorithm], ratio))
     node.close()
     if comm.rank != 0:
         return

@@ -153,8 +153,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
                                 "with its recorded options (other measurement options are refused; launcher arguments "
                                 "only as given again with --launcher-args).", spec=None, suite=False),
-    Option("repeat", int, 1, f"Measure every point in this many separate jobs (1-{MAX_REPEAT}), interleaved block "
-                             "by block, into one folder (rows tagged `job`); `compare` needs "
+    Option("repeat", int, 1, f"Measure every point in this many separate jobs (1-{MAX_REPEAT}), one after "
+                             "another (each measuring every block), into one folder (rows tagged `job`); `compare` needs "
                              f"{MIN_JOBS} or more a side.",
            spec=None),
 )

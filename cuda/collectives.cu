@@ -9,16 +9,18 @@
 // A connection is an ordered pair of ranks (sender s, receiver r) per channel: r's FIFO for s
 // (nslots slots of slot_bytes in r's region), r's tail flag for s (messages s has delivered,
 // written by s) and s's head flag for r (messages r has consumed, written by r). Each rank keeps
-// how many messages it sent and received on each connection (in_seq / out_seq, across calls),
-// so a flag is a sequence number: back-to-back calls need no reset and no barrier.
+// how many messages it sent and received on each connection (in_seq / out_seq, across calls,
+// with out_freed: the head it last read), so a flag is a sequence number: back-to-back calls need
+// no reset and no barrier.
 //
 // The primitive (NCCL's simple protocol): transfer() waits until the messages it reads have
 // arrived (acquire the tail) and the slots it writes are free (acquire the head), combines up to
 // two received chunks with the rank's own input, writes the result to its output and/or the
 // receivers' FIFOs, then publishes (release the receivers' tails and the senders' heads). A
 // sender keeps the head it last read (out_freed) and reads the flag again only when the slots
-// that value frees run out: a line the receiver keeps writing crosses between cores once per
-// nslots messages, not once per message (host, 2 ranks: 5-15 % off small calls' latency).
+// that value frees run out: while the receiver keeps up, a line it keeps writing crosses between
+// cores at most once per nslots messages, not once per message (host, 2 ranks: 5-15 % off small
+// calls' latency).
 // Every algorithm below is a schedule of transfers over chunks of at most one slot; channels
 // take contiguous slices of the buffer. A wait that reaches the timeout records who waited for
 // whom at which step (CbComm.error) and ends the kernel: the caller raises, nothing hangs.
@@ -183,10 +185,12 @@ struct Channel {
     cb_u64* out_freed;
     long long step;  // transfers so far in this call, for the error message
 
-    __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what) {
+    // Until *flag >= value (acquire); the value seen then in *seen. False at the timeout.
+    __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what, cb_u64* seen = nullptr) {
         int spins = 0;
         long long start = 0;
-        while (cb_load_acquire(flag) < value) {
+        cb_u64 now_seen;
+        while ((now_seen = cb_load_acquire(flag)) < value) {
             if (++spins < CB_SPINS_BETWEEN_CLOCKS) continue;
             spins = 0;
             const long long now = cb_now_ns();
@@ -201,6 +205,7 @@ struct Channel {
             }
             cb_back_off();
         }
+        if (seen) *seen = now_seen;
         return true;
     }
 };
@@ -227,11 +232,8 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
         for (int k = 0; k < nto && ok; ++k) {
             const int mine = c->out_conn[to[k]];
             const cb_u64 seq = h.out_seq[mine];
-            if (seq + 1 > h.out_freed[mine] + (cb_u64)c->nslots) {  // not known free: ask the head flag
-                const cb_u64* head = head_flag(c, h.me, h.ch, mine);
-                ok = h.wait(head, seq + 1 - c->nslots, to[k], 1);
-                h.out_freed[mine] = cb_load_acquire(head);
-            }
+            if (seq + 1 > h.out_freed[mine] + (cb_u64)c->nslots)  // not known free: ask the head flag
+                ok = h.wait(head_flag(c, h.me, h.ch, mine), seq + 1 - c->nslots, to[k], 1, &h.out_freed[mine]);
             out[nout++] = (T*)fifo_slot(c, to[k], h.ch, c->peer_in_conn[to[k]], seq);
         }
     }

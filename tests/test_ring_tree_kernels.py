@@ -189,6 +189,25 @@ def test_a_rank_alone_times_out_and_says_who_it_waited_for(kind):
 
 
 @needs_compiler
+@pytest.mark.parametrize("freed", [0, K.SLOTS])
+def test_a_sender_reads_the_head_flag_only_past_the_slots_it_knows_free(freed):
+    """Rank 0 of 2 alone, its FIFO to rank 1 as if SLOTS messages had gone out: with no head
+    known (out_freed 0) step 0 must wait for a free slot, and the head flag (0: rank 1 never read
+    anything) keeps it waiting; with all SLOTS known freed (out_freed = SLOTS, as after an
+    earlier read) it writes without reading the flag and waits at step 1 for rank 1's data."""
+    node = Node(2, channels=1, slot_bytes=SLOT, timeout_s=0.2)
+    conn = node.comms[0].out_conn[1]
+    node.comms[0].out_seq[0][conn] = K.SLOTS
+    node.comms[0].out_freed[0][conn] = freed
+    case = Case(node, "ring_all_gather", "float32", None, 100, 1, False, np.random.default_rng(5))
+    [code] = node.threads(lambda r: node.host_call(case.calls[r]), ranks=[0])
+    assert code == 1
+    _, rank, channel, step, peer, waited = node.error(0)
+    assert (rank, channel, peer) == (0, 0, 1)
+    assert (step, waited) == ((0, 1) if freed == 0 else (1, 0))  # 1: a free slot, 0: data
+
+
+@needs_compiler
 def test_kernel_fault_names_rank_step_and_peer():
     """The product's path: NodeKernels on a /dev/shm segment; rank 0 of 2 alone raises KernelFault."""
     class Alone:  # rank 0 of 2; its peer never comes
