@@ -4,22 +4,23 @@ A job is one launch of the ranks: its own processes, placement, caches and neigh
 shift every iteration it times alike. `commbench compare` therefore takes the job, not the
 iteration, as its unit, and needs several jobs a side (commbench.analysis.verdicts).
 
-The plan is cut into blocks of consecutive points that share backend, collective and algorithm
-(one implementation's sweep over dtypes, ops, modes and sizes), one launch each. Job 1 measures
-every block, then job 2 every block, and so on: a point's jobs lie as far apart in time as the run
+The plan is cut into blocks of consecutive points that share backend, collective and algorithm (one
+implementation's sweep over dtypes, ops, modes and sizes), one launch each. Job 1 measures every
+block, then job 2 every block, and so on: a point's jobs lie as far apart in time as the run
 allows, so the spread between them shows how much the machine's state moves the point, which is
 what compare's interval stands on. (Jobs 1..N of one block back to back, the first design, share
 the machine's state: on this project's 2-core VM, whose cores' cache-to-cache path turns 2-4x
 slower for seconds at a time, the three jobs of a block fell into one state together in 52 % of
-blocks against 33 % if they were independent, sides' means varied 1.0-2.4x more than their
-jobs' spread allowed (median 1.37x), and 20 runs of the same code compared pairwise had 3.4 % of
-points called a regression; job after job, 1.08x and 1.7 %. A slow drift within the run now lands on the later jobs: it widens the interval
-instead of faking a change. A run cut short holds job 1 of every point measured so far, and
---resume adds the others.) Rows and samples carry the job number (`job`); run.json records `repeat` and, per launch, the job, the block's points, the hosts and the
-CPU time other processes took on the launching host meanwhile (`background_cores`, from
-/proc/stat less this process tree's own; `compare` shows a side that ran beside more of it).
-A point the ranks skip (it cannot run here) is not launched again for the other jobs.
-Resume (`run --resume DIR`) measures exactly the (point, job) pairs that have no row.
+blocks against 33 % if they were independent, sides' means varied 1.0-2.4x more than their jobs'
+spread allowed (median 1.37x), and 20 runs of the same code compared pairwise had 3.4 % of points
+called a regression; job after job, 1.08x and 1.7 %. A slow drift within the run now lands on the
+later jobs: it widens the interval instead of faking a change. A run cut short holds job 1 of every
+point measured so far, and --resume adds the others.) Rows and samples carry the job number
+(`job`); run.json records `repeat` and, per launch, the job, the block's points, the hosts and the
+CPU time other processes took on the launching host meanwhile (`background_cores`, from /proc/stat
+less this process tree's own; `compare` shows a side that ran beside more of it). A point the ranks
+skip (it cannot run here) is not launched again for the other jobs. Resume (`run --resume DIR`)
+measures exactly the (point, job) pairs that have no row.
 
 Costs one launcher start per block and job (about 2-3 s for mpirun on a small machine).
 """
