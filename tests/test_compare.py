@@ -74,6 +74,24 @@ def test_interval_across_the_threshold_is_inconclusive_and_says_what_settles_it(
     assert _json(base, cand, "--strict", rc=1)["exit_code"] == 1
 
 
+def test_the_summary_says_how_large_a_slowdown_the_jobs_can_see(tmp_path):
+    """(1 + threshold) x the interval's upper half-width: 5 % jobs see about 13 % at best; 1.5 %
+    jobs, 8 %; one job a side has no spread, so no such line."""
+    base = write_run(tmp_path / "base", [10.0, 10.6, 9.5], seed=1)
+    cand = write_run(tmp_path / "cand", [11.0, 10.4, 11.5], seed=2)
+    doc = _json(base, cand, rc=0)
+    reach = [1.05 * p["ci_high"] / p["ratio"] for p in doc["points"]]
+    [line] = [a for a in doc["advice"] if "smaller ones go unseen" in a]
+    assert f"about {np.median(reach) - 1:.0%} or more" in line and f"{min(reach) - 1:.0%} at the steadiest" in line
+    assert 1.10 < min(reach) < 1.30
+    quiet = _json(write_run(tmp_path / "q1", QUIET, seed=1), write_run(tmp_path / "q2", [9.95, 10.1, 10.05], seed=2),
+                  rc=0)
+    [line] = [a for a in quiet["advice"] if "smaller ones go unseen" in a]
+    assert 1.05 < 1 + int(line.split("about ")[1].split("%")[0]) / 100 < 1.12
+    one = _json(write_run(tmp_path / "o1", [10.0], seed=1), write_run(tmp_path / "o2", [10.0], seed=2), rc=0)
+    assert not [a for a in one["advice"] if "unseen" in a]
+
+
 def test_a_slower_side_beside_other_work_is_inconclusive(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1, background=[0.0, 0.02, 0.0])
     busy = write_run(tmp_path / "busy", [12.4, 12.6, 12.55], seed=3, background=[0.9, 1.0, 0.8])

@@ -174,9 +174,20 @@ class Comparison:
         if busy:
             out.append(f"{len(busy)} inconclusive because the slower side ran beside other processes' work: "
                        "measure again on a quieter machine")
+        reach = self.detectable()
+        if reach:
+            out.append(f"with these jobs' spread only a slowdown of about {np.median(reach) - 1:.0%} or more can be "
+                       f"called a regression (median over {len(reach)} points; {min(reach) - 1:.0%} at the steadiest "
+                       "point): smaller ones go unseen")
         if self.strict and open_:
             out.append("--strict: inconclusive points fail the comparison")
         return out
+
+    def detectable(self) -> list[float]:
+        """Per point with an interval: the smallest candidate / baseline ratio that the same jobs'
+        spread would call a regression, (1 + threshold) x the interval's upper half-width."""
+        return [(1 + self.threshold) * v.ci_high / v.ratio for v in self.verdicts
+                if v.ci_high is not None and v.ratio > 0 and math.isfinite(v.ci_high / v.ratio)]
 
 
 def _side_jobs(jobs) -> tuple[np.ndarray, float | None, int, bool]:
