@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -91,8 +92,9 @@ def suite_with_repeat(suite: Path, repeat: int, out: Path) -> Path:
 def judge(name: str, base: Path, cand: Path, threshold: float, log: list) -> Counter:
     c = compare(base, cand, threshold)
     counts = Counter(v.verdict for v in c.verdicts)
+    reach = c.detectable()
     log.append({"comparison": name, "baseline": str(base), "candidate": str(cand), "exit_code": c.exit_code,
-                "summary": c.summary(), "points": [{"point": v.name(), "verdict": v.verdict, "ratio": v.ratio,
+                "summary": c.summary(), "detectable": float(np.median(reach)) if reach else None, "points": [{"point": v.name(), "verdict": v.verdict, "ratio": v.ratio,
                                                     "ci": [v.ci_low, v.ci_high], "jobs": list(v.jobs), "note": v.note}
                                                    for v in c.verdicts]})
     print(f"{name}: {c.summary()}", flush=True)
@@ -156,6 +158,10 @@ def main() -> None:
         print(f"{f - 1:.0%} slowdown ({len(exits[f])} comparisons): {share:.0%} of points flagged, "
               f"{sum(e == 1 for e in exits[f])} of {len(exits[f])} comparisons exit 1; {line(slowed[f])}")
     print(f"one-job pairs ({args.single_pairs}):                   {line(single)}")
+    reach = [e["detectable"] for e in log if e["detectable"] is not None]
+    if reach:
+        print(f"smallest slowdown the jobs' spread lets compare call a regression (median over points, per comparison): "
+              f"median {np.median(reach) - 1:.0%}, {min(reach) - 1:.0%} .. {max(reach) - 1:.0%}")
 
 
 if __name__ == "__main__":
