@@ -31,7 +31,8 @@
 //   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
 //   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here)
 //   tree all-reduce       reduce up a binary tree, broadcast down it, pipelined over chunks (the
-//                         broadcast of chunk k runs LAG chunks behind its reduction); with two or
+//                         broadcast of chunk k runs LAG chunks behind its reduction, except at the
+//                         root, which sends a chunk down as it reduces it); with two or
 //                         more channels, odd channels use the mirrored tree, in which the leaves
 //                         of the first are inner ranks: a double binary tree. 2·depth steps of
 //                         latency, every inner rank receiving 2 and sending 3 copies of N/2.
@@ -172,7 +173,7 @@ __device__ void combine_any(const T* const* in, int nin, const T* own, T* const*
     CB_CASE(0, true, 1) CB_CASE(0, true, 2) CB_CASE(0, true, 3)
     CB_CASE(1, false, 1) CB_CASE(1, false, 2) CB_CASE(1, false, 3)
     CB_CASE(1, true, 1) CB_CASE(1, true, 2)
-    CB_CASE(2, true, 1) CB_CASE(2, true, 2)
+    CB_CASE(2, true, 1) CB_CASE(2, true, 2) CB_CASE(2, true, 3)
 #undef CB_CASE
 }
 
@@ -331,7 +332,8 @@ __device__ bool ring_all_gather(Channel& h, const unsigned char* send, unsigned 
 }
 
 // Tree all-reduce over tree t: reduce chunk k up (children's sums + own, to the parent; the root
-// keeps the result), and broadcast chunk k - LAG down (from the parent, or the root's result).
+// keeps the result and sends it to its children in the same transfer), and pass chunk k - LAG on
+// down (from the parent to the children).
 template <typename T, int OP>
 __device__ bool tree_all_reduce(Channel& h, const T* send, T* recv, long long count, int channels) {
     const CbComm* c = h.c;
@@ -345,16 +347,15 @@ __device__ bool tree_all_reduce(Channel& h, const T* send, T* recv, long long co
     const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
     const long long chunks = (hi - lo + chunk - 1) / chunk, lag = c->nslots / 2;
     for (long long k = 0; k < chunks + lag; ++k) {
-        if (k < chunks) {
+        if (k < chunks) {  // the root holds the result: it sends it down in the same step
             const long long off = lo + k * chunk, m = chunk < hi - off ? chunk : hi - off;
-            if (!transfer<T, OP>(h, children, nchild, send + off, parent < 0 ? recv + off : nullptr, up, parent >= 0, m))
+            if (!(parent >= 0 ? transfer<T, OP>(h, children, nchild, send + off, nullptr, up, 1, m)
+                              : transfer<T, OP>(h, children, nchild, send + off, recv + off, children, nchild, m)))
                 return false;
         }
-        if (k >= lag && (parent >= 0 || nchild)) {
+        if (k >= lag && parent >= 0) {
             const long long off = lo + (k - lag) * chunk, m = chunk < hi - off ? chunk : hi - off;
-            if (!(parent >= 0 ? transfer<T, OP>(h, up, 1, nullptr, recv + off, children, nchild, m)
-                              : transfer<T, OP>(h, up, 0, recv + off, nullptr, children, nchild, m)))
-                return false;
+            if (!transfer<T, OP>(h, up, 1, nullptr, recv + off, children, nchild, m)) return false;
         }
     }
     return true;
