@@ -20,6 +20,8 @@ def topology_comparison(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per GROUP + size with, per variant present: time_us:<v>, speedup:<v> (time of the
     flat ring / time of v) and the inter-node bytes per call (measured and expected). Empty
     when the rows hold no multi-node points of at least two variants."""
+    if "nodes" not in rows or "algorithm" not in rows:  # rows that do not say it have no multi-node point
+        return pd.DataFrame()
     rows = rows[rows.algorithm.isin(VARIANTS) & (pd.to_numeric(rows.nodes, errors="coerce") > 1)].copy()
     if rows.empty or rows.algorithm.nunique() < 2:
         return pd.DataFrame()
