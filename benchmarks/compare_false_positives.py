@@ -93,10 +93,10 @@ def judge(name: str, base: Path, cand: Path, threshold: float, log: list) -> Cou
     c = compare(base, cand, threshold)
     counts = Counter(v.verdict for v in c.verdicts)
     reach = c.detectable()
+    points = [{"point": v.name(), "verdict": v.verdict, "ratio": v.ratio, "ci": [v.ci_low, v.ci_high],
+               "jobs": list(v.jobs), "note": v.note} for v in c.verdicts]
     log.append({"comparison": name, "baseline": str(base), "candidate": str(cand), "exit_code": c.exit_code,
-                "summary": c.summary(), "detectable": float(np.median(reach)) if reach else None, "points": [{"point": v.name(), "verdict": v.verdict, "ratio": v.ratio,
-                                                    "ci": [v.ci_low, v.ci_high], "jobs": list(v.jobs), "note": v.note}
-                                                   for v in c.verdicts]})
+                "summary": c.summary(), "detectable": float(np.median(reach)) if reach else None, "points": points})
     print(f"{name}: {c.summary()}", flush=True)
     return counts
 

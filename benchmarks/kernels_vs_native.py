@@ -37,6 +37,7 @@ import pandas as pd
 
 LATENCY_SIZES = [8 << i for i in range(10)]  # 8 B .. 4 KB
 BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+LATENCY_TARGET, BUSBW_TARGET = 1.5, 1.0  # kernel latency / native at most; kernel busbw / native at least
 GPU_SIZES = [64 << 20, 256 << 20, 1 << 30]
 QUICK = {"latency": [8, 64, 512, 4096], "busbw": [1 << 20, 16 << 20], "gpu": [64 << 20, 256 << 20]}
 COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather"]
@@ -154,7 +155,7 @@ def main() -> None:
     for algo in ("ring_kernel", "tree_kernel"):
         t = ratios(lat, "time_us", algo, "native", "latency n=2")
         tables.append(t)
-        verdicts.add(f"{algo} latency / native (2 ranks, {span(sizes['latency'])})", t, 1.5, at_most=True, moonshot=1.0)
+        verdicts.add(f"{algo} latency / native (2 ranks, {span(sizes['latency'])})", t, LATENCY_TARGET, at_most=True, moonshot=1.0)
     python_ring = ratios(lat[lat.size_bytes == 8], "time_us", "ring", "ring_kernel", "latency n=2")
     tables.append(python_ring)
     verdicts.add("Python ring latency / ring_kernel (8 B)", python_ring, 10, at_most=False)
@@ -163,7 +164,7 @@ def main() -> None:
         bw = runs(root / f"busbw-n{n}", n, args.backend, ["native", "ring_kernel"], COLLECTIVES, sizes["busbw"], args)
         t = ratios(bw, "busbw_gbps", "ring_kernel", "native", f"busbw n={n}")
         tables.append(t)
-        verdicts.add(f"ring_kernel busbw / native ({n} ranks, {span(sizes['busbw'])})", t, 1.0, at_most=False)
+        verdicts.add(f"ring_kernel busbw / native ({n} ranks, {span(sizes['busbw'])})", t, BUSBW_TARGET, at_most=False)
 
     if count >= 2:
         gpu = runs(root / f"gpu-n{count}", count, "nccl", ["native", "ring_kernel"], COLLECTIVES, sizes["gpu"],
