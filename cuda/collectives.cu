@@ -5,13 +5,14 @@
 // channel is a thread and the regions live in one /dev/shm segment every rank maps.
 //
 // Memory. Every rank owns a region that every rank of the node maps:
-//   [tail flags: MAX_CHANNELS x MAX_CONNS lines][head flags: likewise][skew][FIFOs]
-// A connection is an ordered pair of ranks (sender s, receiver r) per channel: r's FIFO for s
-// (nslots slots of slot_bytes in r's region), r's tail flag for s (messages s has delivered,
-// written by s) and s's head flag for r (messages r has consumed, written by r). Each rank keeps
-// how many messages it sent and received on each connection (in_seq / out_seq, across calls,
-// with out_freed: the head it last read), so a flag is a sequence number: back-to-back calls need
-// no reset and no barrier.
+//   [tail flags: MAX_LANES x MAX_CONNS lines][head flags: likewise][skew][FIFOs]
+// A lane is one channel's set of connections for one tree (CB_TREES lanes per channel: channel ch
+// owns lanes CB_TREES*ch + t; the ring uses the first). A connection is an ordered pair of ranks
+// (sender s, receiver r) per lane: r's FIFO for s (nslots slots of slot_bytes in r's region), r's
+// tail flag for s (messages s has delivered, written by s) and s's head flag for r (messages r has
+// consumed, written by r). Each rank keeps how many messages it sent and received on each
+// connection (in_seq / out_seq, across calls, with out_freed: the head it last read), so a flag is
+// a sequence number: back-to-back calls need no reset and no barrier.
 //
 // The primitive (NCCL's simple protocol): transfer() waits until the messages it reads have
 // arrived (acquire the tail) and the slots it writes are free (acquire the head), combines up to
@@ -30,12 +31,14 @@
 //                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank
 //   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
 //   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here)
-//   tree all-reduce       reduce up a binary tree, broadcast down it, pipelined over chunks (the
-//                         broadcast of chunk k runs LAG chunks behind its reduction, except at the
-//                         root, which sends a chunk down as it reduces it); with two or
-//                         more channels, odd channels use the mirrored tree, in which the leaves
-//                         of the first are inner ranks: a double binary tree. 2·depth steps of
-//                         latency, every inner rank receiving 2 and sending 3 copies of N/2.
+//   tree all-reduce       a double binary tree: every channel's slice in two halves (from
+//                         CB_TREE_SPLIT_BYTES on), half t reduced up binary tree t and broadcast
+//                         down it (the trees of dbtree.py:
+//                         the leaves of one are the inner ranks of the other), pipelined over
+//                         chunks (the broadcast of chunk k runs LAG chunks behind its reduction,
+//                         except at the root, which sends a chunk down as it reduces it).
+//                         2·depth steps of latency; an inner rank receives 2 and sends 3 copies
+//                         of N/2, a leaf sends and receives N/2 (so 2 ranks move what a ring does).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max (avg: sum, then the caller divides):
 //   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
@@ -50,12 +53,18 @@
 
 #define CB_MAX_RANKS 64
 #define CB_MAX_CHANNELS 32
+#define CB_TREES 2  // lanes per channel (see Memory)
+#define CB_MAX_LANES (CB_MAX_CHANNELS * CB_TREES)
 #define CB_MAX_CONNS 8
 #define CB_LINE 64
-#define CB_FIFO_OFFSET (2 * CB_MAX_CHANNELS * CB_MAX_CONNS * CB_LINE)
+#define CB_FIFO_OFFSET (2 * CB_MAX_LANES * CB_MAX_CONNS * CB_LINE)
 #define CB_THREADS 512  // per block on the GPU
 #define CB_SKEW 256
 #define CB_SKEWS 16
+// A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves
+// would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
+// / halves: 8-128 B 0.75-0.8, 256-512 B 1.4, 1-64 KB 1.2-1.7).
+#define CB_TREE_SPLIT_BYTES 256
 
 struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
@@ -66,25 +75,27 @@ struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirro
     int out_conn[CB_MAX_RANKS];  // my connection index for messages to rank p
     int peer_in_conn[CB_MAX_RANKS];  // p's in_conn[me]
     int peer_out_conn[CB_MAX_RANKS];  // p's out_conn[me]
-    int tree_parent[2];  // per tree, -1 at the root
-    int tree_child[2][2];  // per tree, -1 where none
-    cb_u64 in_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
-    cb_u64 out_seq[CB_MAX_CHANNELS][CB_MAX_CONNS];
-    cb_u64 out_freed[CB_MAX_CHANNELS][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
+    int tree_parent[CB_TREES];  // per tree, -1 at the root
+    int tree_child[CB_TREES][2];  // per tree, -1 where none
+    int tree_depth[CB_TREES];  // per tree, 0 at the root
+    cb_u64 in_seq[CB_MAX_LANES][CB_MAX_CONNS];
+    cb_u64 out_seq[CB_MAX_LANES][CB_MAX_CONNS];
+    cb_u64 out_freed[CB_MAX_LANES][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
 };
 
-__device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int ch, int conn) {
-    return (cb_u64*)(c->region[owner] + (ch * CB_MAX_CONNS + conn) * CB_LINE);
+__device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int lane, int conn) {
+    return (cb_u64*)(c->region[owner] + (lane * CB_MAX_CONNS + conn) * CB_LINE);
 }
-__device__ __forceinline__ cb_u64* head_flag(const CbComm* c, int owner, int ch, int conn) {
-    return (cb_u64*)(c->region[owner] + (CB_MAX_CHANNELS + ch) * CB_MAX_CONNS * CB_LINE + conn * CB_LINE);
+__device__ __forceinline__ cb_u64* head_flag(const CbComm* c, int owner, int lane, int conn) {
+    return (cb_u64*)(c->region[owner] + (CB_MAX_LANES + lane) * CB_MAX_CONNS * CB_LINE + conn * CB_LINE);
 }
 // Each region's FIFOs start CB_SKEW bytes further than the previous rank's, so that a step reading
 // its own FIFO and writing its neighbour's never accesses two addresses 4 KiB apart at once (the
 // CPU would take the load for a read of the store: "4K aliasing", measured 3x slower on the host).
-__device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int ch, int conn, cb_u64 seq) {
+__device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int lane, int conn, cb_u64 seq) {
     return c->region[owner] + CB_FIFO_OFFSET + (owner % CB_SKEWS) * CB_SKEW +
-           ((conn * c->channels + ch) * c->nslots + (long long)(seq % (cb_u64)c->nslots)) * c->slot_bytes;
+           ((conn * c->channels * CB_TREES + lane) * c->nslots + (long long)(seq % (cb_u64)c->nslots)) *
+               c->slot_bytes;
 }
 
 // --- the data path: out_k = in_0 OP in_1 OP own, for every element --------------------------------
@@ -178,13 +189,13 @@ __device__ void combine_any(const T* const* in, int nin, const T* own, T* const*
 }
 
 // --- the primitive -------------------------------------------------------------------------------
-struct Channel {
+struct Channel {  // one lane of a channel, as its schedule sees it
     const CbComm* c;
-    int me, ch;
-    cb_u64* in_seq;  // this channel's counters (registers of the block; written back at the end)
+    int me, ch, lane;
+    cb_u64* in_seq;  // this lane's counters (the block's shared memory; written back at the end)
     cb_u64* out_seq;
     cb_u64* out_freed;
-    long long step;  // transfers so far in this call, for the error message
+    long long* step;  // the channel's transfers so far in this call (all its lanes), for the error message
 
     // Until *flag >= value (acquire); the value seen then in *seen. False at the timeout.
     __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what, cb_u64* seen = nullptr) {
@@ -199,7 +210,7 @@ struct Channel {
             if (now - start < c->spin_ns) continue;
             if (now - start > c->timeout_ns || c->error[0]) {
                 if (!c->error[0]) {
-                    c->error[1] = me, c->error[2] = ch, c->error[3] = step, c->error[4] = peer, c->error[5] = what;
+                    c->error[1] = me, c->error[2] = ch, c->error[3] = *step, c->error[4] = peer, c->error[5] = what;
                     c->error[0] = 1;
                 }
                 return false;
@@ -225,8 +236,8 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
         ok = 1;
         for (int k = 0; k < nfrom && ok; ++k) {
             const int conn = c->in_conn[from[k]];
-            ok = h.wait(tail_flag(c, h.me, h.ch, conn), h.in_seq[conn] + 1, from[k], 0);
-            in[k] = (const T*)fifo_slot(c, h.me, h.ch, conn, h.in_seq[conn]);
+            ok = h.wait(tail_flag(c, h.me, h.lane, conn), h.in_seq[conn] + 1, from[k], 0);
+            in[k] = (const T*)fifo_slot(c, h.me, h.lane, conn, h.in_seq[conn]);
         }
         int nout = 0;
         if (dst) out[nout++] = dst;
@@ -234,8 +245,8 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
             const int mine = c->out_conn[to[k]];
             const cb_u64 seq = h.out_seq[mine];
             if (seq + 1 > h.out_freed[mine] + (cb_u64)c->nslots)  // not known free: ask the head flag
-                ok = h.wait(head_flag(c, h.me, h.ch, mine), seq + 1 - c->nslots, to[k], 1, &h.out_freed[mine]);
-            out[nout++] = (T*)fifo_slot(c, to[k], h.ch, c->peer_in_conn[to[k]], seq);
+                ok = h.wait(head_flag(c, h.me, h.lane, mine), seq + 1 - c->nslots, to[k], 1, &h.out_freed[mine]);
+            out[nout++] = (T*)fifo_slot(c, to[k], h.lane, c->peer_in_conn[to[k]], seq);
         }
     }
     cb_sync();
@@ -245,14 +256,14 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
     if (cb_tid() == 0) {
         for (int k = 0; k < nto; ++k) {
             const int mine = c->out_conn[to[k]];
-            cb_store_release(tail_flag(c, to[k], h.ch, c->peer_in_conn[to[k]]), ++h.out_seq[mine]);
+            cb_store_release(tail_flag(c, to[k], h.lane, c->peer_in_conn[to[k]]), ++h.out_seq[mine]);
         }
         for (int k = 0; k < nfrom; ++k) {
             const int conn = c->in_conn[from[k]];
-            cb_store_release(head_flag(c, from[k], h.ch, c->peer_out_conn[from[k]]), ++h.in_seq[conn]);
+            cb_store_release(head_flag(c, from[k], h.lane, c->peer_out_conn[from[k]]), ++h.in_seq[conn]);
         }
     }
-    ++h.step;
+    ++*h.step;
     return true;
 }
 
@@ -264,7 +275,8 @@ __device__ __forceinline__ long long part(long long count, long long i, long lon
 // Ring all-reduce, one round of n blocks: position r sends block r-1 first, reduces what
 // arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
 template <typename T, int OP>
-__device__ bool ring_all_reduce(Channel& h, const T* send, T* recv, long long count, int channels) {
+__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+    Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes / sizeof(T);
@@ -290,7 +302,8 @@ __device__ bool ring_all_reduce(Channel& h, const T* send, T* recv, long long co
 // Ring reduce-scatter: the reduce-scatter half of the all-reduce on blocks of `count` elements,
 // rank r's input block q at send + q*count, its output block (r) at recv.
 template <typename T, int OP>
-__device__ bool ring_reduce_scatter(Channel& h, const T* send, T* recv, long long count, int channels) {
+__device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+    Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes / sizeof(T);
@@ -308,8 +321,9 @@ __device__ bool ring_reduce_scatter(Channel& h, const T* send, T* recv, long lon
 }
 
 // Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's.
-__device__ bool ring_all_gather(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
+__device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
                                 int channels) {
+    Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes;
@@ -331,56 +345,74 @@ __device__ bool ring_all_gather(Channel& h, const unsigned char* send, unsigned 
     return true;
 }
 
-// Tree all-reduce over tree t: reduce chunk k up (children's sums + own, to the parent; the root
-// keeps the result and sends it to its children in the same transfer), and pass chunk k - LAG on
-// down (from the parent to the children).
+// Tree all-reduce, a double binary tree: the channel's slice in two halves, half t on tree t and
+// lane t (below CB_TREE_SPLIT_BYTES the slice is not split). Iteration k reduces chunk k of each half up its tree (children's sums + own, to the
+// parent; the root keeps the result and sends it to its children in the same transfer), then
+// passes chunk k - LAG of each half on down (from the parent to the children). Within a phase the
+// rank takes its two trees in order of its depth in them, deeper first going up, shallower first
+// coming down (ties: tree 0 first up, tree 1 first down, on every rank alike). So every wait is for
+// a transfer of an earlier iteration, or of this phase one level further from where the data
+// starts, or one this rank's peers make before theirs: no cycle, no deadlock, with any FIFO of two
+// or more slots (LAG < nslots).
 template <typename T, int OP>
-__device__ bool tree_all_reduce(Channel& h, const T* send, T* recv, long long count, int channels) {
-    const CbComm* c = h.c;
-    const int t = channels > 1 ? h.ch % 2 : 0;
-    const int parent = c->tree_parent[t];
-    int children[2], nchild = 0;
-    for (int k = 0; k < 2; ++k)
-        if (c->tree_child[t][k] >= 0) children[nchild++] = c->tree_child[t][k];
-    const int up[1] = {parent};
-    const long long chunk = c->slot_bytes / sizeof(T);
-    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
-    const long long chunks = (hi - lo + chunk - 1) / chunk, lag = c->nslots / 2;
-    for (long long k = 0; k < chunks + lag; ++k) {
-        if (k < chunks) {  // the root holds the result: it sends it down in the same step
-            const long long off = lo + k * chunk, m = chunk < hi - off ? chunk : hi - off;
-            if (!(parent >= 0 ? transfer<T, OP>(h, children, nchild, send + off, nullptr, up, 1, m)
-                              : transfer<T, OP>(h, children, nchild, send + off, recv + off, children, nchild, m)))
+__device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+    const CbComm* c = lanes[0].c;
+    const int ch = lanes[0].ch;
+    const long long chunk = c->slot_bytes / sizeof(T), lag = c->nslots / 2;
+    const long long lo = part(count, ch, channels), hi = part(count, ch + 1, channels);
+    int parent[CB_TREES], children[CB_TREES][2], nchild[CB_TREES];
+    long long from[CB_TREES], to[CB_TREES], chunks[CB_TREES], most = 0;
+    for (int t = 0; t < CB_TREES; ++t) {
+        parent[t] = c->tree_parent[t];
+        nchild[t] = 0;
+        for (int k = 0; k < 2; ++k)
+            if (c->tree_child[t][k] >= 0) children[t][nchild[t]++] = c->tree_child[t][k];
+        if ((hi - lo) * (long long)sizeof(T) >= CB_TREE_SPLIT_BYTES)
+            from[t] = lo + part(hi - lo, t, CB_TREES), to[t] = lo + part(hi - lo, t + 1, CB_TREES);
+        else  // small: one tree takes it all
+            from[t] = lo, to[t] = t == ch % CB_TREES ? hi : lo;
+        chunks[t] = (to[t] - from[t] + chunk - 1) / chunk;
+        most = chunks[t] > most ? chunks[t] : most;
+    }
+    const int deeper = c->tree_depth[1] > c->tree_depth[0];  // the tree to go up first
+    for (long long k = 0; k < most + lag; ++k) {
+        for (int i = 0; i < CB_TREES; ++i) {  // up; the root holds the result and sends it down at once
+            const int t = i ? 1 - deeper : deeper;
+            if (k >= chunks[t]) continue;
+            const long long off = from[t] + k * chunk, m = chunk < to[t] - off ? chunk : to[t] - off;
+            if (!(parent[t] >= 0 ? transfer<T, OP>(lanes[t], children[t], nchild[t], send + off, nullptr, &parent[t], 1, m)
+                                 : transfer<T, OP>(lanes[t], children[t], nchild[t], send + off, recv + off, children[t],
+                                                   nchild[t], m)))
                 return false;
         }
-        if (k >= lag && parent >= 0) {
-            const long long off = lo + (k - lag) * chunk, m = chunk < hi - off ? chunk : hi - off;
-            if (!transfer<T, OP>(h, up, 1, nullptr, recv + off, children, nchild, m)) return false;
+        for (int i = 0; i < CB_TREES; ++i) {  // down
+            const int t = i ? deeper : 1 - deeper;
+            if (k < lag || k - lag >= chunks[t] || parent[t] < 0) continue;
+            const long long off = from[t] + (k - lag) * chunk, m = chunk < to[t] - off ? chunk : to[t] - off;
+            if (!transfer<T, OP>(lanes[t], &parent[t], 1, nullptr, recv + off, children[t], nchild[t], m)) return false;
         }
     }
     return true;
 }
 
 // --- entry points ------------------------------------------------------------------------------------
-// One block (channel) of one rank: load its counters, run the schedule, store them back.
-template <typename T, int OP, bool (*SCHEDULE)(Channel&, const T*, T*, long long, int)>
+// One block (channel) of one rank: load its lanes' counters, run the schedule, store them back.
+template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int)>
 __device__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count, long long stride,
                             int channels) {
     const long long y = cb_launch_rank();
     CbComm* c = (CbComm*)comms + y;
-    const int ch = cb_channel();
-    CB_SHARED cb_u64 in_seq[CB_MAX_CONNS], out_seq[CB_MAX_CONNS], out_freed[CB_MAX_CONNS];
-    if (cb_tid() < CB_MAX_CONNS) {
-        in_seq[cb_tid()] = c->in_seq[ch][cb_tid()];
-        out_seq[cb_tid()] = c->out_seq[ch][cb_tid()];
-        out_freed[cb_tid()] = c->out_freed[ch][cb_tid()];
+    const int ch = cb_channel(), conns = (int)c->conns;
+    CB_SHARED cb_u64 in_seq[LANES][CB_MAX_CONNS], out_seq[LANES][CB_MAX_CONNS], out_freed[LANES][CB_MAX_CONNS];
+    for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
+        const int t = i / conns, k = i % conns, lane = ch * CB_TREES + t;
+        in_seq[t][k] = c->in_seq[lane][k], out_seq[t][k] = c->out_seq[lane][k], out_freed[t][k] = c->out_freed[lane][k];
     }
-#ifndef CB_DEVICE
-    for (int k = 1; k < CB_MAX_CONNS; ++k)
-        in_seq[k] = c->in_seq[ch][k], out_seq[k] = c->out_seq[ch][k], out_freed[k] = c->out_freed[ch][k];
-#endif
     cb_sync();
-    Channel h{c, (int)c->rank, ch, in_seq, out_seq, out_freed, 0};
+    long long step = 0;
+    Channel lanes[LANES];
+    for (int t = 0; t < LANES; ++t)
+        lanes[t] = Channel{c, (int)c->rank, ch, ch * CB_TREES + t, in_seq[t], out_seq[t], out_freed[t], &step};
     const T* s = (const T*)((const char*)send + y * stride);
     T* d = (T*)((char*)recv + y * stride);
     if (c->nranks == 1) {
@@ -389,30 +421,25 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
             for (long long i = lo + cb_tid(); i < hi; i += cb_nthreads()) d[i] = s[i];
         }
     } else {
-        SCHEDULE(h, s, d, count, channels);
+        SCHEDULE(lanes, s, d, count, channels);
     }
     cb_sync();
-    if (cb_tid() < CB_MAX_CONNS) {
-        c->in_seq[ch][cb_tid()] = in_seq[cb_tid()];
-        c->out_seq[ch][cb_tid()] = out_seq[cb_tid()];
-        c->out_freed[ch][cb_tid()] = out_freed[cb_tid()];
+    for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
+        const int t = i / conns, k = i % conns, lane = ch * CB_TREES + t;
+        c->in_seq[lane][k] = in_seq[t][k], c->out_seq[lane][k] = out_seq[t][k], c->out_freed[lane][k] = out_freed[t][k];
     }
-#ifndef CB_DEVICE
-    for (int k = 1; k < CB_MAX_CONNS; ++k)
-        c->in_seq[ch][k] = in_seq[k], c->out_seq[ch][k] = out_seq[k], c->out_freed[ch][k] = out_freed[k];
-#endif
 }
 
 #define CB_ARGS const CbComm *comms, const void *send, void *recv, long long count, long long stride, int channels
 #define CB_ENTRIES_OP(NAME, T, OPNAME, OP)                                                              \
     extern "C" __global__ void cb_ring_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
-        run_channel<T, OP, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
+        run_channel<T, OP, 1, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
     }                                                                                                   \
     extern "C" __global__ void cb_ring_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                      \
-        run_channel<T, OP, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels);     \
+        run_channel<T, OP, 1, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels);     \
     }                                                                                                   \
     extern "C" __global__ void cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
-        run_channel<T, OP, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
+        run_channel<T, OP, CB_TREES, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);  \
     }
 #define CB_ENTRIES(NAME, T)                 \
     CB_ENTRIES_OP(NAME, T, sum, SUM)        \
@@ -421,7 +448,7 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     CB_ENTRIES_OP(NAME, T, max, MAX)
 
 extern "C" __global__ void cb_ring_all_gather(CB_ARGS) {
-    run_channel<unsigned char, SUM, ring_all_gather>(comms, send, recv, count, stride, channels);
+    run_channel<unsigned char, SUM, 1, ring_all_gather>(comms, send, recv, count, stride, channels);
 }
 
 // CB_DTYPE (0-8) compiles one dtype's entry points only (NVRTC at run time: one module per dtype)

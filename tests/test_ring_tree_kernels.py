@@ -182,9 +182,10 @@ def test_a_rank_alone_times_out_and_says_who_it_waited_for(kind):
     if kind.startswith("ring"):  # step 0 sends (a free slot is there); step 1 receives from the left
         assert (step, peer, waited) == (1, 0, 0)
         assert message == f"{kind}: rank 1 timed out at step 1 of channel 0 waiting for rank 0's data (code 1)"
-    else:  # rank 1 is a leaf of the first tree: it sends chunks 0..lag up, then waits for the broadcast
-        parent, children = K.trees(3)[0]
-        assert children[1] == [] and (step, peer, waited) == (K.SLOTS // 2 + 1, parent[1], 0)
+    else:  # rank 1 is a leaf of tree 0 and the root of tree 1: going up it takes the deeper tree
+        (parent0, children0), (parent1, children1) = K.trees(3)  # first, sends chunk 0 of its half up
+        assert children0[1] == [] and parent1[1] is None  # (step 0), then waits for its child in tree 1
+        assert (step, peer, waited) == (1, children1[1][0], 0)
     assert node.error(0)[0] == node.error(2)[0] == 0  # nobody else called
 
 

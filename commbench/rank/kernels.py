@@ -16,7 +16,9 @@ from commbench.rank.reducers import CUDA_DIR
 
 SOURCE = CUDA_DIR / "collectives.cu"
 MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
-FIFO_OFFSET = 2 * MAX_CHANNELS * MAX_CONNS * 64
+TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
+MAX_LANES = MAX_CHANNELS * TREES
+FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * 64
 SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
 SLOTS = 8  # FIFO depth per connection and channel
@@ -44,10 +46,11 @@ class CbComm(ctypes.Structure):
         ("region", ctypes.c_void_p * MAX_RANKS),
         ("in_conn", ctypes.c_int * MAX_RANKS), ("out_conn", ctypes.c_int * MAX_RANKS),
         ("peer_in_conn", ctypes.c_int * MAX_RANKS), ("peer_out_conn", ctypes.c_int * MAX_RANKS),
-        ("tree_parent", ctypes.c_int * 2), ("tree_child", (ctypes.c_int * 2) * 2),
-        ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
-        ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
-        ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_CHANNELS),
+        ("tree_parent", ctypes.c_int * TREES), ("tree_child", (ctypes.c_int * 2) * TREES),
+        ("tree_depth", ctypes.c_int * TREES),
+        ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
     ]
 
 
@@ -99,12 +102,21 @@ def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: lis
         c.tree_parent[t] = -1 if parent[rank] is None else parent[rank]
         for k in range(2):
             c.tree_child[t][k] = children[rank][k] if k < len(children[rank]) else -1
+        c.tree_depth[t] = depth(parent, rank)
     return c
+
+
+def depth(parent: list[int | None], rank: int) -> int:
+    """How many edges below its tree's root a rank is."""
+    d = 0
+    while parent[rank] is not None:
+        rank, d = parent[rank], d + 1
+    return d
 
 
 def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
     conns = max([len(s) for s in peers(n)[0]] + [1])
-    return FIFO_OFFSET + SKEW_BYTES + conns * channels * SLOTS * slot_bytes
+    return FIFO_OFFSET + SKEW_BYTES + conns * channels * TREES * SLOTS * slot_bytes
 
 
 def entry_points() -> dict[str, list[str]]:
