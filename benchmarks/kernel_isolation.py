@@ -6,7 +6,8 @@
 benchmarks/kernels_vs_native.py runs each algorithm's points in turn inside a commbench job, so
 native and ring_kernel meet this VM's slow periods (seconds when the cores' cache-to-cache path
 is 2-4x slower: benchmarks/stream_handoff.c) at different times, and one size's ratio can be 4x
-off either way. Here every rank is one process holding the loops on one set of buffers:
+off either way. Here every rank is one process holding both loops, each on the buffers a
+commbench point gives it (the kernels' in the node's shared memory: NodeKernels.allocator):
 native (commbench's C loop around the MPI call, commbench.rank.mpi_loop, what times a `native`
 point) and the host build of cuda/collectives.cu's kernels with their own C loop (the one that
 times a ring_kernel / tree_kernel point), bound as commbench.rank.kernel_node binds them
@@ -51,11 +52,20 @@ class _Comm:
     def barrier(self) -> None:
         self.comm.Barrier()
 
+    def adopt(self, memory, count, dtype):
+        return np.frombuffer(memory, dtype=dtype.numpy_name, count=count)
+
+    def view(self, buf, offset, count):
+        return buf[offset:offset + count]
+
 
 def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     from mpi4py import MPI
 
+    from commbench.dtypes import DTYPES
     from commbench.rank import kernels
+    from commbench.rank.collectives import COLLECTIVES
+    from commbench.rank.harness import Buffers
     from commbench.rank.kernel_node import NodeKernels
     from commbench.rank.mpi_loop import bind_loop
 
@@ -65,9 +75,16 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     rows = []
     for collective in collectives:
         for size in sizes:
-            send, recv, count = buffers(collective, size, comm.size)
+            # each loop on the buffers a commbench point gives it: native the communicator's, the
+            # kernels the node's shared memory (NodeKernels.allocator), laid out by harness.Buffers
+            counts = COLLECTIVES[collective].counts(size, 4, comm.size)
+            bufs = Buffers(node.comm, COLLECTIVES[collective], counts, DTYPES["float32"], False, node.allocator())
+            send, recv = bufs.send, bufs.recv
+            send[:] = 1.0
+            own_send, own_recv, count = buffers(collective, size, comm.size)
             batch = BATCH if size <= 1 << 16 else 1
-            native = bind_loop(comm, CALLS[collective], send, recv, None if collective == "all_gather" else MPI.SUM, False)
+            native = bind_loop(comm, CALLS[collective], own_send, own_recv,
+                               None if collective == "all_gather" else MPI.SUM, False)
             if native is None:
                 sys.exit(f"commbench has no C loop for {CALLS[collective]}")
             kernel_count = count * 4 if collective == "all_gather" else count  # all-gather: bytes a rank

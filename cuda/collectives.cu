@@ -30,7 +30,9 @@
 //   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:
 //                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank
 //   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
-//   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here)
+//   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here); where the
+//                         ranks' buffers are in reach (stride), each copied once, straight out of
+//                         the left neighbour's output
 //   tree all-reduce       a double binary tree: every channel's slice in two halves (from
 //                         CB_TREE_SPLIT_BYTES on), half t reduced up binary tree t and broadcast
 //                         down it (the trees of dbtree.py:
@@ -45,8 +47,11 @@
 //   cb_ring_all_gather (bytes)
 //   (const CbComm* comms, const void* send, void* recv, long long count, long long stride, int channels)
 // count: elements of the all-reduce buffer, of one rank's block for the others (bytes for
-// all-gather); stride: bytes between the buffers of consecutive ranks of one launch (a launch of
-// gridDim.y ranks, tests on one GPU), 0 otherwise. Host only: cb_host_call (the launch).
+// all-gather); stride: where every rank's buffers are in this rank's reach, rank q's send and recv
+// at this rank's + (q - rank)·stride bytes (an in-place send: inside recv; a launch of gridDim.y
+// ranks on one GPU, rank y's at send/recv + y·stride; the harness' buffers in the node's shared
+// memory on the host), else 0.
+// Host only: cb_host_call (the launch).
 
 #include "portable.h"
 #include "arith.h"
@@ -65,11 +70,15 @@
 // would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
 // / halves: 8-128 B 0.75-0.8, 256-512 B 1.4, 1-64 KB 1.2-1.7).
 #define CB_TREE_SPLIT_BYTES 256
+// A direct all-gather's output larger than this is all written past the caches (streamed on the
+// host): it does not fit them, and an ordinary store first reads the line it writes (2 ranks,
+// 64 MB: kernel / MPI busbw 0.94 -> 1.22).
+#define CB_CACHED_OUTPUT_BYTES (16ll << 20)
 
 struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (yields the core, or sleeps on a GPU)
-    long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (0 data, 1 a free slot)
+    long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)
     char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it
     int in_conn[CB_MAX_RANKS];  // my connection index for messages from rank p (-1: none)
     int out_conn[CB_MAX_RANKS];  // my connection index for messages to rank p
@@ -120,7 +129,8 @@ __device__ __forceinline__ void combine_scalar(const T* __restrict__ i0, const T
     }
 }
 
-// out[0] is the rank's own output where `local` (1), the others are peers' FIFO slots
+// out[0] is the rank's own output where `local` (1), written through the caches; the others, and out[0]
+// where not local, are read by another rank next (FIFO slots, a direct all-gather's output)
 template <typename T, int OP, int NIN, bool OWN, int NOUT>
 __device__ void combine_elements(const T* const* in, const T* own, T* const* out, int local, long long n) {
     const T* i0 = NIN > 0 ? in[0] : nullptr;
@@ -197,7 +207,8 @@ struct Channel {  // one lane of a channel, as its schedule sees it
     cb_u64* out_freed;
     long long* step;  // the channel's transfers so far in this call (all its lanes), for the error message
 
-    // Until *flag >= value (acquire); the value seen then in *seen. False at the timeout.
+    // Until *flag >= value (acquire); the value seen then in *seen. False at the timeout. what: 0
+    // data, 1 a free slot, 2 the peer's reading of this rank's output (CbComm.error[5]).
     __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what, cb_u64* seen = nullptr) {
         int spins = 0;
         long long start = 0;
@@ -275,7 +286,7 @@ __device__ __forceinline__ long long part(long long count, long long i, long lon
 // Ring all-reduce, one round of n blocks: position r sends block r-1 first, reduces what
 // arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
 template <typename T, int OP>
-__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long) {
     Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
@@ -302,7 +313,8 @@ __device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long lon
 // Ring reduce-scatter: the reduce-scatter half of the all-reduce on blocks of `count` elements,
 // rank r's input block q at send + q*count, its output block (r) at recv.
 template <typename T, int OP>
-__device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+__device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long long count, int channels,
+                                    long long) {
     Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
@@ -320,10 +332,60 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
     return true;
 }
 
-// Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's.
+// Ring all-gather reading the left neighbour's buffers in place, where every rank's buffers are
+// in reach at `stride` bytes per rank: one copy per block, not two through a FIFO. Step 0 puts the
+// own block in place, step 1 copies the left's own block out of its input (in place: its output),
+// step s > 1 block r-s out of the left's output once the left holds it. A message is "this chunk
+// of block q can be read from me": flags only, no slot. Blocks the right neighbour reads from this
+// rank's output are streamed past the caches (the other core reads them from memory, not out of
+// this one's cache: see cb_stream_line), and all of an output too large for the caches
+// (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour
+// has read all it needs from its buffers, so the caller may reuse them.
+__device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
+                                       int channels, long long stride) {
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks, r = h.me, left = (r + n - 1) % n, right = (r + 1) % n;
+    const int in = c->in_conn[left], out = c->out_conn[right];
+    const unsigned char* left_recv = recv + (long long)(left - r) * stride;
+    const unsigned char* left_own = send == recv + r * count ? left_recv + left * count  // in place
+                                                             : send + (long long)(left - r) * stride;
+    const long long chunk = c->slot_bytes;
+    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const bool huge = n * count > CB_CACHED_OUTPUT_BYTES;
+    CB_SHARED int ok;
+    for (long long off = lo; off < hi; off += chunk) {
+        const long long m = chunk < hi - off ? chunk : hi - off;
+        for (int s = 0; s < n; ++s) {
+            const int q = (r - s + n) % n;
+            const unsigned char* src = (s == 0 ? send : s == 1 ? left_own : left_recv + q * count) + off;
+            unsigned char* dst = recv + q * count + off;
+            if (s > 0) {
+                if (cb_tid() == 0) ok = h.wait(tail_flag(c, r, h.lane, in), h.in_seq[in] + 1, left, 0);
+                cb_sync();
+                if (!ok) return false;
+            }
+            if (dst != src)  // not local (streamed) where the right neighbour reads it
+                combine_any<unsigned char, SUM>(&src, 1, nullptr, &dst, 1, (s == 0 || s == n - 1) && !huge, m);
+            cb_sync();
+            if (cb_tid() == 0) {
+                if (s > 0) cb_store_release(head_flag(c, left, h.lane, c->peer_out_conn[left]), ++h.in_seq[in]);
+                if (s < n - 1) cb_store_release(tail_flag(c, right, h.lane, c->peer_in_conn[right]), ++h.out_seq[out]);
+            }
+            ++*h.step;
+        }
+    }
+    if (cb_tid() == 0)
+        ok = h.wait(head_flag(c, r, h.lane, out), h.out_seq[out], right, 2, &h.out_freed[out]);
+    cb_sync();
+    return ok;
+}
+
+// Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's. Through the FIFOs,
+// or direct (above) where the ranks' buffers are in reach (stride).
 __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
-                                int channels) {
+                                int channels, long long stride) {
     Channel& h = lanes[0];
+    if (stride) return ring_all_gather_direct(h, send, recv, count, channels, stride);
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes;
@@ -355,7 +417,7 @@ __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsig
 // starts, or one this rank's peers make before theirs: no cycle, no deadlock, with any FIFO of two
 // or more slots (LAG < nslots).
 template <typename T, int OP>
-__device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels) {
+__device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long) {
     const CbComm* c = lanes[0].c;
     const int ch = lanes[0].ch;
     const long long chunk = c->slot_bytes / sizeof(T), lag = c->nslots / 2;
@@ -397,7 +459,7 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
 
 // --- entry points ------------------------------------------------------------------------------------
 // One block (channel) of one rank: load its lanes' counters, run the schedule, store them back.
-template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int)>
+template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long)>
 __device__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count, long long stride,
                             int channels) {
     const long long y = cb_launch_rank();
@@ -421,7 +483,7 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
             for (long long i = lo + cb_tid(); i < hi; i += cb_nthreads()) d[i] = s[i];
         }
     } else {
-        SCHEDULE(lanes, s, d, count, channels);
+        SCHEDULE(lanes, s, d, count, channels, stride);
     }
     cb_sync();
     for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
@@ -492,7 +554,7 @@ struct CbCall {  // one bound call (commbench/rank/kernel_host.py builds it once
     const CbComm* comm;
     const void* send;
     void* recv;
-    long long count, channels;
+    long long count, channels, stride;
 };
 
 namespace cb_host {
@@ -521,7 +583,7 @@ struct Pool {  // never destroyed: its threads live as long as the process
             }
             if (my_channel < job.channels) {
                 channel = my_channel;
-                job.entry(job.comm, job.send, job.recv, job.count, 0, (int)job.channels);
+                job.entry(job.comm, job.send, job.recv, job.count, job.stride, (int)job.channels);
                 pending.fetch_sub(1, std::memory_order_acq_rel);
             }
         }
@@ -552,7 +614,7 @@ extern "C" int cb_host_call(const CbCall* call) {
         p->wake.notify_all();
     }
     cb_host::channel = 0;
-    call->entry(call->comm, call->send, call->recv, call->count, 0, (int)call->channels);
+    call->entry(call->comm, call->send, call->recv, call->count, call->stride, (int)call->channels);
     if (p) {
         int spins = 0;
         while (p->pending.load(std::memory_order_acquire) > 0)

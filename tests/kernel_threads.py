@@ -68,11 +68,12 @@ class Node:
     def entry_address(self, name: str) -> int:
         return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
 
-    def call(self, rank: int, name: str, send, recv, count: int, channels: int) -> K.CbCall:
-        """One bound call (count: elements, or bytes of one block for all-gather)."""
+    def call(self, rank: int, name: str, send, recv, count: int, channels: int, stride: int = 0) -> K.CbCall:
+        """One bound call (count: elements, or bytes of one block for all-gather; stride: how far
+        apart the ranks' buffers are, where they are in one another's reach)."""
         assert 1 <= channels <= self.channels
         return K.CbCall(self.entry_address(name), ctypes.pointer(self.comms[rank]), K.address(send), K.address(recv),
-                        count, channels)
+                        count, channels, stride)
 
     def host_call(self, call: K.CbCall) -> int:
         return self.lib.cb_host_call(ctypes.byref(call))
@@ -157,17 +158,21 @@ SENTINEL = 0xA5  # bytes of every output before a call
 
 class Case:
     """One collective on every rank of a node: its buffers (laid out as the harness lays out in
-    place ones), its bound calls, and the check of every rank's output after them."""
+    place ones), its bound calls, and the check of every rank's output after them. shared: the
+    ranks' outputs in one array at equal spacing, passed as the calls' stride (as the product's
+    harness buffers in the node's shared memory: all-gather then copies straight out of its left
+    neighbour's output)."""
 
     def __init__(self, node: Node, kind: str, dtype: str, op: str | None, count: int, channels: int, in_place: bool,
-                 rng: np.random.Generator):
+                 rng: np.random.Generator, shared: bool = False):
         self.node, self.kind, self.dtype, self.op, self.count = node, kind, dtype, op, count
-        self.channels, self.in_place = channels, in_place
+        self.channels, self.in_place, self.shared = channels, in_place, shared
         algorithm, collective = KINDS[kind]
         n, st = node.n, storage(dtype)
         self.name = K.entry(algorithm, collective, dtype, op)
         per_rank_in = count * n if collective == "reduce_scatter" else count
         self.sends = inputs(rng, dtype, op or "max", n, per_rank_in)
+        given = list(self.sends)
         if collective == "all_gather":
             self.expected = [np.concatenate(self.sends)] * n
         else:
@@ -176,13 +181,21 @@ class Case:
                              for r in range(n)]
         self.kernel_count = count * st.itemsize if collective == "all_gather" else count
         self.buffers, self.outputs, self.calls = [], [], []
+        out_count = n * count if collective in ("all_gather", "reduce_scatter") else count
+        lines = lambda elements: -(-max(elements, 1) * st.itemsize // 64) * 64  # noqa: E731
+        self._input_bytes = lines(per_rank_in)  # a rank's slot: input, output, a line (no two ranks' lines shared)
+        self.stride = self._input_bytes + lines(out_count) + 64 if shared else 0
+        self._pool = np.full(self.stride * n, SENTINEL, np.uint8)
         for r in range(n):
+            if shared and not in_place:  # the input in the pool too (all-gather reads its left neighbour's)
+                self.sends[r] = self._slot(r, 0, per_rank_in)
+                self.sends[r][:] = given[r]
             send = self.sends[r]
             if collective == "all_reduce":
-                buf = send.copy() if in_place else self._sentinel(count)
+                buf = self._copy(send) if in_place else self._sentinel(count)
                 src, dst, out = (buf, buf, buf) if in_place else (send, buf, buf)
             elif collective == "reduce_scatter":
-                buf = send.copy() if in_place else self._sentinel(count)
+                buf = self._copy(send) if in_place else self._sentinel(count)
                 src, dst = (buf, buf[r * count:]) if in_place else (send, buf)
                 out = buf[r * count:(r + 1) * count] if in_place else buf
             else:
@@ -192,11 +205,24 @@ class Case:
                 src, dst, out = (buf[r * count:] if in_place else send), buf, buf
             self.buffers.append(buf)
             self.outputs.append(out)
-            self.calls.append(node.call(r, self.name, src, dst, self.kernel_count, channels))
+            self.calls.append(node.call(r, self.name, src, dst, self.kernel_count, channels, self.stride))
         self.originals = [s.copy() for s in self.sends]
 
+    def _copy(self, values):
+        buf = self._sentinel(len(values))
+        buf[:] = values
+        return buf
+
     def _sentinel(self, count):
-        return np.full(max(count, 1) * storage(self.dtype).itemsize, SENTINEL, np.uint8).view(storage(self.dtype))[:count]
+        """An output buffer of sentinels: in the next rank's slot of the pool where shared."""
+        if self.shared:
+            return self._slot(len(self.buffers), self._input_bytes, count)
+        nbytes = max(count, 1) * storage(self.dtype).itemsize
+        return np.full(nbytes, SENTINEL, np.uint8).view(storage(self.dtype))[:count]
+
+    def _slot(self, r: int, offset: int, count: int) -> np.ndarray:
+        start = r * self.stride + offset
+        return self._pool[start:start + max(count, 1) * storage(self.dtype).itemsize].view(storage(self.dtype))[:count]
 
     def wrong(self) -> list[str]:
         """What is not as it should be after the calls (empty when all is right), bit for bit."""
@@ -212,7 +238,8 @@ class Case:
 
     def __str__(self):
         return (f"{self.kind} n={self.node.n} {self.dtype} {self.op or ''} count={self.count} "
-                f"channels={self.channels} {'in place' if self.in_place else 'out of place'}")
+                f"channels={self.channels} {'in place' if self.in_place else 'out of place'}"
+                f"{' shared' if self.shared else ''}")
 
 
 def run_cases(node: Node, cases: list[Case]) -> list[str]:

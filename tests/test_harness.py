@@ -177,6 +177,55 @@ def test_out_of_place_buffers_are_separate(collective):
     assert not np.shares_memory(b.send, b.recv)
 
 
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_an_algorithms_allocator_holds_a_points_buffers_in_one_allocation(collective):
+    """Buffers with an algorithm's allocator (Algorithm.allocator: the kernels' shared memory):
+    out of place, one allocation, send at its start and recv on the next page after it, so the
+    two keep the same place in every rank's allocation; in place, the one buffer as always."""
+    allocated = []
+
+    def alloc(count, dtype):
+        allocated.append(np.zeros(count, dtype.numpy_name))
+        return allocated[-1]
+
+    coll, dt = COLLECTIVES[collective], DTYPES["int32"]
+    counts = coll.counts(5000 * 3 * 4, 4, 3)
+    comm = FakeComm(World(3), ("world",), 1, 3)
+    b = Buffers(comm, coll, counts, dt, False, alloc)
+    [both] = allocated
+    assert b.send.base is both and b.recv.base is both and not np.shares_memory(b.send, b.recv)
+    assert (len(b.send), len(b.recv)) == (counts.in_count, counts.out_count)
+    gap = b.recv.ctypes.data - both.ctypes.data
+    assert b.send.ctypes.data == both.ctypes.data and gap % 4096 == 0 and 0 <= gap - counts.in_count * 4 < 4096
+    in_place = Buffers(comm, coll, counts, dt, True, alloc)
+    assert len(allocated) == 2 and in_place.whole is allocated[1]
+
+
+def test_measure_takes_its_buffers_from_the_binders_allocator():
+    """measure() lays a point out with bind.alloc where the binder has one (the worker sets an
+    algorithm's allocator there), and the point is measured and checked on those buffers."""
+    coll, dt = COLLECTIVES["all_gather"], DTYPES["float32"]
+    seen = {}
+
+    def rank(comm):
+        counts = coll.counts(4096, dt.itemsize, comm.size)
+        allocated = []
+
+        def alloc(count, dtype):
+            allocated.append(np.zeros(count, dtype.numpy_name))
+            return allocated[-1]
+
+        def bind(send, recv):
+            seen[comm.rank] = send.base is recv.base is allocated[0]
+            return comm.bind(coll.name, send, recv, None, False)
+        bind.alloc = alloc
+        return measure(comm, coll, counts, dt, None, False, warmup=1, iters=3, min_time=0.01, min_iters=1,
+                       max_iters=10, bind=bind)
+
+    ms = FakeWorld(2).run(rank)
+    assert seen == {0: True, 1: True} and [m.wrong for m in ms] == [0, 0]
+
+
 def test_fill_puts_the_pattern_in_inputs_and_the_sentinel_elsewhere():
     dt = DTYPES["int32"]
     ag, c = _buffers("all_gather", True, rank=1)

@@ -88,6 +88,114 @@ def test_bit_exact_with_tight_fifos(world, nslots):
 
 
 @needs_compiler
+@pytest.mark.parametrize("world", [2, 3, 4, 8])
+def test_bit_exact_with_the_ranks_buffers_in_reach(world):
+    """The ranks' outputs in one array (stride: the product's harness buffers in the node's
+    shared memory): all-gather copies straight out of the left neighbour's output (the direct
+    path), the other kernels ignore the stride. Small and product-size slots, tight FIFOs
+    between; every case but an in-place reduction runs twice back to back (the second call
+    overwrites outputs the first's readers must be done with); every dtype's bytes for all-gather."""
+    rng = np.random.default_rng([world, 21])
+    for slot, nslots in ((SLOT, K.SLOTS), (SLOT, 2), (K.SLOT_BYTES["cpu"], K.SLOTS)):
+        node = Node(world, channels=3, slot_bytes=slot)
+        for comm in node.comms:
+            comm.nslots = nslots
+        chunk = slot // 4
+        cases = [Case(node, kind, dtype, None if kind == "ring_all_gather" else "sum", count, channels, in_place, rng,
+                      shared=True)
+                 for kind in KINDS for dtype in (DTYPES if kind == "ring_all_gather" else ["float32", "int8"])
+                 for in_place in (False, True) for channels in (1, 3)
+                 for count in (1, 7, chunk + 3, 2 * world * chunk * channels + 5)]
+        assert all(c.stride > 0 for c in cases)
+        calls = [[(c, c.calls[r]) for c in cases for _ in range(1 if c.in_place and c.op else 2)]  # (a reduction
+                 for r in range(world)]  # in place would reduce its result again)
+        failed = node.run([[call for _, call in mine] for mine in calls])
+        assert not failed, [f"{calls[r][i][0]}: rank {r}: {K.describe(node.error(r), calls[r][i][0].name)}"
+                            for r, i, _ in failed]
+        wrong = [w for c in cases for w in c.wrong()]
+        assert not wrong, "\n".join(wrong[:20])
+
+
+@needs_compiler
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_direct_all_gather_returns_only_once_its_output_is_read(world):
+    """Each rank copies its output and scribbles over it and its input as soon as its call returns
+    (as the harness refills buffers between loops): a neighbour still reading either would copy
+    the scribble. The copies must all be right, call after call (different inputs each time)."""
+    node = Node(world, channels=1, slot_bytes=SLOT)
+    rng = np.random.default_rng([world, 22])
+    cases = [Case(node, "ring_all_gather", "uint8", None, count, 1, False, rng, shared=True)
+             for count in rng.integers(SLOT, 8 * SLOT, 40)]
+
+    def work(r):
+        got = []
+        for case in cases:
+            if node.host_call(case.calls[r]):
+                return K.describe(node.error(r), case.name)
+            got.append(case.outputs[r].copy())
+            case.outputs[r][:] = case.sends[r][:] = 0xEE
+        return got
+
+    results = node.threads(work)
+    for r, got in enumerate(results):
+        assert not isinstance(got, str), f"rank {r}: {got}"
+        wrong = [i for i, (case, out) in enumerate(zip(cases, got)) if out.tobytes() != case.expected[r].tobytes()]
+        assert not wrong, f"rank {r}: calls {wrong} read an output its owner had returned"
+
+
+class _Alone:  # rank 0 of 2 whose peer never comes: what NodeKernels and the harness ask of a communicator
+    rank, size, device = 0, 2, "cpu"
+
+    def allgather_object(self, obj):
+        return [obj, obj]
+
+    def barrier(self):
+        pass
+
+    def alloc(self, count, dtype):
+        return np.zeros(count, dtype.numpy_name)
+
+    def adopt(self, memory, count, dtype):
+        return np.frombuffer(memory, dtype.numpy_name, count)
+
+    def view(self, buf, offset, count):
+        return buf[offset:offset + count]
+
+
+@needs_compiler
+def test_a_kernel_points_buffers_are_in_every_ranks_reach():
+    """ring_kernel's allocator (the worker hands it to the harness) puts a point's buffers in a
+    shared segment, rank q's at this rank's + (q - rank)·stride: a call bound on both gets the
+    stride (direct all-gather), on private buffers, or a mix, 0 (the FIFOs); a freed buffer's
+    addresses lose it; no segment name is left behind."""
+    from commbench.dtypes import DTYPES
+    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.rank.algorithms.base import Context
+    from commbench.rank.algorithms.kernel import NODE_KEY
+    from commbench.rank.collectives import COLLECTIVES
+    from commbench.rank.harness import Buffers
+
+    ctx = Context(_Alone(), [0, 0])
+    alloc = ALGORITHMS["ring_kernel"].allocator(ctx)
+    assert ALGORITHMS["ring"].allocator(ctx) is None and alloc is not None
+    coll, dt = COLLECTIVES["all_gather"], DTYPES["float32"]
+    counts = coll.counts(1 << 20, dt.itemsize, 2)
+    node = ctx.cache[NODE_KEY].node  # built by allocator()
+    out, inp, private = (Buffers(ctx.comm, coll, counts, dt, False, alloc), Buffers(ctx.comm, coll, counts, dt, True, alloc),
+                         Buffers(ctx.comm, coll, counts, dt, False))
+    assert counts.in_count % 1024 == 0  # so recv starts right after send: one allocation of both
+    stride = kernel_host.buffer_stride((counts.in_count + counts.out_count) * 4, 2)
+    assert node.stride_of(K.address(out.send), K.address(out.recv)) == stride
+    assert stride % 4096 == 2048 and node.stride_of(K.address(inp.send), K.address(inp.recv)) > 0
+    assert node.stride_of(K.address(private.send), K.address(private.recv)) == 0
+    assert node.stride_of(K.address(out.send), K.address(private.recv)) == 0
+    assert not kt.segments_of([os.getpid()])
+    where = K.address(out.send), K.address(out.recv)
+    del out
+    assert node.stride_of(*where) == 0
+
+
+@needs_compiler
 def test_a_wrong_result_is_seen():
     """The check itself: a case whose output is spoiled after the calls is reported."""
     node = Node(2, channels=1, slot_bytes=SLOT)

@@ -25,6 +25,7 @@ from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Lo
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
+PAGE_BYTES = 4096
 LINK_WINDOWS = 3  # counts of one point's link bytes; the smallest is kept (see link_bytes)
 # test-only fault injection: this rank corrupts one output element before the check,
 # or stops answering before its first timed loop
@@ -49,20 +50,30 @@ class Measurement:
 
 
 class Buffers:
-    """send/recv for one point, laid out as nccl-tests does for in-place and out-of-place."""
+    """send/recv for one point, laid out as nccl-tests does for in-place and out-of-place. alloc:
+    an algorithm's allocator (Algorithm.allocator), else the communicator's; an algorithm's gets
+    one allocation, send then recv a page further on (out of place), so that its buffers keep the
+    same place in every rank's (the kernels reach their peers' so)."""
 
-    def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, in_place: bool):
+    def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, in_place: bool,
+                 alloc: Callable[[int, DType], Any] | None = None):
         self.comm, self.coll, self.counts, self.dtype, self.in_place = comm, coll, counts, dtype, in_place
         rank = comm.rank
         if in_place:
-            self.whole = comm.alloc(max(counts.in_count, counts.out_count), dtype)
+            self.whole = (alloc or comm.alloc)(max(counts.in_count, counts.out_count), dtype)
             off = coll.in_place_offset(rank, counts)
             self.send = self.whole if counts.in_count >= counts.out_count else comm.view(self.whole, off, counts.in_count)
             self.recv = self.whole if counts.out_count >= counts.in_count else comm.view(self.whole, off, counts.out_count)
         else:
             self.whole = None
-            self.send = comm.alloc(counts.in_count, dtype)
-            self.recv = comm.alloc(counts.out_count, dtype)
+            if alloc is None:
+                self.send = comm.alloc(counts.in_count, dtype)
+                self.recv = comm.alloc(counts.out_count, dtype)
+            else:
+                page = PAGE_BYTES // dtype.itemsize
+                gap = -(-counts.in_count // page) * page
+                both = alloc(gap + counts.out_count, dtype)
+                self.send, self.recv = comm.view(both, 0, counts.in_count), comm.view(both, gap, counts.out_count)
 
     def fill(self, pattern: Pattern) -> None:
         """Inputs get this rank's pattern; every output element not also an input gets the
@@ -100,12 +111,13 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
             graph: bool = False) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
     batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
-    bind: makes the callable to time from (send, recv), default the library's own collective;
+    bind: makes the callable to time from (send, recv), default the library's own collective (its
+    `alloc` attribute, where set, allocates the buffers: Buffers);
     link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
     meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window;
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
     device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph."""
-    bufs = Buffers(comm, coll, counts, dtype, in_place)
+    bufs = Buffers(comm, coll, counts, dtype, in_place, getattr(bind, "alloc", None))
     pattern = Pattern(op, dtype, comm.size)
     if bind is None:
         bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731

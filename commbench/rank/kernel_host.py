@@ -4,8 +4,10 @@ The system C++ compiler builds the source once per machine and source text, at f
 cached shared library (commbench.rank.native_build). The regions are one
 /dev/shm segment that rank 0 creates, every rank maps, and rank 0 unlinks as soon as all have
 mapped it: a killed job leaves no name behind; a segment left by a job killed in that instant
-carries a dead pid in its name and is removed by the next job. A call is cb_host_call on a
-prepared CbCall: channels are threads, the first the caller's.
+carries a dead pid in its name and is removed by the next job. The harness' buffers for the
+kernels are such segments too (HostNode.buffer): every rank's in every rank's reach, so
+all-gather copies each block once, straight out of its neighbour's output. A call is
+cb_host_call on a prepared CbCall: channels are threads, the first the caller's.
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ import platform
 import re
 import shutil
 import uuid
+import weakref
 
 import numpy as np
 
 from commbench.rank.kernels import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
-                                    describe, what)
+                                    address, describe, what)
 from commbench.rank.native_build import BuildFailed, build, first_line
 from commbench.rank.reducers import cuda_source
 from commbench.rank.timers import Loop
 
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
+PAGE = 4096
 HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread")
 
 
@@ -90,34 +94,67 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def shared_segment(comm, nbytes: int) -> mmap.mmap:
+    """nbytes of /dev/shm that every rank of comm maps (collective): rank 0 creates the segment,
+    every rank maps it, rank 0 unlinks its name once all have."""
+    if not os.path.isdir(SHM_DIR):
+        raise KernelUnavailable(f"the host kernels need {SHM_DIR} for shared memory")
+    name = comm.allgather_object(f"{SEGMENT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")[0]
+    path = os.path.join(SHM_DIR, name)
+    if comm.rank == 0:
+        remove_stale_segments()
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        os.ftruncate(fd, nbytes)
+        os.close(fd)
+    comm.barrier()
+    try:
+        fd = os.open(path, os.O_RDWR)
+        segment = mmap.mmap(fd, nbytes)
+        os.close(fd)
+    finally:
+        comm.barrier()  # every rank mapped it: the name can go
+        if comm.rank == 0:
+            os.unlink(path)
+    return segment
+
+
+def buffer_stride(nbytes: int, n: int) -> int:
+    """Bytes from one rank's buffer to the next one's in a shared buffer segment: whole pages plus
+    a skew of 4096/n bytes (whole lines), so that a copy out of a neighbour's buffer into the same
+    place of one's own never reads 4 KiB from a store still in flight (see CB_SKEW)."""
+    return -(-max(nbytes, 1) // PAGE) * PAGE + max(64, PAGE // n // 64 * 64)
+
+
 class HostNode:
     """Every rank's region in one /dev/shm segment, mapped by every rank of the node."""
 
     def __init__(self, comm, nbytes: int):
-        if not os.path.isdir(SHM_DIR):
-            raise KernelUnavailable(f"the host kernels need {SHM_DIR} for shared memory")
-        name = comm.allgather_object(f"{SEGMENT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")[0]
-        path = os.path.join(SHM_DIR, name)
-        total = nbytes * comm.size
-        if comm.rank == 0:
-            remove_stale_segments()
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-            os.ftruncate(fd, total)
-            os.close(fd)
-        comm.barrier()
-        try:
-            fd = os.open(path, os.O_RDWR)
-            self._map = mmap.mmap(fd, total)
-            os.close(fd)
-        finally:
-            comm.barrier()  # every rank mapped it: the name can go
-            if comm.rank == 0:
-                os.unlink(path)
+        self._map = shared_segment(comm, nbytes * comm.size)
         self._anchor = ctypes.c_char.from_buffer(self._map)
         base = ctypes.addressof(self._anchor)
         self.regions = [base + r * nbytes for r in range(comm.size)]
         self._error = (ctypes.c_longlong * ERROR_WORDS)()
         self.error_address = ctypes.addressof(self._error)
+        self._buffers: list[tuple[weakref.ref, int, int, int]] = []  # buffer(): (it, its address, bytes, stride)
+
+    def buffer(self, comm, count: int, dtype) -> object:
+        """count zeroed elements of dtype (a DType) for this rank, as comm's buffers are (comm.adopt),
+        in a segment every rank of comm maps, rank q's at this one's + (q - rank)·stride
+        (collective: every rank asks for the same). A call bound with it as its output gets that
+        stride (stride_of): all-gather then reads its neighbour's buffers directly."""
+        nbytes = count * dtype.itemsize
+        stride = buffer_stride(nbytes, comm.size)
+        segment = shared_segment(comm, stride * comm.size)
+        buf = comm.adopt(memoryview(segment)[comm.rank * stride:comm.rank * stride + nbytes], count, dtype)
+        self._buffers = [b for b in self._buffers if b[0]() is not None]
+        self._buffers.append((weakref.ref(buf), address(buf), nbytes, stride))
+        return buf
+
+    def stride_of(self, send: int, recv: int) -> int:
+        """The stride of the live buffer() that holds both addresses (every rank's send and recv
+        at the same places in theirs: harness.Buffers lays them out so), else 0."""
+        return next((stride for buf, start, nbytes, stride in self._buffers
+                     if start <= min(send, recv) and max(send, recv) < start + nbytes and buf() is not None), 0)
 
     def error(self):
         return list(self._error)
@@ -131,7 +168,7 @@ class HostNode:
         wait timed out; it carries its own timer, the loop in C (harness.measure uses it)."""
         lib = host_library()
         call = CbCall(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, ctypes.pointer(struct), send, recv,
-                      count, channels)
+                      count, channels, self.stride_of(send, recv))
         run_host, error = lib.cb_host_call, self.error
 
         def run():

@@ -35,6 +35,14 @@ class NodeKernels:
     def call_channels(self, nbytes: int, wanted: int | None) -> int:
         return min(self.channels, wanted or auto_channels(self.device, nbytes, self.host_ranks))
 
+    def allocator(self):
+        """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
+        (HostNode.buffer: all-gather then reads its neighbour's output directly), collectively,
+        as (count, DType) -> buffer; None on a GPU (the communicator's own)."""
+        if self.device == "cuda":
+            return None
+        return lambda count, dtype: self.node.buffer(self.comm, count, dtype)
+
     def bind(self, name: str, dtype: str | None, send, recv, count: int, channels: int):
         """A zero-argument callable running kernel `name` once on these buffers."""
         return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels)

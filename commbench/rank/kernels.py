@@ -56,7 +56,8 @@ class CbComm(ctypes.Structure):
 
 class CbCall(ctypes.Structure):
     _fields_ = [("entry", ctypes.c_void_p), ("comm", ctypes.POINTER(CbComm)), ("send", ctypes.c_void_p),
-                ("recv", ctypes.c_void_p), ("count", ctypes.c_longlong), ("channels", ctypes.c_longlong)]
+                ("recv", ctypes.c_void_p), ("count", ctypes.c_longlong), ("channels", ctypes.c_longlong),
+                ("stride", ctypes.c_longlong)]  # 0, or how far apart the ranks' buffers are (collectives.cu)
 
 
 # --- topology: who talks to whom ----------------------------------------------------------------------
@@ -142,7 +143,7 @@ def what(name: str) -> str:
 
 def describe(error, what: str) -> str:
     code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
-    waited = f"rank {peer}'s data" if kind == 0 else f"a free slot at rank {peer}"
+    waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}"}.get(kind, f"rank {peer} to read this rank's output")
     return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
 
 

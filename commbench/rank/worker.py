@@ -283,8 +283,12 @@ def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, spec: Swe
     ctx.segment_elems = max(1, spec.segment_bytes // dtype.itemsize)
     ctx.timeout_s = KERNEL_TIMEOUT_SHARE * spec.point_timeout(counts.size_bytes)  # the kernel's line comes first
     ctx.channels = spec.channels
-    return lambda send, recv: algo.bind(ctx, point.collective, send, recv, point.op, point.in_place,
-                                        counts.in_count, counts.out_count)
+
+    def bind(send, recv):
+        return algo.bind(ctx, point.collective, send, recv, point.op, point.in_place, counts.in_count,
+                         counts.out_count)
+    bind.alloc = algo.allocator(ctx)  # where the harness puts the point's buffers (None: the communicator's)
+    return bind
 
 
 def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, per_node, device, **extra) -> dict:

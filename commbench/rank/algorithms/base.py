@@ -167,6 +167,12 @@ class Algorithm:
                     "the peer algorithms need no sends")
         return None
 
+    def allocator(self, ctx: Context) -> Callable[[int, Any], Any] | None:
+        """Where the harness puts this algorithm's buffers, as (count, DType) -> buffer, called
+        collectively; None: the communicator's alloc (the kernels put them in the node's shared
+        memory)."""
+        return None
+
     def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,
              in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
         """A zero-argument callable running this algorithm once on the harness' buffers, and the

@@ -117,6 +117,9 @@ class _Kernel(Algorithm):
         """The communicator's regions and CbComm, built once per job (collectively)."""
         return node_kernels(ctx)
 
+    def allocator(self, ctx):
+        return self.node(ctx).allocator()
+
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         """The kernel on the harness' buffers as they are (in place, send and recv overlap as the
         kernel expects); avg divides afterwards, as the other algorithms' finish does."""

@@ -91,6 +91,11 @@ class Communicator(ABC):
     @abstractmethod
     def alloc(self, count: int, dtype: DType) -> Buffer: ...
 
+    def adopt(self, memory: memoryview, count: int, dtype: DType) -> Buffer:
+        """count elements of dtype over host memory (writable, zeroed), sharing it: buffers in
+        memory of an algorithm's own (the kernels' shared segments)."""
+        raise NotImplementedError(f"{self.backend} cannot place buffers in given memory")
+
     def alloc_like(self, like: Buffer, count: int) -> Buffer:
         """count zeroed elements of like's dtype (scratch next to a harness buffer)."""
         return self.alloc(count, DTYPES[str(like.dtype).replace("torch.", "")])
@@ -182,6 +187,9 @@ class NumpyBuffers:
 
     def alloc(self, count: int, dtype: DType) -> np.ndarray:
         return np.zeros(count, dtype=dtype.numpy_name)
+
+    def adopt(self, memory, count, dtype):
+        return np.frombuffer(memory, dtype=dtype.numpy_name, count=count)
 
     def view(self, buf, offset, count):
         return buf[offset:offset + count]

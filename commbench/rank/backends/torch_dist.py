@@ -92,6 +92,13 @@ class TorchCommunicator(Communicator):
     def alloc(self, count, dtype):
         return torch.zeros(count, dtype=getattr(torch, dtype.torch_name), device=self._torch_device)
 
+    def adopt(self, memory, count, dtype):
+        if self.device != "cpu":
+            return super().adopt(memory, count, dtype)
+        if count == 0:
+            return self.alloc(0, dtype)
+        return torch.frombuffer(memory, dtype=getattr(torch, dtype.torch_name), count=count)
+
     def view(self, buf, offset, count):
         return buf.narrow(0, offset, count)
 
