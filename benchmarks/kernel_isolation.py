@@ -38,25 +38,23 @@ CONFIGS = {"latency": (["all_reduce"], ["ring_kernel", "tree_kernel"]),
 TIMEOUT_S = 60.0  # a kernel wait's limit (a peer that died)
 
 
-class _Comm:
-    """What commbench.rank.kernel_node.NodeKernels asks of a communicator, over mpi4py's."""
+def _comm(comm):
+    """What commbench.rank.kernel_node.NodeKernels and harness.Buffers ask of a communicator, over
+    mpi4py's (numpy buffers, as the MPI backend's)."""
+    from commbench.rank.backends.base import NumpyBuffers
 
-    device = "cpu"
+    class Comm(NumpyBuffers):
+        device = "cpu"
 
-    def __init__(self, comm):
-        self.comm, self.rank, self.size = comm, comm.rank, comm.size
+        def __init__(self):
+            self.rank, self.size = comm.rank, comm.size
 
-    def allgather_object(self, value):
-        return self.comm.allgather(value)
+        def allgather_object(self, value):
+            return comm.allgather(value)
 
-    def barrier(self) -> None:
-        self.comm.Barrier()
-
-    def adopt(self, memory, count, dtype):
-        return np.frombuffer(memory, dtype=dtype.numpy_name, count=count)
-
-    def view(self, buf, offset, count):
-        return buf[offset:offset + count]
+        def barrier(self) -> None:
+            comm.Barrier()
+    return Comm()
 
 
 def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
@@ -70,7 +68,8 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     from commbench.rank.mpi_loop import bind_loop
 
     comm = MPI.COMM_WORLD
-    node = NodeKernels(_Comm(comm), "cpu", TIMEOUT_S, kernels.MAX_AUTO_CHANNELS["cpu"])
+    node = NodeKernels(_comm(comm), "cpu", TIMEOUT_S, kernels.MAX_AUTO_CHANNELS["cpu"])
+    notes = []
     collectives, algorithms = CONFIGS[config]
     rows = []
     for collective in collectives:
@@ -78,20 +77,21 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
             # each loop on the buffers a commbench point gives it: native the communicator's, the
             # kernels the node's shared memory (NodeKernels.allocator), laid out by harness.Buffers
             counts = COLLECTIVES[collective].counts(size, 4, comm.size)
-            bufs = Buffers(node.comm, COLLECTIVES[collective], counts, DTYPES["float32"], False, node.allocator())
+            bufs = Buffers(node.comm, COLLECTIVES[collective], counts, DTYPES["float32"], False, node.allocator(notes))
             send, recv = bufs.send, bufs.recv
             send[:] = 1.0
-            own_send, own_recv, count = buffers(collective, size, comm.size)
+            own_send, own_recv, _ = buffers(collective, size, comm.size)
             batch = BATCH if size <= 1 << 16 else 1
             native = bind_loop(comm, CALLS[collective], own_send, own_recv,
                                None if collective == "all_gather" else MPI.SUM, False)
             if native is None:
                 sys.exit(f"commbench has no C loop for {CALLS[collective]}")
-            kernel_count = count * 4 if collective == "all_gather" else count  # all-gather: bytes a rank
+            kernel_count = {"all_reduce": counts.in_count, "reduce_scatter": counts.out_count,
+                            "all_gather": counts.in_count * 4}[collective]  # all-gather: bytes of a rank's block
             channels = node.call_channels(max(send.nbytes, recv.nbytes), None)
             for algorithm in algorithms:  # each kernel paired with native alone: their blocks adjacent
                 name = kernels.entry(algorithm.removesuffix("_kernel"), collective, "float32", "sum")
-                run = node.bind(name, "float32", send, recv, kernel_count, channels)
+                run = node.bind(name, "float32", send, recv, kernel_count, channels, direct=True)
                 times = paired_rounds(comm, {"native": lambda n: native(None, n, batch),
                                              algorithm: lambda n, loop=run.timer: loop(None, n, batch)}, rounds, samples)
                 med = {name: float(np.median(np.concatenate(t))) * 1e6 for name, t in times.items()}
@@ -101,6 +101,8 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     node.close()
     if comm.rank != 0:
         return
+    for note in dict.fromkeys(notes):  # the kernels' buffers could not be shared, say
+        print(f"# note: {note}")
     what = "kernel / native time" if config == "latency" else "kernel busbw / native busbw"
     print(f"# {config}: {comm.size} ranks, float32 sum out of place, {channels} channel(s) at the largest size; "
           f"{rounds} rounds x {samples} samples a loop; µs = median sample; ratio = {what}, paired per round")

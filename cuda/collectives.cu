@@ -30,27 +30,29 @@
 //   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:
 //                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank
 //   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
-//   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here); where the
-//                         ranks' buffers are in reach (stride), each copied once, straight out of
-//                         the left neighbour's output
-//   tree all-reduce       a double binary tree: every channel's slice in two halves (from
-//                         CB_TREE_SPLIT_BYTES on), half t reduced up binary tree t and broadcast
-//                         down it (the trees of dbtree.py:
-//                         the leaves of one are the inner ranks of the other), pipelined over
-//                         chunks (the broadcast of chunk k runs LAG chunks behind its reduction,
-//                         except at the root, which sends a chunk down as it reduces it).
-//                         2·depth steps of latency; an inner rank receives 2 and sends 3 copies
-//                         of N/2, a leaf sends and receives N/2 (so 2 ranks move what a ring does).
+//   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here); direct
+//                         (the ranks' buffers in reach), each block copied once, straight out of
+//                         the left neighbour's buffers
+//   tree all-reduce       a double binary tree: every channel's slice in two halves (a slice of
+//                         CB_TREE_SPLIT_BYTES or more), half t reduced up binary tree t and
+//                         broadcast down it (the trees of dbtree.py: the leaves of one are the
+//                         inner ranks of the other), pipelined over chunks (the broadcast of
+//                         chunk k runs LAG chunks behind its reduction, except at the root, which
+//                         sends a chunk down as it reduces it). 2·depth steps of latency; in the
+//                         tree where a rank is inner it receives and sends up to 3 copies of its
+//                         half, where it is a leaf one (2 ranks move what a ring moves).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max (avg: sum, then the caller divides):
 //   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
 //   cb_ring_all_gather (bytes)
-//   (const CbComm* comms, const void* send, void* recv, long long count, long long stride, int channels)
+//   (const CbComm* comms, const void* send, void* recv, long long count, long long stride, int channels,
+//    int direct)
 // count: elements of the all-reduce buffer, of one rank's block for the others (bytes for
 // all-gather); stride: where every rank's buffers are in this rank's reach, rank q's send and recv
 // at this rank's + (q - rank)·stride bytes (an in-place send: inside recv; a launch of gridDim.y
 // ranks on one GPU, rank y's at send/recv + y·stride; the harness' buffers in the node's shared
-// memory on the host), else 0.
+// memory on the host), else 0; direct: all-gather reads its neighbour's buffers there (1) or
+// goes through the FIFOs (0). The host's CbCall has the stride only: direct where it is not 0.
 // Host only: cb_host_call (the launch).
 
 #include "portable.h"
@@ -333,7 +335,7 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
 }
 
 // Ring all-gather reading the left neighbour's buffers in place, where every rank's buffers are
-// in reach at `stride` bytes per rank: one copy per block, not two through a FIFO. Step 0 puts the
+// in reach at `reach` bytes per rank: one copy per block, not two through a FIFO. Step 0 puts the
 // own block in place, step 1 copies the left's own block out of its input (in place: its output),
 // step s > 1 block r-s out of the left's output once the left holds it. A message is "this chunk
 // of block q can be read from me": flags only, no slot. Blocks the right neighbour reads from this
@@ -342,13 +344,13 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
 // (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour
 // has read all it needs from its buffers, so the caller may reuse them.
 __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
-                                       int channels, long long stride) {
+                                       int channels, long long reach) {
     const CbComm* c = h.c;
     const int n = (int)c->nranks, r = h.me, left = (r + n - 1) % n, right = (r + 1) % n;
     const int in = c->in_conn[left], out = c->out_conn[right];
-    const unsigned char* left_recv = recv + (long long)(left - r) * stride;
+    const unsigned char* left_recv = recv + (long long)(left - r) * reach;
     const unsigned char* left_own = send == recv + r * count ? left_recv + left * count  // in place
-                                                             : send + (long long)(left - r) * stride;
+                                                             : send + (long long)(left - r) * reach;
     const long long chunk = c->slot_bytes;
     const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
     const bool huge = n * count > CB_CACHED_OUTPUT_BYTES;
@@ -381,11 +383,11 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
 }
 
 // Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's. Through the FIFOs,
-// or direct (above) where the ranks' buffers are in reach (stride).
+// or direct (above) where the call says so (reach: the stride between the ranks' buffers).
 __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
-                                int channels, long long stride) {
+                                int channels, long long reach) {
     Channel& h = lanes[0];
-    if (stride) return ring_all_gather_direct(h, send, recv, count, channels, stride);
+    if (reach) return ring_all_gather_direct(h, send, recv, count, channels, reach);
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes;
@@ -408,14 +410,16 @@ __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsig
 }
 
 // Tree all-reduce, a double binary tree: the channel's slice in two halves, half t on tree t and
-// lane t (below CB_TREE_SPLIT_BYTES the slice is not split). Iteration k reduces chunk k of each half up its tree (children's sums + own, to the
-// parent; the root keeps the result and sends it to its children in the same transfer), then
-// passes chunk k - LAG of each half on down (from the parent to the children). Within a phase the
-// rank takes its two trees in order of its depth in them, deeper first going up, shallower first
-// coming down (ties: tree 0 first up, tree 1 first down, on every rank alike). So every wait is for
-// a transfer of an earlier iteration, or of this phase one level further from where the data
-// starts, or one this rank's peers make before theirs: no cycle, no deadlock, with any FIFO of two
-// or more slots (LAG < nslots).
+// lane t (a slice under CB_TREE_SPLIT_BYTES is not split). Iteration k reduces chunk k of each half
+// up its tree (children's sums + own, to the parent; the root keeps the result and sends it to its
+// children in the same transfer), then passes chunk k - LAG of each half on down (from the parent
+// to the children). Within a phase a rank takes its two trees in order of its depth in them,
+// deeper first going up, shallower first coming down (a tie, which dbtree's trees never give, in a
+// fixed order). Give every transfer the key (iteration, phase, -depth going up / depth coming
+// down): each rank runs its transfers in increasing key order, and every wait is for another
+// rank's transfer of a smaller key (a child's going up, a parent's coming down, and a free slot an
+// earlier iteration's, as LAG < nslots), so no wait cycle, no deadlock, with any FIFO of two or
+// more slots.
 template <typename T, int OP>
 __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long) {
     const CbComm* c = lanes[0].c;
@@ -461,7 +465,7 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
 // One block (channel) of one rank: load its lanes' counters, run the schedule, store them back.
 template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long)>
 __device__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count, long long stride,
-                            int channels) {
+                            int channels, int direct) {
     const long long y = cb_launch_rank();
     CbComm* c = (CbComm*)comms + y;
     const int ch = cb_channel(), conns = (int)c->conns;
@@ -483,7 +487,7 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
             for (long long i = lo + cb_tid(); i < hi; i += cb_nthreads()) d[i] = s[i];
         }
     } else {
-        SCHEDULE(lanes, s, d, count, channels, stride);
+        SCHEDULE(lanes, s, d, count, channels, direct ? stride : 0);
     }
     cb_sync();
     for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
@@ -492,16 +496,17 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     }
 }
 
-#define CB_ARGS const CbComm *comms, const void *send, void *recv, long long count, long long stride, int channels
+#define CB_ARGS \
+    const CbComm *comms, const void *send, void *recv, long long count, long long stride, int channels, int direct
 #define CB_ENTRIES_OP(NAME, T, OPNAME, OP)                                                              \
     extern "C" __global__ void cb_ring_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
-        run_channel<T, OP, 1, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);         \
+        run_channel<T, OP, 1, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);         \
     }                                                                                                   \
     extern "C" __global__ void cb_ring_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                      \
-        run_channel<T, OP, 1, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels);     \
+        run_channel<T, OP, 1, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels, direct);     \
     }                                                                                                   \
     extern "C" __global__ void cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
-        run_channel<T, OP, CB_TREES, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels);  \
+        run_channel<T, OP, CB_TREES, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);  \
     }
 #define CB_ENTRIES(NAME, T)                 \
     CB_ENTRIES_OP(NAME, T, sum, SUM)        \
@@ -510,7 +515,7 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     CB_ENTRIES_OP(NAME, T, max, MAX)
 
 extern "C" __global__ void cb_ring_all_gather(CB_ARGS) {
-    run_channel<unsigned char, SUM, 1, ring_all_gather>(comms, send, recv, count, stride, channels);
+    run_channel<unsigned char, SUM, 1, ring_all_gather>(comms, send, recv, count, stride, channels, direct);
 }
 
 // CB_DTYPE (0-8) compiles one dtype's entry points only (NVRTC at run time: one module per dtype)
@@ -554,7 +559,7 @@ struct CbCall {  // one bound call (commbench/rank/kernel_host.py builds it once
     const CbComm* comm;
     const void* send;
     void* recv;
-    long long count, channels, stride;
+    long long count, channels, stride;  // stride: 0, or the ranks' buffers in reach (run direct)
 };
 
 namespace cb_host {
@@ -583,7 +588,7 @@ struct Pool {  // never destroyed: its threads live as long as the process
             }
             if (my_channel < job.channels) {
                 channel = my_channel;
-                job.entry(job.comm, job.send, job.recv, job.count, job.stride, (int)job.channels);
+                job.entry(job.comm, job.send, job.recv, job.count, job.stride, (int)job.channels, job.stride != 0);
                 pending.fetch_sub(1, std::memory_order_acq_rel);
             }
         }
@@ -614,7 +619,8 @@ extern "C" int cb_host_call(const CbCall* call) {
         p->wake.notify_all();
     }
     cb_host::channel = 0;
-    call->entry(call->comm, call->send, call->recv, call->count, call->stride, (int)call->channels);
+    call->entry(call->comm, call->send, call->recv, call->count, call->stride, (int)call->channels,
+                call->stride != 0);
     if (p) {
         int spins = 0;
         while (p->pending.load(std::memory_order_acquire) > 0)

@@ -9,6 +9,7 @@ dtype: bfloat16 as uint16 bit patterns, converted exactly on values every test p
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import threading
 
@@ -27,7 +28,6 @@ KINDS = {  # a test's name of a kernel: (schedule, collective)
 }
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 OPS = ["sum", "prod", "min", "max"]
-PAGE = 4096
 
 
 def storage(dtype: str) -> np.dtype:
@@ -57,9 +57,10 @@ class Node:
                  spin_s: float = K.SPIN_S["oversubscribed"]):
         self.lib = host_library()
         self.n, self.channels, self.slot_bytes = n, channels, slot_bytes
-        per_rank = -(-K.region_bytes(n, channels, slot_bytes) // PAGE) * PAGE
-        self._memory = np.zeros(per_rank * n + PAGE, np.uint8)  # zeroed flags, as a fresh /dev/shm segment
-        base = -(-self._memory.ctypes.data // PAGE) * PAGE
+        page = mmap.PAGESIZE
+        per_rank = -(-K.region_bytes(n, channels, slot_bytes) // page) * page
+        self._memory = np.zeros(per_rank * n + page, np.uint8)  # zeroed flags, as a fresh /dev/shm segment
+        base = -(-self._memory.ctypes.data // page) * page
         self.errors = [(ctypes.c_longlong * K.ERROR_WORDS)() for _ in range(n)]
         self.comms = [K.comm_struct(r, n, channels, timeout_s, [base + q * per_rank for q in range(n)],
                                     ctypes.addressof(self.errors[r]), slot_bytes, spin_s) for r in range(n)]

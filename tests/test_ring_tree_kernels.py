@@ -90,11 +90,12 @@ def test_bit_exact_with_tight_fifos(world, nslots):
 @needs_compiler
 @pytest.mark.parametrize("world", [2, 3, 4, 8])
 def test_bit_exact_with_the_ranks_buffers_in_reach(world):
-    """The ranks' outputs in one array (stride: the product's harness buffers in the node's
-    shared memory): all-gather copies straight out of the left neighbour's output (the direct
-    path), the other kernels ignore the stride. Small and product-size slots, tight FIFOs
-    between; every case but an in-place reduction runs twice back to back (the second call
-    overwrites outputs the first's readers must be done with); every dtype's bytes for all-gather."""
+    """The ranks' buffers in one array (stride: the product's harness buffers in the node's shared
+    memory): all-gather copies straight out of the left neighbour's buffers (the direct path), the
+    other kernels ignore the stride. Small and product-size slots (at 8 ranks, 8-byte dtypes, an
+    output past CB_CACHED_OUTPUT_BYTES), tight FIFOs between; every case but an in-place
+    reduction runs twice back to back, direct and FIFO calls interleaved on the same lanes; every
+    dtype's bytes for all-gather."""
     rng = np.random.default_rng([world, 21])
     for slot, nslots in ((SLOT, K.SLOTS), (SLOT, 2), (K.SLOT_BYTES["cpu"], K.SLOTS)):
         node = Node(world, channels=3, slot_bytes=slot)
@@ -119,19 +120,24 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
 @needs_compiler
 @pytest.mark.parametrize("world", [2, 3])
 def test_a_direct_all_gather_returns_only_once_its_output_is_read(world):
-    """Each rank copies its output and scribbles over it and its input as soon as its call returns
-    (as the harness refills buffers between loops): a neighbour still reading either would copy
-    the scribble. The copies must all be right, call after call (different inputs each time)."""
+    """When a rank's call returns, its right neighbour has read all it needs from it: the rank's
+    head flag as it last read it (out_freed) has caught up with the messages it sent. And each
+    rank scribbles over its output and input as soon as its call returns (as the harness refills
+    buffers between loops): a neighbour still reading either would copy the scribble. The copies
+    must all be right, call after call (different inputs each time)."""
     node = Node(world, channels=1, slot_bytes=SLOT)
     rng = np.random.default_rng([world, 22])
     cases = [Case(node, "ring_all_gather", "uint8", None, count, 1, False, rng, shared=True)
              for count in rng.integers(SLOT, 8 * SLOT, 40)]
 
     def work(r):
-        got = []
+        got, comm = [], node.comms[r]
+        conn = comm.out_conn[(r + 1) % world]
         for case in cases:
             if node.host_call(case.calls[r]):
                 return K.describe(node.error(r), case.name)
+            if comm.out_freed[0][conn] < comm.out_seq[0][conn]:
+                return f"returned with {comm.out_seq[0][conn] - comm.out_freed[0][conn]} messages not known read"
             got.append(case.outputs[r].copy())
             case.outputs[r][:] = case.sends[r][:] = 0xEE
         return got
@@ -163,11 +169,11 @@ class _Alone:  # rank 0 of 2 whose peer never comes: what NodeKernels and the ha
 
 
 @needs_compiler
-def test_a_kernel_points_buffers_are_in_every_ranks_reach():
+def test_a_kernel_points_buffers_are_shared_and_laid_out_alike():
     """ring_kernel's allocator (the worker hands it to the harness) puts a point's buffers in a
-    shared segment, rank q's at this rank's + (q - rank)·stride: a call bound on both gets the
-    stride (direct all-gather), on private buffers, or a mix, 0 (the FIFOs); a freed buffer's
-    addresses lose it; no segment name is left behind."""
+    shared segment, rank q's slot at this rank's + (q - rank)·stride, send and recv at fixed
+    places in it: a direct call on both gets the stride, one on private buffers, or a mix, 0 (the
+    FIFOs); a freed buffer's addresses lose it; no segment name is left behind."""
     from commbench.dtypes import DTYPES
     from commbench.rank.algorithms import ALGORITHMS
     from commbench.rank.algorithms.base import Context
@@ -193,6 +199,35 @@ def test_a_kernel_points_buffers_are_in_every_ranks_reach():
     where = K.address(out.send), K.address(out.recv)
     del out
     assert node.stride_of(*where) == 0
+
+
+@needs_compiler
+def test_a_kernel_point_without_room_in_dev_shm_keeps_the_communicators_buffers(monkeypatch):
+    """A /dev/shm too small for a point's buffers: posix_fallocate fails at allocation (not a
+    SIGBUS at the first write), the point gets the communicator's buffers, the run one note, and
+    its all-gather takes the FIFOs."""
+    import errno
+
+    from commbench.dtypes import DTYPES
+    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.rank.algorithms.base import Context
+    from commbench.rank.algorithms.kernel import NODE_KEY
+    from commbench.rank.collectives import COLLECTIVES
+    from commbench.rank.harness import Buffers
+
+    ctx = Context(_Alone(), [0, 0])
+    alloc = ALGORITHMS["ring_kernel"].allocator(ctx)  # the regions: room enough
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(kernel_host.os, "posix_fallocate", full)
+    coll = COLLECTIVES["all_gather"]
+    counts = coll.counts(1 << 20, 4, 2)
+    bufs = Buffers(ctx.comm, coll, counts, DTYPES["float32"], False, alloc)
+    assert isinstance(bufs.send.base, np.ndarray) and bufs.send.base.flags.owndata  # the communicator's
+    assert ctx.cache[NODE_KEY].node.stride_of(K.address(bufs.send), K.address(bufs.recv)) == 0
+    assert len(ctx.notes) == 1 and "/dev/shm has no room for" in ctx.notes[0] and "through the FIFOs" in ctx.notes[0]
+    assert not kt.segments_of([os.getpid()])
 
 
 @needs_compiler
@@ -339,6 +374,8 @@ def test_kernel_fault_names_rank_step_and_peer():
     words = [1, 3, 2, 17, 5, 1]
     assert K.describe(words, "tree_all_reduce") == ("tree_all_reduce: rank 3 timed out at step 17 of channel 2 "
                                                     "waiting for a free slot at rank 5 (code 1)")
+    assert K.describe([1, 0, 0, 2, 1, 2], "ring_all_gather") == (  # a direct all-gather's last wait
+        "ring_all_gather: rank 0 timed out at step 2 of channel 0 waiting for rank 1 to read this rank's output (code 1)")
 
 
 # --- 8. the host's half and bfloat16 conversions ---------------------------------------------------------

@@ -8,6 +8,7 @@ over ranks per iteration, then re-fill, run once more and count wrong elements o
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import time
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Lo
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
-PAGE_BYTES = 4096
 LINK_WINDOWS = 3  # counts of one point's link bytes; the smallest is kept (see link_bytes)
 # test-only fault injection: this rank corrupts one output element before the check,
 # or stops answering before its first timed loop
@@ -52,8 +52,8 @@ class Measurement:
 class Buffers:
     """send/recv for one point, laid out as nccl-tests does for in-place and out-of-place. alloc:
     an algorithm's allocator (Algorithm.allocator), else the communicator's; an algorithm's gets
-    one allocation, send then recv a page further on (out of place), so that its buffers keep the
-    same place in every rank's (the kernels reach their peers' so)."""
+    one allocation (out of place: send, then recv from the first page boundary after it), so that
+    its buffers keep the same place in every rank's (the kernels reach their peers' so)."""
 
     def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, in_place: bool,
                  alloc: Callable[[int, DType], Any] | None = None):
@@ -70,7 +70,7 @@ class Buffers:
                 self.send = comm.alloc(counts.in_count, dtype)
                 self.recv = comm.alloc(counts.out_count, dtype)
             else:
-                page = PAGE_BYTES // dtype.itemsize
+                page = mmap.PAGESIZE // dtype.itemsize
                 gap = -(-counts.in_count // page) * page
                 both = alloc(gap + counts.out_count, dtype)
                 self.send, self.recv = comm.view(both, 0, counts.in_count), comm.view(both, gap, counts.out_count)

@@ -67,7 +67,8 @@ class GpuNode:
         import torch
 
         fn = gpu_function(name, dtype, self.device.id)
-        args = (struct, np.uint64(send), np.uint64(recv), np.int64(count), np.int64(0), np.int32(channels))
+        args = (struct, np.uint64(send), np.uint64(recv), np.int64(count), np.int64(0), np.int32(channels),
+                np.int32(0))  # a process's own buffers: all-gather through the FIFOs
         error, cupy = self._error, self._cp
 
         def run():
@@ -123,11 +124,13 @@ class OneGpuNode:
         self.comms = cupy.asarray(np.frombuffer(raw, dtype=np.uint8))
 
     def run(self, name: str, dtype: str | None, send: int, recv: int, count: int, stride: int, channels: int,
-            ranks: int | None = None) -> None:
-        """Launch kernel `name` for ranks 0 .. ranks-1 (default all) on the current stream."""
+            ranks: int | None = None, direct: bool = False) -> None:
+        """Launch kernel `name` for ranks 0 .. ranks-1 (default all) on the current stream; direct:
+        all-gather reads its neighbour's buffers (at `stride`) instead of going through the FIFOs."""
         import torch
 
         fn = gpu_function(name, dtype, torch.cuda.current_device())
         with self._cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             fn((channels, ranks or self.n), (GPU_THREADS,), (self.comms, np.uint64(send), np.uint64(recv),
-                                                            np.int64(count), np.int64(stride), np.int32(channels)))
+                                                            np.int64(count), np.int64(stride), np.int32(channels),
+                                                            np.int32(direct)))

@@ -32,7 +32,7 @@ from commbench.rank.timers import Loop
 
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
-PAGE = 4096
+ALIAS_BYTES = 4096  # addresses this far apart look alike to the CPU's store forwarding (see CB_SKEW)
 HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread")
 
 
@@ -95,18 +95,28 @@ def _alive(pid: int) -> bool:
 
 
 def shared_segment(comm, nbytes: int) -> mmap.mmap:
-    """nbytes of /dev/shm that every rank of comm maps (collective): rank 0 creates the segment,
-    every rank maps it, rank 0 unlinks its name once all have."""
+    """nbytes of /dev/shm that every rank of comm maps (collective): rank 0 creates the segment and
+    allocates its memory (a tmpfs too small says so here, as KernelUnavailable on every rank, not
+    with a SIGBUS at the first write), every rank maps it, rank 0 unlinks its name once all have."""
     if not os.path.isdir(SHM_DIR):
         raise KernelUnavailable(f"the host kernels need {SHM_DIR} for shared memory")
     name = comm.allgather_object(f"{SEGMENT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")[0]
     path = os.path.join(SHM_DIR, name)
+    failed = None
     if comm.rank == 0:
         remove_stale_segments()
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-        os.ftruncate(fd, nbytes)
-        os.close(fd)
-    comm.barrier()
+        try:
+            os.ftruncate(fd, nbytes)
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError as exc:
+            os.unlink(path)
+            failed = f"{SHM_DIR} has no room for {nbytes} bytes of the kernels' shared memory ({exc.strerror})"
+        finally:
+            os.close(fd)
+    failed = comm.allgather_object(failed)[0]  # (also the barrier: the segment is there)
+    if failed:
+        raise KernelUnavailable(failed)
     try:
         fd = os.open(path, os.O_RDWR)
         segment = mmap.mmap(fd, nbytes)
@@ -122,7 +132,8 @@ def buffer_stride(nbytes: int, n: int) -> int:
     """Bytes from one rank's buffer to the next one's in a shared buffer segment: whole pages plus
     a skew of 4096/n bytes (whole lines), so that a copy out of a neighbour's buffer into the same
     place of one's own never reads 4 KiB from a store still in flight (see CB_SKEW)."""
-    return -(-max(nbytes, 1) // PAGE) * PAGE + max(64, PAGE // n // 64 * 64)
+    page = mmap.PAGESIZE
+    return -(-max(nbytes, 1) // page) * page + max(64, ALIAS_BYTES // n // 64 * 64)
 
 
 class HostNode:
@@ -140,8 +151,8 @@ class HostNode:
     def buffer(self, comm, count: int, dtype) -> object:
         """count zeroed elements of dtype (a DType) for this rank, as comm's buffers are (comm.adopt),
         in a segment every rank of comm maps, rank q's at this one's + (q - rank)·stride
-        (collective: every rank asks for the same). A call bound with it as its output gets that
-        stride (stride_of): all-gather then reads its neighbour's buffers directly."""
+        (collective: every rank asks for the same). A direct call bound with its send and recv
+        inside it gets that stride (stride_of): all-gather then reads its neighbour's buffers."""
         nbytes = count * dtype.itemsize
         stride = buffer_stride(nbytes, comm.size)
         segment = shared_segment(comm, stride * comm.size)
@@ -151,8 +162,9 @@ class HostNode:
         return buf
 
     def stride_of(self, send: int, recv: int) -> int:
-        """The stride of the live buffer() that holds both addresses (every rank's send and recv
-        at the same places in theirs: harness.Buffers lays them out so), else 0."""
+        """The stride of the live buffer() that holds both addresses, else 0. The caller vouches
+        that every rank's send and recv are at the same places in theirs (harness.Buffers lays them
+        out so; an in-place send, inside recv, the kernel finds itself)."""
         return next((stride for buf, start, nbytes, stride in self._buffers
                      if start <= min(send, recv) and max(send, recv) < start + nbytes and buf() is not None), 0)
 
@@ -163,12 +175,14 @@ class HostNode:
         """Where the kernel reads the rank's CbComm: the structure itself, in this process."""
         return struct
 
-    def bind(self, struct, name: str, dtype: str | None, send: int, recv: int, count: int, channels: int):
+    def bind(self, struct, name: str, dtype: str | None, send: int, recv: int, count: int, channels: int,
+             stride: int = 0):
         """cb_host_call on a prepared CbCall, as a zero-argument callable raising KernelFault when a
-        wait timed out; it carries its own timer, the loop in C (harness.measure uses it)."""
+        wait timed out; it carries its own timer, the loop in C (harness.measure uses it). stride:
+        the ranks' buffers in reach (stride_of), all-gather direct; 0: through the FIFOs."""
         lib = host_library()
         call = CbCall(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, ctypes.pointer(struct), send, recv,
-                      count, channels, self.stride_of(send, recv))
+                      count, channels, stride)
         run_host, error = lib.cb_host_call, self.error
 
         def run():

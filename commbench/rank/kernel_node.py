@@ -35,17 +35,34 @@ class NodeKernels:
     def call_channels(self, nbytes: int, wanted: int | None) -> int:
         return min(self.channels, wanted or auto_channels(self.device, nbytes, self.host_ranks))
 
-    def allocator(self):
+    def allocator(self, notes: list):
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
-        (HostNode.buffer: all-gather then reads its neighbour's output directly), collectively,
-        as (count, DType) -> buffer; None on a GPU (the communicator's own)."""
+        (HostNode.buffer: a direct all-gather reads its neighbour's buffers), collectively, as
+        (count, DType) -> buffer; where /dev/shm has no room, the communicator's (the reason goes
+        to notes; all-gather then goes through the FIFOs). None on a GPU (the communicator's)."""
         if self.device == "cuda":
             return None
-        return lambda count, dtype: self.node.buffer(self.comm, count, dtype)
 
-    def bind(self, name: str, dtype: str | None, send, recv, count: int, channels: int):
-        """A zero-argument callable running kernel `name` once on these buffers."""
-        return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels)
+        def alloc(count, dtype):
+            try:
+                return self.node.buffer(self.comm, count, dtype)
+            except KernelUnavailable as exc:
+                notes.append(f"{exc}: these buffers stay the communicator's (ring_kernel all-gather through the FIFOs)")
+                return self.comm.alloc(count, dtype)
+        return alloc
+
+    def bind(self, name: str, dtype: str | None, send, recv, count: int, channels: int, direct: bool = False):
+        """A zero-argument callable running kernel `name` once on these buffers. direct (collective):
+        the buffers are the allocator's, laid out alike on every rank (harness.Buffers), so
+        all-gather may read its neighbour's; it does where every rank's are in reach."""
+        stride = 0
+        if direct and self.device != "cuda":
+            stride = self.node.stride_of(address(send), address(recv))
+            if len(set(self.comm.allgather_object(stride))) > 1:  # all ranks direct, or none
+                stride = 0
+        if self.device == "cuda":
+            return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels)
+        return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels, stride)
 
     def close(self) -> None:
         if self.device == "cuda":

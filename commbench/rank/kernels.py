@@ -21,7 +21,7 @@ MAX_LANES = MAX_CHANNELS * TREES
 FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * 64
 SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
-SLOTS = 8  # FIFO depth per connection and channel
+SLOTS = 8  # FIFO depth per connection and lane
 SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
 CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
 MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
@@ -57,7 +57,7 @@ class CbComm(ctypes.Structure):
 class CbCall(ctypes.Structure):
     _fields_ = [("entry", ctypes.c_void_p), ("comm", ctypes.POINTER(CbComm)), ("send", ctypes.c_void_p),
                 ("recv", ctypes.c_void_p), ("count", ctypes.c_longlong), ("channels", ctypes.c_longlong),
-                ("stride", ctypes.c_longlong)]  # 0, or how far apart the ranks' buffers are (collectives.cu)
+                ("stride", ctypes.c_longlong)]  # 0, or the ranks' buffers in reach, this far apart: direct
 
 
 # --- topology: who talks to whom ----------------------------------------------------------------------
@@ -87,8 +87,7 @@ def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: lis
     """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
-               conns=max([len(s) for s in senders] + [1]), timeout_ns=int(timeout_s * 1e9), error=error,
-               spin_ns=int(spin_s * 1e9))
+               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9))
     for p in range(MAX_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):
@@ -115,9 +114,15 @@ def depth(parent: list[int | None], rank: int) -> int:
     return d
 
 
+def connections(n: int) -> int:
+    """The most connections any rank has in either direction (CbComm.conns: in_conn and out_conn
+    both index below it; a FIFO per incoming one)."""
+    senders, receivers = peers(n)
+    return max([len(s) for s in senders + receivers] + [1])
+
+
 def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
-    conns = max([len(s) for s in peers(n)[0]] + [1])
-    return FIFO_OFFSET + SKEW_BYTES + conns * channels * TREES * SLOTS * slot_bytes
+    return FIFO_OFFSET + SKEW_BYTES + connections(n) * channels * TREES * SLOTS * slot_bytes
 
 
 def entry_points() -> dict[str, list[str]]:

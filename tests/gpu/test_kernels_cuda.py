@@ -41,9 +41,10 @@ def _reduce(x, op):
     return out
 
 
-def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0):
+def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0, direct=False):
     """One call for every rank at once, out of place (one launch takes one base and one stride
-    per buffer; in place runs in the multi-process test): (every rank's output, the expected)."""
+    per buffer; in place runs in the multi-process test): (every rank's output, the expected).
+    direct: all-gather reads its neighbour's buffers instead of going through the FIFOs."""
     n = node.n
     in_count = count * n if collective == "reduce_scatter" else count
     out_count = count * n if collective == "all_gather" else count
@@ -55,7 +56,7 @@ def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0)
     item = send.element_size()
     units = count * item if collective == "all_gather" else count
     node.run(kernels.entry(algorithm, collective, dtype, op), dtype, send.data_ptr(), recv.data_ptr(), units,
-             slab * item, channels)
+             slab * item, channels, direct=direct)
     torch.cuda.synchronize()
     assert node.error_words[0] == 0, kernels.describe(node.error_words.tolist(), algorithm)
     if collective == "all_reduce":
@@ -72,16 +73,17 @@ SIZES = [1, 7, 1000003]
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
-@pytest.mark.parametrize("algorithm,collective", [("ring", "all_reduce"), ("tree", "all_reduce"),
-                                                  ("ring", "reduce_scatter"), ("ring", "all_gather")])
-def test_every_rank_in_one_launch(n, algorithm, collective):
+@pytest.mark.parametrize("algorithm,collective,direct", [
+    ("ring", "all_reduce", False), ("tree", "all_reduce", False), ("ring", "reduce_scatter", False),
+    ("ring", "all_gather", False), ("ring", "all_gather", True)])
+def test_every_rank_in_one_launch(n, algorithm, collective, direct):
     node = OneGpuNode(n, channels=4)
     for dtype in CUDA_DTYPES:
         for op in (CUDA_OPS if collective != "all_gather" else ["sum"]):
             for count in SIZES:
                 for channels in (1, 3):
                     got, expected = _collective(node, algorithm, collective, dtype, op, count, channels,
-                                                seed=count + channels)
+                                                seed=count + channels, direct=direct)
                     assert torch.equal(got, expected.to(got.dtype)), (dtype, op, count, channels)
 
 

@@ -118,18 +118,22 @@ class _Kernel(Algorithm):
         return node_kernels(ctx)
 
     def allocator(self, ctx):
-        return self.node(ctx).allocator()
+        return self.node(ctx).allocator(ctx.notes)
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         """The kernel on the harness' buffers as they are (in place, send and recv overlap as the
-        kernel expects); avg divides afterwards, as the other algorithms' finish does."""
+        kernel expects; from allocator(), so all-gather may run direct); avg divides afterwards,
+        as the other algorithms' finish does."""
+        return self._bind(ctx, collective, send, recv, op, in_count, out_count, direct=True)
+
+    def _bind(self, ctx, collective, send, recv, op, in_count, out_count, direct: bool):
         node, red = self.node(ctx), ctx.comm.reducer
         dtype = str(recv.dtype).replace("torch.", "")
         node.set_timeout(ctx.timeout_s)
         size = itemsize(recv)
         count = {"all_reduce": in_count, "reduce_scatter": out_count, "all_gather": in_count * size}[collective]
         channels = node.call_channels(max(in_count, out_count) * size, ctx.channels)
-        run = node.bind(kernels.entry(self.kernel, collective, dtype, op), dtype, send, recv, count, channels)
+        run = node.bind(kernels.entry(self.kernel, collective, dtype, op), dtype, send, recv, count, channels, direct)
         if op != "avg":
             return run, recv
 
@@ -139,7 +143,8 @@ class _Kernel(Algorithm):
         return run_then_divide, recv
 
     def _once(self, ctx, collective, send, recv, op, in_count, out_count):
-        fn, _ = self.bind(ctx, collective, send, recv, op, send is recv, in_count, out_count)
+        """One call on any buffers (the algorithm's own methods): through the FIFOs."""
+        fn, _ = self._bind(ctx, collective, send, recv, op, in_count, out_count, direct=False)
         fn()
 
     def all_reduce(self, ctx, buf, op, src=None):

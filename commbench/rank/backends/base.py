@@ -189,6 +189,8 @@ class NumpyBuffers:
         return np.zeros(count, dtype=dtype.numpy_name)
 
     def adopt(self, memory, count, dtype):
+        if dtype.numpy_name is None:
+            raise ValueError(f"numpy has no {dtype.name}: no buffer of it can be placed in given memory")
         return np.frombuffer(memory, dtype=dtype.numpy_name, count=count)
 
     def view(self, buf, offset, count):
