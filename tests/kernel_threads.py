@@ -18,6 +18,7 @@ import pytest
 
 from commbench.rank import kernels as K
 from commbench.rank import kernel_host
+from commbench.rank.backends.base import NumpyBuffers
 from commbench.rank.kernel_host import host_library
 
 KINDS = {  # a test's name of a kernel: (schedule, collective)
@@ -28,6 +29,19 @@ KINDS = {  # a test's name of a kernel: (schedule, collective)
 }
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 OPS = ["sum", "prod", "min", "max"]
+SLOT = 256  # small slots: sizes beyond ranks x chunk x channels stay small
+
+
+class Alone(NumpyBuffers):
+    """Rank 0 of 2 whose peer never comes: what NodeKernels and harness.Buffers ask of a communicator."""
+
+    rank, size, device = 0, 2, "cpu"
+
+    def allgather_object(self, obj):
+        return [obj, obj]
+
+    def barrier(self):
+        pass
 
 
 def storage(dtype: str) -> np.dtype:

@@ -3,6 +3,8 @@
 * In one process (tests/kernel_threads.py, a thread per rank): every kernel, dtype, op and buffer
   mode at 2, 3, 4 and 8 ranks, bit for bit against numpy; 10,000 back-to-back calls; a wait
   that times out; the host's half and bfloat16 conversions against numpy and torch.
+* The ranks' buffers in reach (direct all-gather, the harness' buffers in /dev/shm):
+  tests/test_kernel_buffers.py.
 * Real jobs: tests/test_ring_tree_kernel_jobs.py.
 """
 
@@ -19,12 +21,11 @@ import pytest
 import kernel_threads as kt
 from commbench.rank import kernel_host, kernel_node
 from commbench.rank import kernels as K
-from kernel_threads import DTYPES, KINDS, OPS, Case, Node, needs_compiler, run_cases
+from kernel_threads import DTYPES, KINDS, OPS, SLOT, Alone, Case, Node, needs_compiler, run_cases
 
 
 
 # --- 1. bit-exact results, in one process ---------------------------------------------------------------
-SLOT = 256  # small slots: sizes beyond ranks x chunk x channels stay small
 
 
 def _sizes(n: int, dtype: str, channels: int, slot: int = SLOT) -> list[int]:
@@ -85,149 +86,6 @@ def test_bit_exact_with_tight_fifos(world, nslots):
              if op == "sum" or kind != "ring_all_gather"]
     wrong = run_cases(node, cases)
     assert not wrong, "\n".join(wrong[:20])
-
-
-@needs_compiler
-@pytest.mark.parametrize("world", [2, 3, 4, 8])
-def test_bit_exact_with_the_ranks_buffers_in_reach(world):
-    """The ranks' buffers in one array (stride: the product's harness buffers in the node's shared
-    memory): all-gather copies straight out of the left neighbour's buffers (the direct path), the
-    other kernels ignore the stride. Small and product-size slots (at 8 ranks, 8-byte dtypes, an
-    output past CB_CACHED_OUTPUT_BYTES), tight FIFOs between; every case but an in-place
-    reduction runs twice back to back, direct and FIFO calls interleaved on the same lanes; every
-    dtype's bytes for all-gather."""
-    rng = np.random.default_rng([world, 21])
-    for slot, nslots in ((SLOT, K.SLOTS), (SLOT, 2), (K.SLOT_BYTES["cpu"], K.SLOTS)):
-        node = Node(world, channels=3, slot_bytes=slot)
-        for comm in node.comms:
-            comm.nslots = nslots
-        chunk = slot // 4
-        cases = [Case(node, kind, dtype, None if kind == "ring_all_gather" else "sum", count, channels, in_place, rng,
-                      shared=True)
-                 for kind in KINDS for dtype in (DTYPES if kind == "ring_all_gather" else ["float32", "int8"])
-                 for in_place in (False, True) for channels in (1, 3)
-                 for count in (1, 7, chunk + 3, 2 * world * chunk * channels + 5)]
-        assert all(c.stride > 0 for c in cases)
-        calls = [[(c, c.calls[r]) for c in cases for _ in range(1 if c.in_place and c.op else 2)]  # (a reduction
-                 for r in range(world)]  # in place would reduce its result again)
-        failed = node.run([[call for _, call in mine] for mine in calls])
-        assert not failed, [f"{calls[r][i][0]}: rank {r}: {K.describe(node.error(r), calls[r][i][0].name)}"
-                            for r, i, _ in failed]
-        wrong = [w for c in cases for w in c.wrong()]
-        assert not wrong, "\n".join(wrong[:20])
-
-
-@needs_compiler
-@pytest.mark.parametrize("world", [2, 3])
-def test_a_direct_all_gather_returns_only_once_its_output_is_read(world):
-    """When a rank's call returns, its right neighbour has read all it needs from it: the rank's
-    head flag as it last read it (out_freed) has caught up with the messages it sent. And each
-    rank scribbles over its output and input as soon as its call returns (as the harness refills
-    buffers between loops): a neighbour still reading either would copy the scribble. The copies
-    must all be right, call after call (different inputs each time)."""
-    node = Node(world, channels=1, slot_bytes=SLOT)
-    rng = np.random.default_rng([world, 22])
-    cases = [Case(node, "ring_all_gather", "uint8", None, count, 1, False, rng, shared=True)
-             for count in rng.integers(SLOT, 8 * SLOT, 40)]
-
-    def work(r):
-        got, comm = [], node.comms[r]
-        conn = comm.out_conn[(r + 1) % world]
-        for case in cases:
-            if node.host_call(case.calls[r]):
-                return K.describe(node.error(r), case.name)
-            if comm.out_freed[0][conn] < comm.out_seq[0][conn]:
-                return f"returned with {comm.out_seq[0][conn] - comm.out_freed[0][conn]} messages not known read"
-            got.append(case.outputs[r].copy())
-            case.outputs[r][:] = case.sends[r][:] = 0xEE
-        return got
-
-    results = node.threads(work)
-    for r, got in enumerate(results):
-        assert not isinstance(got, str), f"rank {r}: {got}"
-        wrong = [i for i, (case, out) in enumerate(zip(cases, got)) if out.tobytes() != case.expected[r].tobytes()]
-        assert not wrong, f"rank {r}: calls {wrong} read an output its owner had returned"
-
-
-class _Alone:  # rank 0 of 2 whose peer never comes: what NodeKernels and the harness ask of a communicator
-    rank, size, device = 0, 2, "cpu"
-
-    def allgather_object(self, obj):
-        return [obj, obj]
-
-    def barrier(self):
-        pass
-
-    def alloc(self, count, dtype):
-        return np.zeros(count, dtype.numpy_name)
-
-    def adopt(self, memory, count, dtype):
-        return np.frombuffer(memory, dtype.numpy_name, count)
-
-    def view(self, buf, offset, count):
-        return buf[offset:offset + count]
-
-
-@needs_compiler
-def test_a_kernel_points_buffers_are_shared_and_laid_out_alike():
-    """ring_kernel's allocator (the worker hands it to the harness) puts a point's buffers in a
-    shared segment, rank q's slot at this rank's + (q - rank)·stride, send and recv at fixed
-    places in it: a direct call on both gets the stride, one on private buffers, or a mix, 0 (the
-    FIFOs); a freed buffer's addresses lose it; no segment name is left behind."""
-    from commbench.dtypes import DTYPES
-    from commbench.rank.algorithms import ALGORITHMS
-    from commbench.rank.algorithms.base import Context
-    from commbench.rank.algorithms.kernel import NODE_KEY
-    from commbench.rank.collectives import COLLECTIVES
-    from commbench.rank.harness import Buffers
-
-    ctx = Context(_Alone(), [0, 0])
-    alloc = ALGORITHMS["ring_kernel"].allocator(ctx)
-    assert ALGORITHMS["ring"].allocator(ctx) is None and alloc is not None
-    coll, dt = COLLECTIVES["all_gather"], DTYPES["float32"]
-    counts = coll.counts(1 << 20, dt.itemsize, 2)
-    node = ctx.cache[NODE_KEY].node  # built by allocator()
-    out, inp, private = (Buffers(ctx.comm, coll, counts, dt, False, alloc), Buffers(ctx.comm, coll, counts, dt, True, alloc),
-                         Buffers(ctx.comm, coll, counts, dt, False))
-    assert counts.in_count % 1024 == 0  # so recv starts right after send: one allocation of both
-    stride = kernel_host.buffer_stride((counts.in_count + counts.out_count) * 4, 2)
-    assert node.stride_of(K.address(out.send), K.address(out.recv)) == stride
-    assert stride % 4096 == 2048 and node.stride_of(K.address(inp.send), K.address(inp.recv)) > 0
-    assert node.stride_of(K.address(private.send), K.address(private.recv)) == 0
-    assert node.stride_of(K.address(out.send), K.address(private.recv)) == 0
-    assert not kt.segments_of([os.getpid()])
-    where = K.address(out.send), K.address(out.recv)
-    del out
-    assert node.stride_of(*where) == 0
-
-
-@needs_compiler
-def test_a_kernel_point_without_room_in_dev_shm_keeps_the_communicators_buffers(monkeypatch):
-    """A /dev/shm too small for a point's buffers: posix_fallocate fails at allocation (not a
-    SIGBUS at the first write), the point gets the communicator's buffers, the run one note, and
-    its all-gather takes the FIFOs."""
-    import errno
-
-    from commbench.dtypes import DTYPES
-    from commbench.rank.algorithms import ALGORITHMS
-    from commbench.rank.algorithms.base import Context
-    from commbench.rank.algorithms.kernel import NODE_KEY
-    from commbench.rank.collectives import COLLECTIVES
-    from commbench.rank.harness import Buffers
-
-    ctx = Context(_Alone(), [0, 0])
-    alloc = ALGORITHMS["ring_kernel"].allocator(ctx)  # the regions: room enough
-
-    def full(fd, offset, length):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(kernel_host.os, "posix_fallocate", full)
-    coll = COLLECTIVES["all_gather"]
-    counts = coll.counts(1 << 20, 4, 2)
-    bufs = Buffers(ctx.comm, coll, counts, DTYPES["float32"], False, alloc)
-    assert isinstance(bufs.send.base, np.ndarray) and bufs.send.base.flags.owndata  # the communicator's
-    assert ctx.cache[NODE_KEY].node.stride_of(K.address(bufs.send), K.address(bufs.recv)) == 0
-    assert len(ctx.notes) == 1 and "/dev/shm has no room for" in ctx.notes[0] and "through the FIFOs" in ctx.notes[0]
-    assert not kt.segments_of([os.getpid()])
 
 
 @needs_compiler
@@ -354,15 +212,6 @@ def test_a_sender_reads_the_head_flag_only_past_the_slots_it_knows_free(freed):
 @needs_compiler
 def test_kernel_fault_names_rank_step_and_peer():
     """The product's path: NodeKernels on a /dev/shm segment; rank 0 of 2 alone raises KernelFault."""
-    class Alone:  # rank 0 of 2; its peer never comes
-        rank, size = 0, 2
-
-        def allgather_object(self, obj):
-            return [obj, obj]
-
-        def barrier(self):
-            pass
-
     node = kernel_node.NodeKernels(Alone(), "cpu", 0.2, 1)
     assert not kt.segments_of([os.getpid()])  # mapped and unlinked at once
     x = np.arange(100, dtype=np.float64)
