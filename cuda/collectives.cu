@@ -70,7 +70,7 @@
 #define CB_SKEWS 16
 // A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves
 // would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
-// / halves: 8-128 B 0.75-0.8, 256-512 B 1.4, 1-64 KB 1.2-1.7).
+// / halves, paired A/B: 8-128 B 0.73-0.82, 256-512 B 1.4-1.6, 1-64 KB 1.2-1.7).
 #define CB_TREE_SPLIT_BYTES 256
 // A direct all-gather's output larger than this is all written past the caches (streamed on the
 // host): it does not fit them, and an ordinary store first reads the line it writes (2 ranks,

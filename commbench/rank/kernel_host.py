@@ -6,7 +6,7 @@ cached shared library (commbench.rank.native_build). The regions are one
 mapped it: a killed job leaves no name behind; a segment left by a job killed in that instant
 carries a dead pid in its name and is removed by the next job. The harness' buffers for the
 kernels are such segments too (HostNode.buffer): every rank's in every rank's reach, so
-all-gather copies each block once, straight out of its neighbour's output. A call is
+all-gather copies each block once, straight out of its neighbour's buffers. A call is
 cb_host_call on a prepared CbCall: channels are threads, the first the caller's.
 """
 

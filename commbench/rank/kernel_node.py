@@ -55,14 +55,13 @@ class NodeKernels:
         """A zero-argument callable running kernel `name` once on these buffers. direct (collective):
         the buffers are the allocator's, laid out alike on every rank (harness.Buffers), so
         all-gather may read its neighbour's; it does where every rank's are in reach."""
-        stride = 0
-        if direct and self.device != "cuda":
-            stride = self.node.stride_of(address(send), address(recv))
-            if len(set(self.comm.allgather_object(stride))) > 1:  # all ranks direct, or none
-                stride = 0
-        if self.device == "cuda":
-            return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels)
-        return self.node.bind(self.kernel_struct, name, dtype, address(send), address(recv), count, channels, stride)
+        args = (self.kernel_struct, name, dtype, address(send), address(recv), count, channels)
+        if self.device == "cuda":  # (its allocator gives no buffers of its own)
+            return self.node.bind(*args)
+        stride = self.node.stride_of(address(send), address(recv)) if direct else 0
+        if direct and len(set(self.comm.allgather_object(stride))) > 1:  # all ranks direct, or none
+            stride = 0
+        return self.node.bind(*args, stride)
 
     def close(self) -> None:
         if self.device == "cuda":
