@@ -106,3 +106,19 @@ def write_text(path, text: str, what: str = "output") -> Path:
     except OSError as exc:
         raise InputError(f"cannot write {what} {str(path)!r}: {_strerror(exc)}") from None
     return Path(path)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet takes for a formula
+
+
+def csv_text(frame) -> str:
+    """A DataFrame as CSV text for a spreadsheet: a text cell that would start a formula (a label
+    or dtype taken from a hand-edited or foreign results.csv, say "=HYPERLINK(...)") gets a
+    leading apostrophe, so it opens as the text it is; numbers are left as they are."""
+    from pandas.api.types import is_numeric_dtype
+
+    out = frame.copy()
+    for column in out.columns:
+        if not is_numeric_dtype(out[column]):
+            out[column] = out[column].map(lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v)
+    return out.to_csv(index=False)

@@ -73,7 +73,7 @@ def model_validate(
 
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.fit import held_out, summary
-    from commbench.outputs import output_file, write_text
+    from commbench.outputs import csv_text, output_file, write_text
 
     _check_links(links_per_node)
     if csv is not None:
@@ -97,7 +97,7 @@ def model_validate(
         raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
                          "(sweep more sizes and algorithms)")
     if csv:
-        write_text(csv, pd.concat(frames).to_csv(index=False), "--csv")
+        write_text(csv, csv_text(pd.concat(frames)), "--csv")
 
 
 @model_app.command("predict")

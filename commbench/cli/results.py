@@ -12,7 +12,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.errors import InputError
-from commbench.outputs import output_file, write_text
+from commbench.outputs import csv_text, output_file, write_text
 from commbench.terminal import printable
 
 
@@ -29,7 +29,7 @@ def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
     out.print(comparison_table(comparison))
     if csv:
-        write_text(csv, comparison.to_csv(index=False), "--csv")
+        write_text(csv, csv_text(comparison), "--csv")
     return True
 
 
