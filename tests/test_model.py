@@ -188,3 +188,15 @@ def test_predict_one_rank_and_validate_nothing_are_exit_2(tmp_path):
     few = run_cli("model", "validate", write_run(tmp_path / "r", [10.0], samples=5))
     few.assert_clean()
     assert few.code == 2 and "nothing to validate: too few points" in few.stderr
+
+
+def test_rows_without_nodes_or_ranks_per_node_are_one_node_of_all_ranks():
+    """A results.csv without the nodes and ranks_per_node columns (hand-edited, or fuzzed: CI's
+    folders fuzz found `model fit` crashing on it): one node of world_size ranks, as a cell that
+    is not a number; not an AttributeError."""
+    rows = pd.DataFrame({"backend": "mpi", "algorithm": ["ring", "tree", "ring"], "collective": "all_reduce",
+                         "size_bytes": 1024, "world_size": 4, "wrong": 0, "time_us": [5.0, 6.0, 7.0]})
+    out = usable_rows(rows)
+    assert list(out.nodes) == [1, 1, 1] and list(out.ranks_per_node) == [4, 4, 4]
+    odd = usable_rows(rows.assign(nodes=["2", "x", None], ranks_per_node=[2, None, "y"]))
+    assert list(odd.nodes) == [2, 1, 1] and list(odd.ranks_per_node) == [2, 4, 4]

@@ -78,15 +78,20 @@ class Fit:
         return Params.from_values(self.params)
 
 
+def _numbers(rows: pd.DataFrame, name: str) -> pd.Series:
+    """rows[name] as numbers, NaN where a cell is not one or the column is missing (a fuzzed or
+    hand-edited results.csv)."""
+    return pd.to_numeric(rows.get(name, pd.Series(np.nan, index=rows.index)), errors="coerce")
+
+
 def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Measured, correct points of modelled algorithms with what the model needs."""
     rows = rows[rows.algorithm.isin(modelled()) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
     rows = rows[pd.to_numeric(rows.time_us, errors="coerce") > 0].copy()
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
-    rows["nodes"] = pd.to_numeric(rows.get("nodes"), errors="coerce").fillna(1).astype(int)
-    per_node = pd.to_numeric(rows.get("ranks_per_node"), errors="coerce")
-    rows["ranks_per_node"] = per_node.fillna(rows.world_size // rows.nodes).astype(int)
+    rows["nodes"] = _numbers(rows, "nodes").fillna(1).astype(int)
+    rows["ranks_per_node"] = _numbers(rows, "ranks_per_node").fillna(rows.world_size // rows.nodes).astype(int)
     rows["placement"] = rows.get("placement", pd.Series("block", index=rows.index)).fillna("").replace("", "block")
     if "segment_bytes" not in rows:
         rows["segment_bytes"] = 1 << 20
