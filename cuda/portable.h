@@ -101,17 +101,42 @@ typedef unsigned long long cb_u64;
 // A FIFO slot is written by one core and read by another. With ordinary stores the reader pulls
 // every line out of the writer's cache; on this VM that cache-to-cache path drops from ~8 to ~2 GB/s
 // for seconds at a time, while lines streamed to memory keep 5-12 GB/s (benchmarks/stream_handoff.c).
-// Transfers of at least CB_STREAM_BYTES stream (2-rank all-reduce from 2 KB: 4 KB 2.5 -> 2.0 µs,
+// FIFO transfers of at least CB_STREAM_BYTES stream (2-rank all-reduce from 2 KB: 4 KB 2.5 -> 2.0 µs,
 // 16 KB 8.5 -> 4.1 µs, 1 MB 198 -> 147 µs, median of 26 jobs; the slow periods' 10x gone); smaller
-// ones, where a flag's latency is the cost, do not.
+// ones, where a flag's latency is the cost, do not: streaming a 1 KB transfer costs ~0.5 µs while
+// the two cores share a cache (2-rank 2 KB all-reduce, with cb_prefetch_write, 1 KB / 2 KB threshold
+// paired: 0.56-0.74; in the slow state 1.38, still 0.73 x native). A direct all-gather streams
+// at any size (combine_elements).
 #ifndef CB_DEVICE
-enum { CB_STREAM_BYTES = 1024 };
+enum { CB_STREAM_BYTES = 2048 };
 inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
 #if defined(__SSE2__)
     for (int k = 0; k < 4; ++k) _mm_stream_si128((__m128i*)dst + k, _mm_loadu_si128((const __m128i*)src + k));
 #else
     memcpy(dst, src, 64);
 #endif
+}
+// A received chunk's lines are asked for CB_PREFETCH_BYTES ahead of the loads that use them (the
+// first lines all at once, then one line per line used), so their trips from the writer's core or
+// from memory overlap instead of waiting for the hardware prefetcher to see a stream. 2-rank
+// all-reduce, paired, with / without (1 KB threshold): 2 KB 0.75-0.94, 4 KB 0.76-0.88, 16-64 KB
+// 0.81-0.91, 1 MB 0.86-0.99; 512 or 2048 bytes ahead, or no prefetch past the first lines: no better.
+enum { CB_PREFETCH_BYTES = 1024 };
+inline void cb_prefetch(const void* p, long long from, long long to) {  // bytes [from, to) of p
+    for (long long b = from; b < to; b += 64) __builtin_prefetch((const char*)p + b);
+}
+// The lines of a FIFO slot about to be written with ordinary stores, asked for with intent to write
+// before the transfer waits for its data: the reader's copies of them (its last message there) are
+// invalidated meanwhile, not one store at a time after it (2-rank all-reduce, paired, with / without:
+// 512 B-1 KB 0.61-0.89, 256 B 0.85-1.04; a one-line slot: 5-10 % slower, so it is not asked for).
+inline void cb_prefetch_write(const void* p, long long bytes) {
+    for (long long b = 0; b < bytes; b += 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        asm volatile("prefetchw %0" ::"m"(*((const char*)p + b)));  // a NOP on x86 CPUs without it
+#else
+        __builtin_prefetch((const char*)p + b, 1);
+#endif
+    }
 }
 inline void cb_stream_fence() {  // streaming stores are weakly ordered: drain them before a flag's release
 #if defined(__SSE2__)
