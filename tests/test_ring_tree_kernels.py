@@ -210,6 +210,36 @@ def test_a_sender_reads_the_head_flag_only_past_the_slots_it_knows_free(freed):
 
 
 @needs_compiler
+def test_a_small_message_waits_for_its_number_not_for_data_left_in_its_slot():
+    """A message of at most CB_INLINE_BYTES is known by the number after its data in its slot's
+    first line, which larger messages leave alone. Here each slot's last message was a full one
+    of int64 -2 (2^64 - 2 read as a number), and rank 1 comes to the small call 0.3 s late: rank 0
+    must wait for it, not take what was left in its slots for rank 1's messages (it did, ending at
+    once with -2s, when the small message's number lay in the large one's data)."""
+    node = Node(2, channels=1, slot_bytes=SLOT)
+    for comm in node.comms:
+        comm.nslots = 2  # the large call fills both slots each way; the small one reuses them
+    name = K.entry("ring", "all_reduce", "int64", "sum")
+    full = 2 * SLOT // 8  # two blocks of one slot each: one message each way per step (8-byte blocks after)
+    sends = [np.full(full, -1, np.int64) for _ in range(2)] + [np.array([1, 2]), np.array([10, 20])]
+    outs = [np.zeros(full, np.int64) for _ in range(2)] + [np.zeros(2, np.int64) for _ in range(2)]
+    calls = [[node.call(r, name, sends[r], outs[r], full, 1), node.call(r, name, sends[2 + r], outs[2 + r], 2, 1)]
+             for r in range(2)]
+
+    def work(r):
+        first = node.host_call(calls[r][0])
+        if r == 1:
+            time.sleep(0.3)
+        return first, node.host_call(calls[r][1])
+
+    assert node.threads(work) == [(0, 0), (0, 0)]
+    assert all((out == -2).all() for out in outs[:2])
+    assert [out.tolist() for out in outs[2:]] == [[11, 22], [11, 22]]
+    with pytest.raises(ValueError, match="whole 64-byte lines"):  # a slot whose first line is not whole
+        K.comm_struct(0, 2, 1, 1.0, [0, 0], 0, SLOT + 8, 1e-6)
+
+
+@needs_compiler
 def test_kernel_fault_names_rank_step_and_peer():
     """The product's path: NodeKernels on a /dev/shm segment; rank 0 of 2 alone raises KernelFault."""
     node = kernel_node.NodeKernels(Alone(), "cpu", 0.2, 1)

@@ -18,7 +18,8 @@ SOURCE = CUDA_DIR / "collectives.cu"
 MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
 TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
 MAX_LANES = MAX_CHANNELS * TREES
-FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * 64
+LINE = 64  # CB_LINE: a flag's line; a FIFO slot's first, for a small message and its number
+FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
 SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
 SLOTS = 8  # FIFO depth per connection and lane
@@ -85,6 +86,8 @@ def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
 def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
                 slot_bytes: int, spin_s: float) -> CbComm:
     """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
+    if slot_bytes < LINE or slot_bytes % LINE:
+        raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
                conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9))
@@ -122,7 +125,7 @@ def connections(n: int) -> int:
 
 
 def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
-    return FIFO_OFFSET + SKEW_BYTES + connections(n) * channels * TREES * SLOTS * slot_bytes
+    return FIFO_OFFSET + SKEW_BYTES + connections(n) * channels * TREES * SLOTS * (LINE + slot_bytes)  # fifo_slot
 
 
 def entry_points() -> dict[str, list[str]]:
