@@ -38,13 +38,14 @@
 //                         (the ranks' buffers in reach), each block copied once, straight out of
 //                         the left neighbour's buffers
 //   tree all-reduce       a double binary tree: every channel's slice in two halves (a slice of
-//                         CB_TREE_SPLIT_BYTES or more), half t reduced up binary tree t and
-//                         broadcast down it (the trees of dbtree.py: the leaves of one are the
-//                         inner ranks of the other), pipelined over chunks (the broadcast of
-//                         chunk k runs LAG chunks behind its reduction, except at the root, which
-//                         sends a chunk down as it reduces it). 2·depth steps of latency; in the
-//                         tree where a rank is inner it receives and sends up to 3 copies of its
-//                         half, where it is a leaf one (2 ranks move what a ring moves).
+//                         CB_TREE_SPLIT_BYTES or more, or of two small messages), half t
+//                         reduced up binary tree t and broadcast down it (the trees of
+//                         dbtree.py: the leaves of one are the inner ranks of the other),
+//                         pipelined over chunks (the broadcast of chunk k runs LAG chunks
+//                         behind its reduction, except at the root, which sends a chunk down
+//                         as it reduces it). 2·depth steps of latency; in the tree where a rank
+//                         is inner it receives and sends up to 3 copies of its half, where it
+//                         is a leaf one (2 ranks move what a ring moves).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max (avg: sum, then the caller divides):
 //   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
@@ -75,7 +76,9 @@
 #define CB_SKEWS 16
 // A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves
 // would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
-// / halves, paired A/B: 8-128 B 0.73-0.82, 256-512 B 1.4-1.6, 1-64 KB 1.2-1.7).
+// / halves, paired A/B: 8-128 B 0.73-0.82, 256-512 B 1.4-1.6, 1-64 KB 1.2-1.7); except a slice
+// of 64 B or more whose halves are small messages (CB_INLINE_BYTES): one line each beats two lines
+// in a row (2 ranks, halves / one tree, paired: 64-96 B 0.64-0.86).
 #define CB_TREE_SPLIT_BYTES 256
 // A direct all-gather's output larger than this is all written past the caches (streamed on the
 // host): it does not fit them, and an ordinary store first reads the line it writes (2 ranks,
@@ -444,9 +447,9 @@ __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsig
 }
 
 // Tree all-reduce, a double binary tree: the channel's slice in two halves, half t on tree t and
-// lane t (a slice under CB_TREE_SPLIT_BYTES is not split). Iteration k reduces chunk k of each half
-// up its tree (children's sums + own, to the parent; the root keeps the result and sends it to its
-// children in the same transfer), then passes chunk k - LAG of each half on down (from the parent
+// lane t (but see CB_TREE_SPLIT_BYTES). Iteration k reduces chunk k of each half up its tree
+// (children's sums + own, to the parent; the root keeps the result and sends it to its children
+// in the same transfer), then passes chunk k - LAG of each half on down (from the parent
 // to the children). Within a phase a rank takes its two trees in order of its depth in them,
 // deeper first going up, shallower first coming down (a tie, which dbtree's trees never give, in a
 // fixed order). Give every transfer the key (iteration, phase, -depth going up / depth coming
@@ -467,7 +470,8 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
         nchild[t] = 0;
         for (int k = 0; k < 2; ++k)
             if (c->tree_child[t][k] >= 0) children[t][nchild[t]++] = c->tree_child[t][k];
-        if ((hi - lo) * (long long)sizeof(T) >= CB_TREE_SPLIT_BYTES)
+        const long long bytes = (hi - lo) * (long long)sizeof(T), half = (hi - lo + 1) / 2 * (long long)sizeof(T);
+        if (bytes >= CB_TREE_SPLIT_BYTES || (bytes >= CB_LINE && half <= CB_INLINE_BYTES))
             from[t] = lo + part(hi - lo, t, CB_TREES), to[t] = lo + part(hi - lo, t + 1, CB_TREES);
         else  // small: one tree takes it all
             from[t] = lo, to[t] = t == ch % CB_TREES ? hi : lo;
