@@ -9,11 +9,11 @@
 // A lane is one channel's set of connections for one tree (CB_TREES lanes per channel: channel ch
 // owns lanes CB_TREES*ch + t; the ring uses the first). A connection is an ordered pair of ranks
 // (sender s, receiver r) per lane: r's FIFO for s (nslots slots of slot_bytes in r's region, each
-// with a line for a small message: fifo_slot), r's tail flag for s (messages s has delivered,
-// written by s) and s's head flag for r (messages r has consumed, written by r). Each rank keeps
-// how many messages it sent and received on each connection (in_seq / out_seq, across calls, with
-// out_freed: the head it last read), so a flag is a sequence number: back-to-back calls need no
-// reset and no barrier.
+// with a line for a small message: fifo_slot), r's tail flag for s (the number of the last larger
+// message s has delivered, written by s; a small one carries its own) and s's head flag for r
+// (messages r has consumed, written by r). Each rank keeps how many messages it sent and received
+// on each connection (in_seq / out_seq, across calls, with out_freed: the head it last read), so a
+// flag is a sequence number: back-to-back calls need no reset and no barrier.
 //
 // The primitive (NCCL's simple protocol): transfer() waits until the messages it reads have
 // arrived (acquire the tail) and the slots it writes are free (acquire the head), combines up to
@@ -112,7 +112,8 @@ __device__ __forceinline__ cb_u64* head_flag(const CbComm* c, int owner, int lan
 // its own FIFO and writing its neighbour's never accesses two addresses 4 KiB apart at once (the
 // CPU would take the load for a read of the store: "4K aliasing", measured 3x slower on the host).
 // Message `seq`'s slot: where its data starts; for a small message (inline: at most CB_INLINE_BYTES,
-// its number in the line's last word, see transfer) its slot's line, after all the FIFOs' slots.
+// its number in the line's last word, see transfer) its slot's line, after all the FIFOs' slots
+// (where they end depends on nslots: it must not change once a CbComm has made a call).
 __device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int lane, int conn, cb_u64 seq, bool small) {
     char* fifos = c->region[owner] + CB_FIFO_OFFSET + (owner % CB_SKEWS) * CB_SKEW;
     const long long slots = c->conns * c->channels * CB_TREES * c->nslots;

@@ -83,7 +83,7 @@ def test_bit_exact_with_tight_fifos(world, nslots):
     rng = np.random.default_rng([world, nslots])
     cases = [Case(node, kind, dtype, None if kind == "ring_all_gather" else op, count, channels, in_place, rng)
              for kind in KINDS for dtype in ("float32", "float16", "int8") for op in ("sum", "max")
-             for in_place in (False, True) for channels in (1, 3) for count in (7, 1000, 5001)
+             for in_place in (False, True) for channels in (1, 3) for count in (7, 25, 1000, 5001)
              if op == "sum" or kind != "ring_all_gather"]
     wrong = run_cases(node, cases)
     assert not wrong, "\n".join(wrong[:20])
@@ -163,12 +163,15 @@ def test_ten_thousand_calls_back_to_back():
 
 # --- 4. a wait that fails ------------------------------------------------------------------------------------
 @needs_compiler
+@pytest.mark.parametrize("small", [False, True])
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_a_rank_alone_times_out_and_says_who_it_waited_for(kind):
+def test_a_rank_alone_times_out_and_says_who_it_waited_for(kind, small):
     """Rank 1 of 3 calls, the others never do: the call returns within the timeout and the error
-    words name rank 1, the step and a peer it waits for (ring: its left neighbour)."""
+    words name rank 1, the step and a peer it waits for (ring: its left neighbour). Small: every
+    message travels with its number (CB_INLINE_BYTES; the tree's 100 bytes in two halves)."""
     node = Node(3, channels=1, slot_bytes=SLOT, timeout_s=0.2)
-    case = Case(node, kind, "float32", None if kind == "ring_all_gather" else "sum", 1000, 1, False,
+    count = (25 if kind.startswith("tree") else 12) if small else 1000
+    case = Case(node, kind, "float32", None if kind == "ring_all_gather" else "sum", count, 1, False,
                 np.random.default_rng(3))
     start = time.monotonic()
     [code] = node.threads(lambda r: node.host_call(case.calls[r]), ranks=[1])
@@ -212,11 +215,11 @@ def test_a_sender_reads_the_head_flag_only_past_the_slots_it_knows_free(freed):
 
 @needs_compiler
 def test_a_small_message_waits_for_its_number_not_for_data_left_in_its_slot():
-    """A message of at most CB_INLINE_BYTES is known by the number after its data in its slot's
-    first line, which larger messages leave alone. Here each slot's last message was a full one
-    of int64 -2 (2^64 - 2 read as a number), and rank 1 comes to the small call 0.3 s late: rank 0
-    must wait for it, not take what was left in its slots for rank 1's messages (it did, ending at
-    once with -2s, when the small message's number lay in the large one's data)."""
+    """A message of at most CB_INLINE_BYTES travels in its slot's own line, its number in the
+    line's last word, and leaves the tail flag alone. Here each slot's last message was a full
+    one of int64 -1 or -2 (2^64 - 2 read as a number), and rank 1 comes to the small call 0.3 s
+    late: rank 0 must wait for it, not take what was left in its slots for rank 1's messages (it
+    did, ending at once with -2s, when the small message's number lay in the large one's data)."""
     node = Node(2, channels=1, slot_bytes=SLOT)
     for comm in node.comms:
         comm.nslots = 2  # the large call fills both slots each way; the small one reuses them
@@ -236,8 +239,24 @@ def test_a_small_message_waits_for_its_number_not_for_data_left_in_its_slot():
     assert node.threads(work) == [(0, 0), (0, 0)]
     assert all((out == -2).all() for out in outs[:2])
     assert [out.tolist() for out in outs[2:]] == [[11, 22], [11, 22]]
+    conn = node.comms[0].in_conn[1]  # the small call's two messages from rank 1 left its tail flag at 2
+    assert node.comms[0].in_seq[0][conn] == 4
+    assert ctypes.c_uint64.from_address(node.comms[0].region[0] + conn * K.LINE).value == 2
     with pytest.raises(ValueError, match="whole 64-byte lines"):  # a slot whose first line is not whole
         K.comm_struct(0, 2, 1, 1.0, [0, 0], 0, SLOT + 8, 1e-6)
+
+
+@needs_compiler
+def test_a_tree_splits_a_slice_of_two_small_messages():
+    """A tree all-reduce's channel slice goes in two halves, one per tree and lane, from
+    CB_TREE_SPLIT_BYTES (256) or where each half is a small message (64-112 bytes); in between
+    one tree, lane ch % 2, takes it whole."""
+    for count, lanes in ((25, [True, True]), (32, [True, False]), (64, [True, True])):  # 100, 128, 256 B
+        node = Node(2, channels=1, slot_bytes=SLOT)
+        case = Case(node, "tree_all_reduce", "float32", "sum", count, 1, False, np.random.default_rng(count))
+        assert run_cases(node, [case]) == []
+        sent = [any(comm.out_seq[lane][c] for comm in node.comms for c in range(K.MAX_CONNS)) for lane in (0, 1)]
+        assert sent == lanes, count
 
 
 @needs_compiler

@@ -69,7 +69,7 @@ def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0,
     return recv[:, :out_count], expected
 
 
-SIZES = [1, 7, 1000003]
+SIZES = [1, 7, 25, 1000003]  # 25 float32: a tree's slice in two small messages (CB_INLINE_BYTES)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
