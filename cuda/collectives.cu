@@ -272,7 +272,8 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
     CB_SHARED int ok;
     const CbComm* c = h.c;
     const int nown = dst != nullptr;
-    const bool inline_msg = n * (long long)sizeof(T) <= CB_INLINE_BYTES;
+    const long long bytes = n * (long long)sizeof(T);
+    const bool inline_msg = bytes <= CB_INLINE_BYTES;
     if (cb_tid() == 0) {
         ok = 1;
         if (dst) out[0] = dst;
@@ -280,7 +281,6 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
             const int mine = c->out_conn[to[k]];
             out[nown + k] = (T*)fifo_slot(c, to[k], h.lane, c->peer_in_conn[to[k]], h.out_seq[mine], inline_msg);
 #ifndef CB_DEVICE  // a slot known free, of 2+ lines written with ordinary stores: claimed while the data is awaited
-            const long long bytes = n * (long long)sizeof(T);
             const bool known_free = h.out_seq[mine] + 1 <= h.out_freed[mine] + (cb_u64)c->nslots;
             if (known_free && bytes > CB_LINE && bytes < CB_STREAM_BYTES) cb_prefetch_write(out[nown + k], bytes);
 #endif

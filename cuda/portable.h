@@ -8,7 +8,8 @@
 // * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernel_host.py builds it): the
 //   16-bit floats are bit patterns converted to and from float with round-to-nearest-even;
 //   flags use GCC's __atomic builtins with the same orderings; large transfers write a peer's FIFO
-//   with streaming stores (cb_stream_line, then cb_stream_fence before any flag); a "block" is one host thread
+//   with streaming stores (cb_stream_line, then cb_stream_fence before any flag) and cache hints
+//   help smaller ones (cb_prefetch, cb_prefetch_write); a "block" is one host thread
 //   (cb_tid() == 0, cb_nthreads() == 1, so loops are plain loops the compiler vectorises), its
 //   channel set by the host launcher; waits spin briefly, then yield the core (ranks may
 //   outnumber cores).
@@ -24,6 +25,9 @@ typedef __nv_bfloat16 cb_bfloat16;
 #else
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #endif
 #include <sched.h>
 #include <stdint.h>
@@ -119,9 +123,9 @@ inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
 // A received chunk's lines are asked for CB_PREFETCH_BYTES ahead of the loads that use them (its
 // first CB_PREFETCH_BYTES at once; then, where the copy goes a line at a time, one line per line
 // used), so their trips from the writer's core or from memory overlap instead of waiting for the
-// hardware prefetcher to see a stream. 2-rank
-// all-reduce, paired, with / without (1 KB threshold): 2 KB 0.75-0.94, 4 KB 0.76-0.88, 16-64 KB
-// 0.81-0.91, 1 MB 0.86-0.99; 512 or 2048 bytes ahead, or no prefetch past the first lines: no better.
+// hardware prefetcher to see a stream. 2-rank all-reduce, paired, with / without (1 KB threshold):
+// 2 KB 0.75-0.94, 4 KB 0.76-0.88, 16-64 KB 0.81-0.91, 1 MB 0.86-0.99; 512 or 2048 bytes ahead, or
+// no prefetch past the first lines: no better.
 enum { CB_PREFETCH_BYTES = 1024 };
 inline void cb_prefetch(const void* p, long long from, long long to) {  // bytes [from, to) of p
     for (long long b = from; b < to; b += 64) __builtin_prefetch((const char*)p + b);
@@ -130,14 +134,19 @@ inline void cb_prefetch(const void* p, long long from, long long to) {  // bytes
 // before the transfer waits for its data: the reader's copies of them (its last message there) are
 // invalidated meanwhile, not one store at a time after it (2-rank all-reduce, paired, with / without:
 // 512 B-1 KB 0.61-0.89, 256 B 0.85-1.04; a one-line slot: 5-10 % slower, so it is not asked for).
-inline void cb_prefetch_write(const void* p, long long bytes) {
-    for (long long b = 0; b < bytes; b += 64) {
 #if defined(__x86_64__) || defined(__i386__)
-        asm volatile("prefetchw %0" ::"m"(*((const char*)p + b)));  // a NOP on x86 CPUs without it
-#else
-        __builtin_prefetch((const char*)p + b, 1);
+inline const bool cb_has_prefetchw = [] {  // CPUID 0x80000001 ECX bit 8 (PRFCHW): AMD, Intel since 2014
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001, &a, &b, &c, &d) && ((c >> 8) & 1);
+}();
 #endif
-    }
+inline void cb_prefetch_write(const void* p, long long bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (cb_has_prefetchw)  // (a read prefetch instead would fetch a copy the store must then upgrade)
+        for (long long b = 0; b < bytes; b += 64) asm volatile("prefetchw %0" ::"m"(*((const char*)p + b)));
+#else
+    for (long long b = 0; b < bytes; b += 64) __builtin_prefetch((const char*)p + b, 1);
+#endif
 }
 inline void cb_stream_fence() {  // streaming stores are weakly ordered: drain them before a flag's release
 #if defined(__SSE2__)
