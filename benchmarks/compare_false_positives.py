@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+import neighbour
 import numpy as np
 import pandas as pd
 import yaml
@@ -61,22 +61,10 @@ def inject_slowdown(src: Path, dst: Path, factor: float) -> Path:
 def sweep(suite: Path, out: Path, neighbour_delay: float | None = None) -> Path:
     """One `commbench sweep` into out; with neighbour_delay, a CPU-bound process starts that many
     seconds in and is stopped when the sweep ends."""
-    proc = subprocess.Popen([sys.executable, "-m", "commbench", "sweep", str(suite), "--out", str(out), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    hog = None
-    try:
-        if neighbour_delay is not None:
-            try:
-                proc.wait(timeout=neighbour_delay)
-            except subprocess.TimeoutExpired:
-                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        _, stderr = proc.communicate()
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
-    if proc.returncode != 0:
-        raise SystemExit(f"sweep into {out} failed (exit {proc.returncode}): {stderr.strip().splitlines()[-1:]}")
+    code, stderr = neighbour.run([sys.executable, "-m", "commbench", "sweep", str(suite), "--out", str(out), "--quiet"],
+                                 neighbour_delay)
+    if code != 0:
+        raise SystemExit(f"sweep into {out} failed (exit {code}): {stderr.strip().splitlines()[-1:]}")
     return out
 
 

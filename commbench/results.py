@@ -70,7 +70,15 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("timestamp", "when the point finished (UTC)"),
 )
 COLUMNS = tuple(name for name, _ in COLUMN_DOCS)
+# `commbench ab` folders (commbench.run.ab) add these to every row and sample: which side measured it, in
+# which round of the comparison, and (samples) which A/B pair of the round it belongs to
+AB_COLUMN_DOCS: tuple[tuple[str, str], ...] = (
+    ("side", "commbench ab: the side that measured the row, A (baseline) or B (candidate)"),
+    ("round", "commbench ab: the round of the comparison that measured it (1, 2, ...)"),
+)
+AB_COLUMNS = COLUMNS + tuple(name for name, _ in AB_COLUMN_DOCS)
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us", "job")
+AB_SAMPLE_COLUMNS = SAMPLE_COLUMNS + ("side", "round", "pair")
 # what every reader relies on: a folder without one of these is refused
 REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size",
             "size_bytes", "time_us", "busbw_gbps", "wrong")
@@ -87,9 +95,9 @@ KINDS = {
     "time_us_stdev": AMOUNT, "samples": COUNT, "iterations": COUNT, "batch": COUNT, "warmup": COUNT,
     "algbw_gbps": AMOUNT, "busbw_gbps": AMOUNT, "bus_factor": AMOUNT, "wrong": COUNT, "power_w_avg": AMOUNT,
     "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
-    "internode_bytes_expected": AMOUNT, "predicted": COUNT,
+    "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE,
 }
-SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE}
+SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")
 
 
@@ -106,7 +114,7 @@ def build_row(**fields) -> dict:
     from commbench.metrics import bandwidth
     from commbench.rank.collectives import COLLECTIVES
 
-    unknown = sorted(set(fields) - set(COLUMNS))
+    unknown = sorted(set(fields) - set(AB_COLUMNS))
     if unknown:
         raise ValueError(f"not results columns: {', '.join(unknown)}")
     missing = [c for c in ("run_id", "point", "collective", "world_size", "size_bytes", "time_us") if c not in fields]
@@ -119,4 +127,4 @@ def build_row(**fields) -> dict:
     factor = COLLECTIVES[row["collective"]].bus_factor(row["world_size"])
     row["bus_factor"] = factor
     row["algbw_gbps"], row["busbw_gbps"] = bandwidth(row["size_bytes"], row["time_us"], factor)
-    return {c: _plain(row[c]) for c in COLUMNS if c in row}
+    return {c: _plain(row[c]) for c in AB_COLUMNS if c in row}

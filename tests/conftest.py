@@ -85,3 +85,12 @@ def load_run(out: Path):
     from commbench.analysis.load import read_samples
 
     return pd.read_csv(out / "results.csv"), read_samples(out), json.loads((out / "run.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def slow_mpi(tmp_path_factory):
+    """benchmarks/slow_mpi.c built (LD_PRELOAD: MPI collectives stretched by COMMBENCH_SLOW of their period)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from ab_gate import build_preload
+
+    return build_preload(tmp_path_factory.mktemp("slow_mpi"))

@@ -145,3 +145,17 @@ def test_hostlists_read_as_scontrol_reads_them(slurm):
     for text in lists:
         proc = _ok(slurm.run("scontrol", "show", "hostnames", text))
         assert slurm_env.expand_hostlist(text) == proc.stdout.split(), text
+
+
+def test_ab_inside_an_allocation_takes_rounds_of_srun_launches(slurm, tmp_path):
+    """commbench ab under salloc: srun starts the sides (two steps might not fit the allocation at
+    once, so rounds of launches), the side's variable reaches every rank of every step."""
+    out = tmp_path / "ab"
+    proc = slurm.run("salloc", "-n", 2, *COMMBENCH, "ab", "--backend", "gloo", "-c", "all_reduce", "--sizes", "64",
+                     "--in-place", "--env-b", "COMMBENCH_AB_PROBE=1", "--rounds", 2, "--quiet", "--out", out, cwd=ROOT)
+    assert proc.returncode in (0, 1), f"rc={proc.returncode}\n{proc.stderr[-3000:]}"
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["launcher"] == "srun" and meta["ab"]["grain"] == "launch" and meta["status"] == "completed"
+    assert "Slurm allocation" in meta["ab"]["grain_reason"] and meta["rounds"] == 2
+    rows = pd.read_csv(out / "results.csv")
+    assert set(rows.side) == {"A", "B"} and set(rows["round"]) == {1, 2} and (rows.wrong == 0).all()

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cli_inprocess import run_cli
 from conftest import commbench, needs_mpirun
 from commbench.errors import InputError
-from commbench.results import COLUMNS, KINDS, build_row
+from commbench.results import AB_COLUMNS, COLUMNS, KINDS, build_row
 from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
 
@@ -561,7 +561,7 @@ def test_fuzzed_rows_given_to_resume_are_refused_untouched(template, no_launch, 
 
 
 def test_schema_kinds_name_schema_columns():
-    assert set(KINDS) <= set(COLUMNS)
+    assert set(KINDS) <= set(AB_COLUMNS) and set(COLUMNS) < set(AB_COLUMNS)  # ab folders' rows add side, round
 
 
 # --- a real run ---------------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ def load_side(path: str | Path) -> Side:
     metas, busy = [], {}
     for d in run_dirs(path):
         rows, meta = load_run(d, samples=True)
+        if meta.get("kind") == "ab":
+            raise InputError(f"{str(d)!r} holds a `commbench ab` comparison (its verdicts: ab.json), not a run to "
+                             "compare: compare takes the folders of commbench run or sweep")
         timers = sorted(set(rows["timer"].dropna().astype(str))) if "timer" in rows else []
         metas.append(dict(meta, timers=timers))  # the loops that timed it: a change of loop is a context change
         background = _background(meta)
@@ -103,9 +106,10 @@ class Verdict:
     note: str = ""
     history: list[dict] = field(default_factory=list)  # every candidate in time order (this one last)
     baseline_level: tuple | None = None  # the baseline's figure and its 95 % interval (verdicts.level)
+    title: str = ""  # the point's name where the key alone does not say it (commbench ab: what differs)
 
     def name(self) -> str:
-        return point_name(self.key)
+        return self.title or point_name(self.key)
 
 
 def point_name(k: dict) -> str:
@@ -117,6 +121,10 @@ def point_name(k: dict) -> str:
 
 @dataclass
 class Comparison:
+    UNIT = "jobs"  # what a point's counts are: a side's jobs (here), or the A/B pairs (commbench ab)
+    INTERVAL = "95% CI"
+    TITLE = "commbench compare"
+
     baseline: str
     candidate: str  # the last candidate: the verdicts are its
     threshold: float
@@ -145,10 +153,12 @@ class Comparison:
         return (f"jobs per point: baseline {span([v.jobs[0] for v in self.verdicts])}, "
                 f"candidate {span([v.jobs[1] for v in self.verdicts])}")
 
-    def summary(self) -> str:
+    def counts_text(self) -> str:
         return (f"{self.count('regression')} regressions, {self.count('improvement')} improvements, "
-                f"{self.count('unchanged')} unchanged, {self.count('inconclusive')} inconclusive, "
-                f"{len(self.missing)} missing, {len(self.new)} new "
+                f"{self.count('unchanged')} unchanged, {self.count('inconclusive')} inconclusive")
+
+    def summary(self) -> str:
+        return (f"{self.counts_text()}, {len(self.missing)} missing, {len(self.new)} new "
                 f"(threshold {self.threshold:.0%}; {self.jobs_text()})")
 
     def advice(self) -> list[str]:
@@ -286,8 +296,8 @@ def to_text(cmp: Comparison) -> str:
     names = {id(v): inline(v.name()) for v in cmp.verdicts}
     width = max(map(len, names.values()))
     trend = len(cmp.candidates) > 1
-    lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {'95% CI':>13} "
-                 f"{'p':>8} {'jobs':>5}" + ("  history" if trend else "") + "  note")
+    lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {cmp.INTERVAL:>13} "
+                 f"{'p':>8} {cmp.UNIT:>5}" + ("  history" if trend else "") + "  note")
     for v in _sorted(cmp):
         ci = f"{_fmt(v.ci_low)}-{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
         lines.append(f"{names[id(v)]:<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
@@ -305,11 +315,11 @@ def to_markdown(cmp: Comparison) -> str:
     icon = {"regression": ":x: regression", "improvement": ":rocket: improvement", "unchanged": "unchanged",
             "inconclusive": ":grey_question: inconclusive"}
     trend = len(cmp.candidates) > 1
-    out = ["### commbench compare", "", f"**{cmp.summary()}**", ""]
+    out = [f"### {cmp.TITLE}", "", f"**{cmp.summary()}**", ""]
     out += [f"* {a}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
     if context_lines(cmp):
         out += [f"* {_md(line.strip())}" if line.startswith(" ") else _md(line) for line in context_lines(cmp)] + [""]
-    out += ["| point | verdict | baseline (us) | candidate (us) | ratio | 95% CI | p | jobs |"
+    out += [f"| point | verdict | baseline (us) | candidate (us) | ratio | {cmp.INTERVAL} | p | {cmp.UNIT} |"
             + (" history |" if trend else "") + " note |",
             "|---|---|---:|---:|---:|---|---:|---:|" + ("---|" if trend else "") + "---|"]
     for v in _sorted(cmp):
@@ -346,14 +356,14 @@ def to_json(cmp: Comparison) -> str:
 
 def to_junit(cmp: Comparison) -> str:
     failing = {"regression"} | ({"inconclusive"} if cmp.strict else set())
-    suite = ET.Element("testsuite", name="commbench compare", tests=str(len(cmp.verdicts) + len(cmp.missing)),
+    suite = ET.Element("testsuite", name=cmp.TITLE, tests=str(len(cmp.verdicts) + len(cmp.missing)),
                        failures=str(sum(v.verdict in failing for v in cmp.verdicts)),
                        skipped=str(len(cmp.missing) + (0 if cmp.strict else cmp.count("inconclusive"))))
     for v in cmp.verdicts:
         case = ET.SubElement(suite, "testcase", classname=inline(f"commbench.{v.key['collective']}"),
                              name=inline(v.name()))
-        detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} jobs), "
-                  f"95% CI of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {inline(v.note)}").strip()
+        detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} "
+                  f"{cmp.UNIT}), {cmp.INTERVAL} of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {inline(v.note)}").strip()
         if v.verdict == "regression":
             ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
                           type="regression").text = detail

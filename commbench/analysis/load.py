@@ -20,6 +20,7 @@ from commbench.rank.collectives import COLLECTIVES
 from commbench.results import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAY_BE_EMPTY, POSITIVE, REQUIRED, RESULTS_CSV,
                                RUN_JSON, SAMPLE_KINDS, SAMPLE_REQUIRED, SAMPLES_CSV, SAMPLES_PARQUET, TIME)
 
+AB_KEYS = ("side", "round")  # commbench ab: a point has a row per side and round
 OPTIONAL_STATS = ("time_us_min", "time_us_p95", "time_us_p99", "samples")  # NaN where a folder lacks them
 _EXACT = 2**53  # integers past this are not exact as numbers
 _WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1", TIME: "a time in µs (a finite number > 0)",
@@ -232,10 +233,10 @@ def _with_samples(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
     samples = pd.concat([checked_samples(d, part, name) for name, part in _sample_files(d, strict=True)],
                         ignore_index=True)
     jobs = samples.job.fillna(1).astype(int) if "job" in samples else 1  # a folder of one job: no column
-    grouped = {k: g.time_us.to_numpy(float)
-               for k, g in samples.assign(job=jobs).groupby(["run_id", "point", "job"])}
-    return rows.assign(sample_values=[grouped.get((r, p, j), np.array([t])) for r, p, j, t in
-                                      zip(rows.run_id, rows.point, rows.job, rows.time_us, strict=True)])
+    keys = ["run_id", "point", "job"] + [c for c in AB_KEYS if c in rows and c in samples]  # ab: a row per side, round
+    grouped = {k: g.time_us.to_numpy(float) for k, g in samples.assign(job=jobs).groupby(keys)}
+    return rows.assign(sample_values=[grouped.get(tuple(k), np.array([t])) for *k, t in
+                                      zip(*(rows[c] for c in keys), rows.time_us, strict=True)])
 
 
 def load_run(d: str | Path, samples: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -244,7 +245,9 @@ def load_run(d: str | Path, samples: bool = False) -> tuple[pd.DataFrame, dict]:
     d = Path(d)
     meta = read_meta(d)
     rows = read_results(d)
-    rows = rows.assign(run=str(meta.get("label") or meta.get("run_id") or d.name), op=rows.op.fillna("none"),
+    name = str(meta.get("label") or meta.get("run_id") or d.name)
+    runs = name + " " + rows.side.astype(str) if "side" in rows else name  # ab: each side a run of its own
+    rows = rows.assign(run=runs, op=rows.op.fillna("none"),
                        run_id=rows.run_id.astype(str),
                        job=rows.job.fillna(1).astype(int) if "job" in rows else 1)  # job: 1..N (--repeat)
     for col in OPTIONAL_STATS:

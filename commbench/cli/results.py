@@ -33,7 +33,7 @@ def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     return True
 
 
-def _threshold(text: str) -> float:
+def threshold_fraction(text: str) -> float:
     try:
         value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
     except ValueError:
@@ -88,7 +88,7 @@ def compare(
 
     if fmt not in options.COMPARE_FORMATS:
         raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")
-    fraction, inputs = _threshold(threshold), [baseline, *candidates]
+    fraction, inputs = threshold_fraction(threshold), [baseline, *candidates]
     for path, what in ((output, "-o"), (html, "--html")):
         if path:
             output_file(path, what, inputs=inputs)

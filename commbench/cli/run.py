@@ -19,26 +19,28 @@ from commbench.run.suites import bundled_suites
 from commbench.spec import SweepSpec
 
 
-def _with_options(func):
-    """Give `func(ctx, **values)` a signature typer reads: the context, and one typer option per CLI
-    option of the table."""
-    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
-    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
-                                 default=typer.Option(o.default, *o.declarations, help=o.help),
-                                 annotation=Optional[o.type] if o.default is None else o.type)
-               for o in options.CLI_OPTIONS]
-    func.__signature__ = inspect.Signature(params)
-    func.__annotations__ = {p.name: p.annotation for p in params}
-    return func
+def with_options(table=options.CLI_OPTIONS, extra: tuple[inspect.Parameter, ...] = ()):
+    """Give `func(ctx, **values)` a signature typer reads: the context, one typer option per option of
+    `table`, and the `extra` parameters (a command's own)."""
+    def wrap(func):
+        params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+        params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                     default=typer.Option(o.default, *o.declarations, help=o.help),
+                                     annotation=Optional[o.type] if o.default is None else o.type)
+                   for o in table]
+        func.__signature__ = inspect.Signature(params + list(extra))
+        func.__annotations__ = {p.name: p.annotation for p in params + list(extra)}
+        return func
+    return wrap
 
 
 # what `run --resume` takes besides the folder: everything else is the run's recorded spec
 RESUME_OPTIONS = ("resume", "launcher_args", "quiet", "json_rows", "oversubscribe")
 
 
-def _given(ctx: typer.Context) -> list[str]:
+def given(ctx, table=options.CLI_OPTIONS) -> list[str]:
     """The names of the table's options given on the command line (not left at their defaults)."""
-    return [o.name for o in options.CLI_OPTIONS
+    return [o.name for o in table
             if ctx.get_parameter_source(o.name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
 
 
@@ -55,23 +57,23 @@ def _check_resume(given: list[str]) -> None:
 
 
 @app.command()
-@_with_options
+@with_options()
 def run(ctx: typer.Context, **values):
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
     from commbench.run.api import resume_sweep, run_sweep
     from commbench.run.console import Renderer
 
     launcher_args = options.launcher_argv(values["launcher_args"])
-    given = _given(ctx)
+    chosen = given(ctx)
     resume = values["resume"] is not None
     if resume:
-        _check_resume(given)
+        _check_resume(chosen)
     else:
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"])
     try:
         if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder
-            result = resume_sweep(values["resume"], launcher_args=launcher_args if "launcher_args" in given else None,
+            result = resume_sweep(values["resume"], launcher_args=launcher_args if "launcher_args" in chosen else None,
                                   on_event=renderer, argv=sys.argv, oversubscribe=values["oversubscribe"])
         else:
             result = run_sweep(spec, launcher_args=launcher_args, on_event=renderer, argv=sys.argv,

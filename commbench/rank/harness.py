@@ -104,6 +104,55 @@ def count_wrong(comm: Communicator, coll: Collective, pattern: Pattern, counts: 
     return wrong
 
 
+class Prepared:
+    """One point set up on this rank: its buffers laid out, the call bound, the loop that times it
+    agreed by every rank. fill / warm / time / check are the steps of a measurement, each
+    collective over the ranks; `measure` runs them once, `commbench ab` (commbench.rank.turns)
+    times two of them turn by turn. bufs: buffers of another Prepared of the same layout to share
+    (an A/B pair times both calls on the same memory), else new ones (bind.alloc, where set)."""
+
+    def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
+                 in_place: bool, bind: Bind | None = None, timer: str = "auto", graph: bool = False,
+                 bufs: Buffers | None = None):
+        self.comm, self.coll, self.counts, self.dtype = comm, coll, counts, dtype
+        self.bufs = bufs or Buffers(comm, coll, counts, dtype, in_place, getattr(bind, "alloc", None))
+        self.pattern = Pattern(op, dtype, comm.size)
+        if bind is None:
+            bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
+        self.fn, self.out = bind(self.bufs.send, self.bufs.recv)
+        self.loop, self.notes = agree(comm, loop_for(self.fn, comm.device, timer, graph))
+        self._graph_batch = None  # the batch a CUDA graph was captured for
+
+    def warm(self, calls: int) -> tuple[float, int]:
+        """Fill the inputs and run `calls` untimed calls (at least one): the per-call time every
+        rank agrees on (the slowest rank's median) and the calls made. A graph's calls warm up eagerly."""
+        self.bufs.fill(self.pattern)
+        self.comm.barrier()
+        probe = (CUDA_EVENTS if self.loop is CUDA_GRAPH else self.loop)(self.fn, max(calls, 1))
+        return float(self.comm.reduce_host(np.array([np.median(probe)]), "max")[0]), len(probe)
+
+    def time(self, samples: int, batch: int) -> np.ndarray:
+        """`samples` timed batches of `batch` calls, all ranks starting together: seconds per call of
+        each batch, the maximum over ranks."""
+        if self.loop is CUDA_GRAPH or (self._graph_batch not in (None, batch)):  # a graph holds one batch
+            self.loop, notes = graph_loop(self.comm, self.fn, batch)
+            self._graph_batch = batch if self.loop.name == "cuda-graph" else None
+            self.notes = tuple(dict.fromkeys(self.notes + notes))
+        self.comm.barrier()
+        return self.comm.reduce_host(self.loop(self.fn, samples, batch), "max")
+
+    def check(self) -> int:
+        """Fill again, run one call and count the wrong output elements, summed over the ranks."""
+        self.bufs.fill(self.pattern)
+        self.comm.barrier()
+        self.fn()
+        self.comm.synchronize()
+        if os.environ.get(INJECT_WRONG_ENV) == str(self.comm.rank) and self.counts.out_count:
+            self.comm.write(self.out, 0, np.array([float(self.dtype.sentinel)]))
+        wrong = count_wrong(self.comm, self.coll, self.pattern, self.counts, self.out)
+        return int(self.comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
+
+
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
             max_iters: int, batch: int | None = None, bind: Bind | None = None,
@@ -117,18 +166,9 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window;
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
     device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph."""
-    bufs = Buffers(comm, coll, counts, dtype, in_place, getattr(bind, "alloc", None))
-    pattern = Pattern(op, dtype, comm.size)
-    if bind is None:
-        bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place)  # noqa: E731
-    fn, out = bind(bufs.send, bufs.recv)
-    loop, notes = agree(comm, loop_for(fn, comm.device, timer, graph))
-
-    bufs.fill(pattern)
-    comm.barrier()
-    # warm-up, and the per-call estimate all ranks agree on; a graph's calls warm up eagerly
-    probe = (CUDA_EVENTS if loop is CUDA_GRAPH else loop)(fn, max(warmup, 1))
-    per_call = comm.reduce_host(np.array([np.median(probe)]), "max")[0]
+    point = Prepared(comm, coll, counts, dtype, op, in_place, bind, timer, graph)
+    # warm-up, and the per-call estimate all ranks agree on
+    per_call, warmed = point.warm(warmup)
     adaptive = iters is None
     if adaptive:
         iters = choose_iterations(per_call, min_time, min_iters, max_iters)
@@ -141,22 +181,11 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
 
     if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
         time.sleep(1e6)
-    if loop is CUDA_GRAPH:
-        loop, notes = graph_loop(comm, fn, batch)
-    comm.barrier()
-    samples = comm.reduce_host(loop(fn, n_samples, batch), "max")
-    traffic = None if link_counter is None else link_bytes(comm, fn, link_counter, batch)
-    energy = None if meter is None else power_window(comm, fn, meter, calls_for_window(per_call))
-
-    bufs.fill(pattern)
-    comm.barrier()
-    fn()
-    comm.synchronize()
-    if os.environ.get(INJECT_WRONG_ENV) == str(comm.rank) and counts.out_count:
-        comm.write(out, 0, np.array([float(dtype.sentinel)]))
-    wrong = count_wrong(comm, coll, pattern, counts, out)
-    total_wrong = int(comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
-    return Measurement(samples, batch, total_wrong, len(probe), traffic, energy, loop.name, notes)
+    samples = point.time(n_samples, batch)
+    traffic = None if link_counter is None else link_bytes(comm, point.fn, link_counter, batch)
+    energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))
+    wrong = point.check()
+    return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, point.notes)
 
 
 def agree(comm: Communicator, loop: Loop) -> tuple[Loop, tuple[str, ...]]:

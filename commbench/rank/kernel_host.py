@@ -73,10 +73,10 @@ def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
-def remove_stale_segments() -> None:
-    """Remove segments whose creator (the pid in the name) no longer runs."""
+def remove_stale_segments(prefix: str = SEGMENT_PREFIX) -> None:
+    """Remove /dev/shm files named `prefix`<pid>-... whose creator (that pid) no longer runs."""
     for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else []:
-        m = re.fullmatch(re.escape(SEGMENT_PREFIX) + r"(\d+)-\w+", name)
+        m = re.fullmatch(re.escape(prefix) + r"(\d+)-\w*", name)
         if m and not _alive(int(m.group(1))):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
@@ -148,14 +148,18 @@ class HostNode:
         self.error_address = ctypes.addressof(self._error)
         self._buffers: list[tuple[weakref.ref, int, int, int]] = []  # buffer(): (it, its address, bytes, stride)
 
-    def buffer(self, comm, count: int, dtype) -> object:
+    def buffer(self, comm, count: int, dtype, arena=None) -> object:
         """count zeroed elements of dtype (a DType) for this rank, as comm's buffers are (comm.adopt),
         in a segment every rank of comm maps, rank q's at this one's + (q - rank)·stride
         (collective: every rank asks for the same). A direct call bound with its send and recv
-        inside it gets that stride (stride_of): all-gather then reads its neighbour's buffers."""
+        inside it gets that stride (stride_of): all-gather then reads its neighbour's buffers.
+        arena: lay them in this commbench.rank.arena.Arena (its stride) instead of a new segment."""
         nbytes = count * dtype.itemsize
-        stride = buffer_stride(nbytes, comm.size)
-        segment = shared_segment(comm, stride * comm.size)
+        if arena is not None:
+            segment, stride = arena.map, arena.stride
+        else:
+            stride = buffer_stride(nbytes, comm.size)
+            segment = shared_segment(comm, stride * comm.size)
         buf = comm.adopt(memoryview(segment)[comm.rank * stride:comm.rank * stride + nbytes], count, dtype)
         self._buffers = [b for b in self._buffers if b[0]() is not None]
         self._buffers.append((weakref.ref(buf), address(buf), nbytes, stride))

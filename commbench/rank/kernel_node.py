@@ -35,17 +35,18 @@ class NodeKernels:
     def call_channels(self, nbytes: int, wanted: int | None) -> int:
         return min(self.channels, wanted or auto_channels(self.device, nbytes, self.host_ranks))
 
-    def allocator(self, notes: list):
+    def allocator(self, notes: list, arena=None):
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
         (HostNode.buffer: a direct all-gather reads its neighbour's buffers), collectively, as
         (count, DType) -> buffer; where /dev/shm has no room, the communicator's (the reason goes
-        to notes; all-gather then goes through the FIFOs). None on a GPU (the communicator's)."""
+        to notes; all-gather then goes through the FIFOs). None on a GPU (the communicator's).
+        arena: commbench ab's shared arena (commbench.rank.arena), where every rank's lie already."""
         if self.device == "cuda":
             return None
 
         def alloc(count, dtype):
             try:
-                return self.node.buffer(self.comm, count, dtype)
+                return self.node.buffer(self.comm, count, dtype, arena)
             except KernelUnavailable as exc:
                 notes.append(f"{exc}: these buffers stay the communicator's (ring_kernel all-gather through the FIFOs)")
                 return self.comm.alloc(count, dtype)

@@ -48,17 +48,17 @@ SAMPLES_PER_EVENT = 256
 SPEC_FILE = ".spec.json"  # in the run folder: the spec its latest launch's ranks read
 
 
-def spec_path(spec: SweepSpec) -> Path:
-    """Where the ranks read the spec: SPEC_FILE in the run folder, by absolute path."""
+def spec_path(spec: SweepSpec, name: str = SPEC_FILE) -> Path:
+    """Where the ranks read the spec: SPEC_FILE (or `name`) in the run folder, by absolute path."""
     if not spec.out_dir:
         raise ValueError("the spec has no run folder yet (commbench.run.api.prepare gives it one)")
-    return Path(spec.out_dir).absolute() / SPEC_FILE
+    return Path(spec.out_dir).absolute() / name
 
 
-def encode_spec(spec: SweepSpec) -> str:
+def encode_spec(spec: SweepSpec, name: str = SPEC_FILE) -> str:
     """Write the spec for the ranks (whole, replacing the previous launch's); the worker's --spec
     argument: the file's path."""
-    path = spec_path(spec)
+    path = spec_path(spec, name)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -203,10 +203,30 @@ def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, 
     return floor
 
 
-def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | None:
-    """Measure one point (rank 0 sends its row and samples); its wrong elements, or None when
-    the point cannot run here (rank 0 sends the reason)."""
-    spec, comm = s.spec, s.comms[point.backend]
+@dataclass
+class Bound:
+    """What measuring a point on this rank takes: its backend and communicator, collective, element
+    counts and dtype, and the binder of an own algorithm (None: the library's call)."""
+    backend: str
+    comm: Communicator
+    coll: object
+    counts: object
+    dtype: object
+    algo: object | None
+    binder: Callable | None
+
+    def prepare(self, spec: SweepSpec, point: Point, bufs=None, alloc=None) -> harness.Prepared:
+        """The point set up for timing (harness.Prepared), on `bufs` where given, else in buffers from
+        its algorithm's allocator, else from `alloc` (else the communicator's)."""
+        if bufs is None and alloc is not None and getattr(self.binder, "alloc", None) is None:
+            bufs = harness.Buffers(self.comm, self.coll, self.counts, self.dtype, point.in_place, alloc)
+        return harness.Prepared(self.comm, self.coll, self.counts, self.dtype, point.op, point.in_place, self.binder,
+                                spec.timer, spec.graph, bufs)
+
+
+def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
+    """The point ready to measure on this rank, or why it cannot run here (the same on every rank)."""
+    comm = s.comms[point.backend]
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
     counts = coll.counts(point.size, dtype.itemsize, s.world)
     algo = None if point.algorithm == "native" else ALGORITHMS[point.algorithm]
@@ -215,25 +235,45 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     if reason is None and counts.size_bytes == 0:
         reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
     if reason:
+        return reason
+    binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
+    return Bound(point.backend, comm, coll, counts, dtype, algo, binder)
+
+
+def notes_of(s: Session, bound: Bound, extra=()) -> list[str]:
+    """The one-line notes of a measured point not shown yet (marked shown): a reducer's fallback, the
+    communicator's, the algorithm context's and the measurement's."""
+    found = [getattr(bound.comm.reducer, "fallback", None), *bound.comm.notes,
+             *s.contexts[bound.backend].notes, *extra]
+    new = [n for n in dict.fromkeys(found) if n and n not in s.warned]
+    s.warned += new
+    return new
+
+
+def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | None:
+    """Measure one point (rank 0 sends its row and samples); its wrong elements, or None when
+    the point cannot run here (rank 0 sends the reason)."""
+    spec = s.spec
+    bound = bind_point(s, spec, point)
+    if isinstance(bound, str):
         if s.rank == 0:
-            emit("skip", point=point.as_dict(), reason=reason)
+            emit("skip", point=point.as_dict(), reason=bound)
         return None
+    comm, counts, dtype = bound.comm, bound.counts, bound.dtype
     progress("enter", rank=s.rank, point=point.as_dict())
     if s.rank == 0:
         emit("start", point=point.as_dict())
     if s.tuning is not None:
         s.tuning.read()  # what NCCL logged before this point
-    binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
-    m = harness.measure(comm, coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
-                        spec.min_time, spec.min_iters, spec.max_iters, spec.batch, binder, s.counter, s.meter,
+    m = harness.measure(comm, bound.coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
+                        spec.min_time, spec.min_iters, spec.max_iters, spec.batch, bound.binder, s.counter, s.meter,
                         spec.timer, spec.graph)
-    for note in [getattr(comm.reducer, "fallback", None), *comm.notes, *s.contexts[point.backend].notes, *m.notes]:
-        if s.rank == 0 and note and note not in s.warned:
-            s.warned.append(note)
+    for note in notes_of(s, bound, m.notes):
+        if s.rank == 0:
             emit("warning", text=note)
     if s.rank == 0:
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device,
-                       **_extra_columns(s, point, counts, m, algo, dtype))
+                       **_extra_columns(s, point, counts, m, bound.algo, dtype))
         samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])

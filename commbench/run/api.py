@@ -145,6 +145,8 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
     for key, (fits, what) in _RESUME_FIELDS.items():
         if key in meta and not fits(meta[key]):
             raise InputError(f"{out}: run.json field {key!r} must be {what}, not {_short(meta[key])}")
+    if meta.get("kind") == "ab":
+        raise InputError(f"{out} holds a `commbench ab` comparison, which is not resumed: run the comparison again")
     if not isinstance(meta.get("spec"), dict):
         raise InputError(f"{out}: run.json is not a commbench run record (it holds no spec)")
     try:

@@ -127,3 +127,27 @@ def comparison_table(comparison):
     for cells in body:
         table.add_row(*map(_safe, cells))
     return table
+
+
+class AbRenderer:
+    """`commbench ab`'s progress on stderr: the grain and why, one line per round (open points,
+    time), warnings once. quiet: only warnings."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.warned: set[str] = set()
+
+    def __call__(self, event: dict) -> None:
+        kind = event["event"]
+        if kind == "warning" and event["text"] not in self.warned:
+            self.warned.add(event["text"])
+            self.console.print(f"[yellow]warning[/]: {_safe(event['text'])}")
+        elif self.quiet:
+            return
+        elif kind == "ab":
+            self.console.print(f"[bold]commbench ab[/]: {event['points']} points, {_safe(event['launcher'])}; "
+                               f"grain [bold]{_safe(event['grain'])}[/] ({_safe(event['why'])})")
+        elif kind == "round":
+            self.console.print(f"round {event['round']}: {event['open']} point(s) still open, "
+                               f"{event['seconds']:.1f} s")

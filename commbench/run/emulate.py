@@ -25,7 +25,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from contextlib import contextmanager
 
 from commbench import interrupts
@@ -155,7 +154,7 @@ def commands(spec: SweepSpec, extra: list[str], worker: list[str], env: dict) ->
     env = dict(env, GLOO_SOCKET_IFNAME=IFACE, **{LINK_IFACE_ENV: IFACE, PLACEMENT_ENV: spec.placement})
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # no hostname warnings: the namespaces share one hostname
-    return [(["ip", "netns", "exec", node_ns(i), sys.executable, "-m", "torch.distributed.run",
+    return [(["ip", "netns", "exec", node_ns(i), worker[0], "-m", "torch.distributed.run",
               "--nnodes", str(nodes), "--node-rank", str(i), "--nproc-per-node", str(per_node),
               "--master-addr", node_addr(0), "--master-port", str(MASTER_PORT)] + extra + worker[1:], env)
             for i in range(nodes)]

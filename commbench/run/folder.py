@@ -152,6 +152,8 @@ class RunFolder:
     """Writes one run folder. Counts the rows on disk (earlier sessions of a resumed run
     included, once `repair` has read them) and their wrong elements."""
 
+    columns, sample_columns = COLUMNS, SAMPLE_COLUMNS  # the headers a new folder's files get
+
     def __init__(self, path: str | Path):
         self.dir = Path(path)
         self.rows = 0
@@ -202,18 +204,20 @@ class RunFolder:
         return data
 
     # --- rows and samples -----------------------------------------------------------------------
-    def add(self, row: dict, samples_us) -> None:
+    def add(self, row: dict, samples_us, tags=None) -> None:
         """Append a row and its per-iteration samples (µs), samples first; both get this folder's
-        job number (the row in place, so what is shown is what is on disk)."""
+        job number (the row in place, so what is shown is what is on disk). tags: per sample, more
+        of its columns (commbench ab: side, round, pair)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         row["job"] = self.job
         for key, value in row.items():  # a number not recorded (NaN): an empty cell, as the loader reads it
             if isinstance(value, float) and value != value:
                 row[key] = None
-        _append(self.dir / SAMPLES_CSV, SAMPLE_COLUMNS, (
-            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}", "job": self.job}
+        _append(self.dir / SAMPLES_CSV, self.sample_columns, (
+            {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}", "job": self.job,
+             **(tags[i] if tags else {})}
             for i, t in enumerate(samples_us)))
-        _append(self.dir / RESULTS_CSV, COLUMNS, [row])
+        _append(self.dir / RESULTS_CSV, self.columns, [row])
         self.rows += 1
         self.wrong += _wrong(row.get("wrong"))
 

@@ -133,19 +133,24 @@ def check_local_ranks(spec: SweepSpec, launcher: str, extra: list[str]) -> None:
                          f"its {memory / 1e9:.3g} GB of memory: choose smaller sizes (-e, --sizes) or fewer ranks")
 
 
-def build_commands(spec: SweepSpec, launcher: str, extra: list[str]) -> list[tuple[list[str], dict]]:
+def build_commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str] | None = None,
+                   ranks_env: dict[str, str] | None = None) -> list[tuple[list[str], dict]]:
     """One (argv, env) per process to start (only the local launcher starts several), once this
     machine can take the ranks (check_local_ranks). The spec reaches the ranks as a file in the
-    run folder (commbench.rank.worker.encode_spec), written once nothing refused the launch."""
+    run folder (commbench.rank.worker.encode_spec), written once nothing refused the launch.
+    worker: the ranks' program (default: this Python's commbench.rank.worker on the spec file; its
+    first item is the Python that torchrun runs under too); ranks_env: variables for every rank."""
     check_local_ranks(spec, launcher, extra)
-    commands = _commands(spec, launcher, extra,
-                         [sys.executable, "-m", "commbench.rank.worker", "--spec", str(spec_path(spec))])
-    encode_spec(spec)
+    worker = worker or [sys.executable, "-m", "commbench.rank.worker", "--spec", str(spec_path(spec))]
+    commands = _commands(spec, launcher, extra, worker, ranks_env or {})
+    if worker[2:3] == ["commbench.rank.worker"]:
+        encode_spec(spec)
     return commands
 
 
-def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str]) -> list[tuple[list[str], dict]]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str],
+              ranks_env: dict[str, str]) -> list[tuple[list[str], dict]]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ranks_env)
     n = spec.nprocs
     if launcher == "mpirun":
         mpirun = _which("mpirun")
@@ -155,8 +160,8 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
                 args.append("--allow-run-as-root")
             if n > (os.cpu_count() or 1):
                 args.append("--oversubscribe")
-            if PLUGINS_ENV in env:  # Open MPI passes variables to other hosts only when told
-                args += ["-x", PLUGINS_ENV]
+            for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + sorted(ranks_env):
+                args += ["-x", name]  # Open MPI passes variables to other hosts only when told
         return [(args + extra + worker, env)]
     if launcher == "srun":
         return [srun.command(_which("srun"), spec, extra, worker, env)]
@@ -165,7 +170,7 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
     if launcher == "emulated":
         return emulate.commands(spec, extra, worker, env)
     if launcher == "torchrun":
-        run = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
+        run = [worker[0], "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", str(n)]
         return [(run + extra + worker[1:], env)]
     if launcher == "local":
         port = topology.free_port()
@@ -221,6 +226,23 @@ class Job:
                 self._open -= 1
             else:
                 yield item
+
+    def ready_lines(self) -> list[Line]:
+        """The output lines that have arrived, without waiting (None marks a stream that closed)."""
+        out = []
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return out
+            if item is None:
+                self._open -= 1
+            else:
+                out.append(item)
+
+    def exited(self) -> bool:
+        """Has every process of the job ended?"""
+        return all(p.poll() is not None for p in self.procs)
 
     def _failed_early(self) -> bool:
         """Local launcher: one rank died while the others wait for it forever."""

@@ -38,7 +38,7 @@ def _ranks(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def _how(code: int) -> str:
+def how_it_ended(code: int) -> str:
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -96,7 +96,7 @@ class Monitor:
     def failure(self, job: Job, code: int) -> str:
         dead = self.deaths(job)
         if dead:
-            return "; ".join(f"rank {r} {_how(c)}" for r, c in sorted(dead.items())) + f" {self.where()}"
+            return "; ".join(f"rank {r} {how_it_ended(c)}" for r, c in sorted(dead.items())) + f" {self.where()}"
         if self.error:
             return f"{self.error} ({self.where()})"
         return f"the launcher exited with code {code} {self.where()}{self.stragglers()}"

@@ -43,6 +43,7 @@ class Context:
     timeout_s: float = 120.0  # a wait inside a kernel gives up after this (the point's timeout, less a margin)
     channels: int | None = None  # the kernels' channels per call (None: by size; commbench.rank.kernels)
     notes: list = field(default_factory=list)  # one-line warnings for the run (rank 0's are shown once)
+    arena: Any = None  # commbench ab: the memory both sides' buffers lie in (commbench.rank.arena), or None
 
     @property
     def reducer(self):

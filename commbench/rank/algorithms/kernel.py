@@ -118,7 +118,7 @@ class _Kernel(Algorithm):
         return node_kernels(ctx)
 
     def allocator(self, ctx):
-        return self.node(ctx).allocator(ctx.notes)
+        return self.node(ctx).allocator(ctx.notes, ctx.arena)
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         """The kernel on the harness' buffers as they are (in place, send and recv overlap as the

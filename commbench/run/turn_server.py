@@ -1,0 +1,298 @@
+"""The parent's end of `commbench ab`'s turns (commbench.rank.turns is the ranks' end): a socket the
+ranks of every job connect to, and TurnJob, one launched job whose ranks answer commands.
+
+A job's ranks each open one connection, say who they are (the job's secret, their rank, the
+protocol they speak, the side's variables as they see them) and, once their communicators are
+open, that they are ready (rank 0 with the job's facts for run.json). `request` sends one command
+to every rank and waits for every answer: the wait is where a hung rank (a deadline) or a dead one
+(its connection closes, the launcher says how it died) becomes one JobError naming the side and
+the point. The jobs' output is relayed line by line, tagged with the side.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable
+
+from commbench import events
+from commbench.errors import InputError, JobError
+from commbench.rank.turns import PROTOCOL, TURNS_ENV
+from commbench.rank.worker import encode_spec
+from commbench.run import launch, watchdog
+from commbench.spec import SweepSpec
+
+STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
+EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
+SPEC_FILES = {"A": ".spec-A.json", "B": ".spec-B.json"}  # each side's spec, in the run folder
+
+
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}  # python -m puts the current folder first on sys.path: not for the ranks
+
+
+def check_python(python: str, flag: str) -> dict:
+    """What the Python `python` runs ({"commbench": version, "path": where it imports commbench
+    from}), once it is shown to serve ab's turns in the protocol this commbench speaks, with its
+    own commbench (not one that the current folder would shadow it with); an InputError naming
+    `flag` otherwise."""
+    if not os.path.isfile(python) or not os.access(python, os.X_OK):
+        raise InputError(f"{flag} {python!r} is not a program (give the python of a virtual environment, "
+                         "e.g. base/.venv/bin/python)")
+    probe = ("import sys, commbench, commbench.rank.turns as t; "
+             "print(t.PROTOCOL, commbench.__version__, sys.flags.safe_path if hasattr(sys.flags, 'safe_path') else 0); "
+             "print(commbench.__file__)")
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, **SAFE_PATH))
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"{flag} {python!r} cannot be run ({exc})") from None
+    lines = out.stdout.splitlines()
+    words = lines[0].split() if lines else []
+    if out.returncode != 0 or len(words) != 3 or not words[0].isdigit() or len(lines) != 2:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InputError(f"{flag} {python!r} cannot serve commbench ab's turns ({last[:200]}): install commbench "
+                         "with ab (this version or newer) into it")
+    if int(words[0]) != PROTOCOL:
+        raise InputError(f"{flag} {python!r} runs commbench {words[1]}, whose ab turns speak protocol {words[0]}, "
+                         f"not {PROTOCOL}: install the same commbench into both sides")
+    where = os.path.dirname(os.path.dirname(os.path.abspath(lines[1])))
+    if words[2] == "0" and os.path.abspath(os.getcwd()) == where:  # a Python before 3.11 ignores PYTHONSAFEPATH
+        raise InputError(f"{flag} {python!r} would import commbench from the current folder ({where}), not from its "
+                         "own environment: run commbench ab from another folder")
+    return {"commbench": words[1], "path": lines[1]}
+
+
+def hello_problem(hello: dict, env: dict[str, str], world: int, seen: set[int]) -> str | None:
+    """What is wrong with a rank's hello, or None: another protocol, a side's variable that did not
+    reach it (a launcher that does not pass the environment on), a rank number out of place."""
+    rank = hello.get("rank")
+    if hello.get("protocol") != PROTOCOL:
+        return f"rank {rank} speaks ab protocol {hello.get('protocol')}, not {PROTOCOL} (another commbench)"
+    got = hello.get("env") or {}
+    for key, value in env.items():
+        if got.get(key) != value:
+            return (f"the variable {key}={value!r} did not reach rank {rank} on {hello.get('host')} (it has "
+                    f"{got.get(key)!r}): the launcher does not pass it on")
+    if type(rank) is not int or not 0 <= rank < world or rank in seen:
+        return f"a rank said it is rank {rank!r} of {world}"
+    return None
+
+
+class _Conn:
+    """One rank's connection: JSON lines, read with a deadline."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf = sock, b""
+
+    def send(self, data: dict) -> None:
+        self.sock.sendall((json.dumps(data) + "\n").encode())
+
+    def read(self, deadline: float) -> dict | None:
+        """The next line as JSON; None when the rank closed the connection; TimeoutError past the deadline."""
+        while b"\n" not in self.buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except socket.timeout:
+                raise TimeoutError from None
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"error": f"an unreadable answer ({line[:80]!r})"}
+
+
+class TurnServer:
+    """The listening socket every job of one comparison connects to. local: every rank is on this
+    machine (listen on the loopback only); else on every interface, at this host's address."""
+
+    def __init__(self, local: bool):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1" if local else "", 0))
+        self.sock.listen(1024)
+        host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
+        self.address = f"{host}:{self.sock.getsockname()[1]}"
+        self.secret = secrets.token_hex(16)
+
+    arena: dict | None = None  # the ranks' arena (commbench.rank.arena): its path and stride
+
+    def env(self, job: str, check: list[str]) -> dict[str, str]:
+        """What the ranks of `job` need to find the server (TURNS_ENV), the variables they report, the arena."""
+        return {TURNS_ENV: json.dumps({"address": self.address, "secret": self.secret, "job": job, "check": check,
+                                       "arena": self.arena})}
+
+    def accept(self, jobs: list["TurnJob"], deadline: float) -> None:
+        """Take every rank's connection and hello, then every rank's ready, for all of `jobs`."""
+        by_name = {j.name: j for j in jobs}
+        self.sock.settimeout(0.5)
+        while any(len(j.conns) < j.world for j in jobs):
+            for j in jobs:
+                j.follow()
+            if time.monotonic() > deadline:
+                late = next(j for j in jobs if len(j.conns) < j.world)
+                late.fail(f"timed out after {STARTUP_TIMEOUT_S:g} s waiting for its ranks to connect "
+                          f"({len(late.conns)} of {late.world} did)")
+            try:
+                sock, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            conn = _Conn(sock)
+            try:
+                hello = conn.read(time.monotonic() + 30)
+            except TimeoutError:
+                hello = None
+            if not hello or not hmac.compare_digest(str(hello.get("secret", "")), self.secret):
+                sock.close()  # not one of ours
+                continue
+            job = by_name.get(hello.get("job"))
+            if job is not None:
+                job.hello(conn, hello)
+        for j in jobs:
+            j.ready(deadline)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class TurnJob:
+    """One launched job serving one side (`sides` one spec) or both: its processes and its ranks'
+    connections. relay: shows a line of the job's output."""
+
+    def __init__(self, name: str, sides: dict[str, SweepSpec], launcher: str, launcher_args: list[str], python: str,
+                 env: dict[str, str], server: TurnServer, relay: Callable[[launch.Line], None]):
+        self.name, self.sides, self.env = name, sides, env
+        self.spec = next(iter(sides.values()))
+        self.world = self.spec.nprocs
+        self.conns: dict[int, _Conn] = {}
+        self.rank0: _Conn | None = None
+        self.facts: dict = {}
+        self.python = python
+        self.monitor = watchdog.Monitor()
+        self.relay = relay
+        self.where = "during start-up"
+        self._answered: list[int] = []  # the ranks that answered the command in flight
+        worker = [python, "-m", "commbench.rank.turns"]
+        for side, spec in sides.items():
+            worker += ["--side", f"{side}={encode_spec(spec, SPEC_FILES[side])}"]
+        commands = launch.build_commands(self.spec, launcher, launcher_args, worker,
+                                         dict(SAFE_PATH, **env, **server.env(name, sorted(env))))
+        self.job = launch.Job(commands)
+
+    @property
+    def label(self) -> str:
+        """How messages name the job: its side (and launch pair), or both sides."""
+        if len(self.sides) > 1:
+            return "the job of both sides"
+        side, pair = self.name[0], self.name[1:]
+        return f"side {side}" + (f", launch pair {pair}" if pair else "")
+
+    def follow(self) -> None:
+        """Relay the output that has arrived; note an error a rank reported."""
+        for line in self.job.ready_lines():
+            event = events.parse(line.text) if line.stream == "stdout" else None
+            if event is None:
+                self.monitor.tail.append(line.text)
+                self.relay(launch.Line(f"[{self.name}] {line.text}", line.stream))
+            else:
+                self.monitor.observe(event)
+
+    def fail(self, why: str) -> None:
+        """Kill the job and raise the JobError that says what happened, where."""
+        self.kill()
+        self.follow()
+        raise JobError(f"{self.label}: {why} {self.where}")
+
+    def _died(self, rank: int) -> None:
+        """A rank's connection closed: wait briefly for the launcher to say why, then fail."""
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end and not self.job.exited():
+            self.follow()
+            time.sleep(0.05)
+        self.follow()
+        dead = self.monitor.deaths(self.job)
+        if self.monitor.error:
+            self.fail(self.monitor.error)
+        if dead:
+            self.fail("; ".join(f"rank {r} {watchdog.how_it_ended(c)}" for r, c in sorted(dead.items())))
+        self.fail(f"rank {rank} closed its connection (the job ended)")
+
+    def hello(self, conn: _Conn, hello: dict) -> None:
+        problem = hello_problem(hello, self.env, self.world, set(self.conns))
+        if problem:
+            self.fail(problem)
+        self.conns[hello["rank"]] = conn
+
+    def ready(self, deadline: float) -> None:
+        for rank, conn in sorted(self.conns.items()):
+            answer = self._read(rank, conn, deadline)
+            if answer.get("rank0"):
+                self.rank0, self.facts = conn, answer.get("facts") or {}
+        if self.rank0 is None:
+            self.fail("no rank answered as rank 0")
+        self.where = ""
+
+    def _read(self, rank: int, conn: _Conn, deadline: float) -> dict:
+        while True:
+            try:
+                answer = conn.read(min(deadline, time.monotonic() + 1.0))
+            except TimeoutError:
+                self.follow()
+                if time.monotonic() < deadline:
+                    continue
+                waiting = sorted(set(range(self.world)) - set(self._answered))
+                self.fail(f"timed out ({', '.join(f'rank {r}' for r in waiting)} did not answer; "
+                          "the job was killed)")
+            if answer is None:
+                self._died(rank)
+            if "error" in answer:
+                self.fail(f"rank {rank}: {answer['error']}")
+            self._answered.append(rank)
+            return answer
+
+    def request(self, command: dict, timeout: float, where: str) -> dict:
+        """Send a command to every rank and wait for every answer: rank 0's."""
+        self.where = f"in {where}"
+        for rank, conn in self.conns.items():
+            try:
+                conn.send(command)
+            except OSError:
+                self._died(rank)
+        deadline, self._answered, answer = time.monotonic() + timeout, [], {}
+        for rank, conn in sorted(self.conns.items()):
+            got = self._read(rank, conn, deadline)
+            if conn is self.rank0:
+                answer = got
+        self.follow()
+        return answer
+
+    def end(self) -> None:
+        """Close the communicators, let the job exit (killed if it does not)."""
+        self.request({"cmd": "end"}, EXIT_GRACE_S, "closing")
+        end = time.monotonic() + EXIT_GRACE_S
+        while time.monotonic() < end and not self.job.exited():
+            self.follow()
+            time.sleep(0.02)
+        self.kill()
+        self.follow()
+
+    def kill(self) -> None:
+        if not self.job.exited():
+            self.job.kill()
+
+
+def relay_stderr(line: launch.Line) -> None:
+    print(line.text, file=sys.stderr)

@@ -1,0 +1,99 @@
+"""commbench.run.ab's decisions before anything is launched: which points pair up, which grain the
+sides allow, the order of turns, the arena's layout; the ranks' hello check; a side's options."""
+
+import pytest
+
+from commbench.errors import InputError
+from commbench.rank import arena
+from commbench.rank.turns import PROTOCOL
+from commbench.run import ab
+from commbench.run.turn_server import hello_problem
+from commbench.spec import SweepSpec
+
+
+def _side(name, **fields):
+    spec = SweepSpec(**{"backends": ["mpi"], "nprocs": 2, "sizes": [8, 4096], "collectives": ["all_reduce"],
+                        **fields}).validate()
+    return ab.AbSide(name, spec)
+
+
+def test_points_pair_on_everything_but_what_the_sides_set_differently():
+    pairs = ab.match(_side("A", algorithms=["native"]), _side("B", algorithms=["ring_kernel"]))
+    assert [(p.a.algorithm, p.b.algorithm, p.a.size, p.b.size) for p in pairs] == [
+        ("native", "ring_kernel", 8, 8), ("native", "ring_kernel", 4096, 4096)]
+    assert pairs[0].key["algorithm"] == "native→ring_kernel" and "native→ring_kernel" in pairs[0].title
+    same = ab.match(_side("A"), _side("B"))
+    assert all(p.a.index == p.b.index for p in same) and "→" not in same[0].title
+    dtypes = ab.match(_side("A", dtypes=["float32"]), _side("B", dtypes=["float64"]))
+    assert dtypes[0].key["dtype"] == "float32→float64"
+
+
+def test_a_side_with_several_partners_for_a_point_is_refused():
+    with pytest.raises(InputError, match="not one each per point"):
+        ab.match(_side("A", algorithms=["native"]), _side("B", algorithms=["native", "ring"]))
+
+
+@pytest.mark.parametrize("change,grain", [({}, "in-process"), ({"env": {"X": "1"}}, "token"),
+                                          ({"python": "/other/python"}, "token"), ({"nprocs": 3}, "token")])
+def test_the_finest_grain_the_sides_allow(change, grain):
+    a, b = _side("A"), _side("B", **({"nprocs": change["nprocs"]} if "nprocs" in change else {}))
+    b.env, b.python = change.get("env", {}), change.get("python", b.python)
+    assert ab.choose_grain(a, b, "mpirun")[0] == grain
+
+
+def test_jobs_that_cannot_live_together_take_rounds_of_launches():
+    a, b = _side("A"), _side("B")
+    b.env = {"X": "1"}
+    grain, why = ab.choose_grain(a, b, "srun")
+    assert grain == "launch" and "Slurm" in why
+    assert ab.choose_grain(a, b, "mpirun", "launch") == ("launch", "asked for (--grain launch); token was possible")
+    with pytest.raises(InputError, match="--grain in-process is not possible: the sides' environments differ"):
+        ab.choose_grain(a, b, "mpirun", "in-process")
+    with pytest.raises(InputError, match="unknown grain"):
+        ab.choose_grain(a, b, "mpirun", "fine")
+
+
+def test_turns_alternate_abba_and_every_pair_has_one_turn_a_side():
+    for round_no in (1, 2):
+        order = ab._turn_order(round_no, 8)
+        assert len(order) == 16
+        for k in range(8):
+            assert sorted(side for side, pair in order if pair == k) == ["A", "B"]
+        firsts = [order[2 * k][0] for k in range(8)]
+        assert firsts.count("A") == firsts.count("B") == 4
+    assert ab._turn_order(1, 8)[0][0] != ab._turn_order(2, 8)[0][0]
+
+
+def test_the_arena_holds_every_point_of_both_sides_one_region_a_rank():
+    a, b = _side("A", sizes=[8, 1 << 20], in_place=[False, True]), _side("B", sizes=[8, 1 << 20], nprocs=3)
+    stride, nbytes = ab.arena_layout(a.spec, b.spec)
+    assert nbytes == 3 * stride
+    out_of_place = arena.region_bytes(1 << 18, 1 << 18, 4, False)  # all-reduce of 1 MB: send, then recv a page on
+    assert out_of_place == 2 << 20 and stride >= out_of_place and stride % 64 == 0
+
+
+def _hello(**over):
+    return {"rank": 1, "protocol": PROTOCOL, "host": "h", "env": {"X": "1"}, **over}
+
+
+def test_a_hello_is_checked_for_protocol_the_sides_variables_and_rank():
+    assert hello_problem(_hello(), {"X": "1"}, 2, {0}) is None
+    assert "did not reach rank 1 on h (it has None)" in hello_problem(_hello(env={}), {"X": "1"}, 2, set())
+    assert "speaks ab protocol 0" in hello_problem(_hello(protocol=0), {}, 2, set())
+    assert "rank 1 of 2" in hello_problem(_hello(), {}, 2, {1})
+    assert "rank 5 of 2" in hello_problem(_hello(rank=5), {}, 2, set())
+    assert "rank True" in hello_problem(_hello(rank=True), {}, 2, set())
+
+
+def test_a_sides_options_are_runs_options_over_the_common_ones():
+    from commbench import options
+    from commbench.cli.ab import AB_TABLE, _side_values, _spec
+
+    common = {o.name: o.default for o in AB_TABLE} | {"out_of_place": True, "nprocs": 2, "backend": "mpi"}
+    values = _side_values(common, "-a ring_kernel --in-place -d float64", "--args-b")
+    spec = _spec(values)
+    assert spec.algorithms == ["ring_kernel"] and spec.in_place == [True] and spec.dtypes == ["float64"]
+    assert _spec(_side_values(common, "", "--args-a")).in_place == [False]
+    with pytest.raises(InputError, match="--out cannot differ"):
+        _side_values(common, "--out x", "--args-b")
+    assert all(o.name not in ("repeat", "resume") for o in AB_TABLE) and options.BY_NAME["label"] in AB_TABLE
