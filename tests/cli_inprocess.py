@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from commbench.cli import main
+from commbench.errors import BAD_INPUT, OK
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -22,12 +23,12 @@ class Outcome:
     stdout: str
     stderr: str
 
-    def assert_clean(self, codes=(0, 2)) -> None:
+    def assert_clean(self, codes=(OK, BAD_INPUT)) -> None:
         """The trust-boundary contract: an accepted exit code; on failure exactly one line on
         stderr and no traceback anywhere."""
         assert self.code in codes, f"exit {self.code}; stderr: {self.stderr[-2000:]!r}"
         assert "Traceback" not in self.stderr + self.stdout, self.stderr[-2000:]
-        if self.code != 0:
+        if self.code != OK:
             lines = [line for line in self.stderr.splitlines() if line.strip()]
             assert len(lines) == 1, f"{len(lines)} lines on stderr: {self.stderr[-2000:]!r}"
             assert "\x1b" not in lines[0], lines[0]

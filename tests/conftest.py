@@ -11,9 +11,18 @@ DATA = ROOT / "tests" / "data"
 
 
 def commbench(*args, env=None, timeout=600, check_rc=None):
-    """Run the real CLI in a subprocess; returns CompletedProcess (text)."""
-    proc = subprocess.run([sys.executable, "-m", "commbench", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, **(env or {})), cwd=ROOT)
+    """Run the real CLI, returning a CompletedProcess (text): in a subprocess in a test that starts
+    ranks (the `job` fixture) or gives variables of its own; elsewhere in this process
+    (tests/cli_inprocess.py: the same entry point, without a Python start per call), where a
+    command that started ranks after all would fail the test (pytest_configure's guard)."""
+    if env is None and not _LAUNCHES["allowed"]:
+        from cli_inprocess import run_cli
+
+        outcome = run_cli(*args, cwd=ROOT)
+        proc = subprocess.CompletedProcess(["commbench", *map(str, args)], outcome.code, outcome.stdout, outcome.stderr)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "commbench", *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, env=dict(os.environ, **(env or {})), cwd=ROOT)
     if check_rc is not None:
         assert proc.returncode == check_rc, f"rc={proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     return proc
@@ -28,12 +37,128 @@ def has_gpu() -> bool:
         return False
 
 
+# --- tiers -------------------------------------------------------------------------------------------
+# `make test` runs the fast tier (`pytest --tier fast`): every test but those that need what is slow or
+# special here, unless marked `smoke` (the few real jobs it keeps); `make test-all` runs everything.
+# The markers come from what a test uses, never by hand: the fixture it asks for, hypothesis, its folder.
+FIXTURE_MARKERS = {"job": "job", "slurm": "slurm", "chromium": "browser", "netns": "netns", "nvcc": "nvcc"}
+FULL_ONLY = ("job", "slurm", "browser", "netns", "nvcc", "fuzz", "acceptance")
+LAUNCHING = ("run", "sweep", "ab")  # commbench commands that start ranks
+LAUNCHERS = ("mpirun", "mpiexec", "srun", "salloc", "sbatch", "torchrun")
+RECORD_ENV = "COMMBENCH_TEST_RECORD_LAUNCHES"  # a file: note unmarked launches there instead of failing
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=("fast", "all"), default="all",
+                     help="fast: leave out real jobs (but the `smoke` ones), Slurm, the browser, network namespaces, "
+                          "nvcc, fuzzing and the acceptance suite; all: everything (default)")
+
+
+def _tier_markers(item) -> list[str]:
+    found = [m for f, m in FIXTURE_MARKERS.items() if f in getattr(item, "fixturenames", ())]
+    if getattr(getattr(item, "function", None), "is_hypothesis_test", False):
+        found.append("fuzz")
+    if "acceptance" in item.path.parts:
+        found.append("acceptance")
+    return found
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="no NVIDIA GPU visible on this machine")
     if not has_gpu():
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+    kept, dropped = [], []
+    for item in items:
+        for marker in _tier_markers(item):
+            item.add_marker(marker)
+        slow = any(m in item.keywords for m in FULL_ONLY) and "smoke" not in item.keywords
+        (dropped if config.getoption("--tier") == "fast" and slow else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _starts_ranks(argv) -> bool:
+    """Does this command line start ranks (a launcher, or a commbench command that launches)?"""
+    argv = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in LAUNCHERS or "torch.distributed.run" in argv:
+        return not {"--version", "-V", "--help", "--mpi=list"} & set(argv)  # a question, not a launch
+    if any(a in ("commbench.rank.worker", "commbench.rank.turns") for a in argv):
+        return True
+    for i, a in enumerate(argv):
+        if (a == "commbench" and i and argv[i - 1] == "-m") or os.path.basename(a) == "commbench":
+            return len(argv) > i + 1 and argv[i + 1] in LAUNCHING
+    return False
+
+
+_LAUNCHES = {"allowed": True, "test": None}  # the test being set up or run: may it start ranks?
+
+
+def pytest_runtest_setup(item):
+    """Before any fixture of the test (a module's included) is set up: does it say it starts ranks?"""
+    _LAUNCHES.update(allowed=bool({"job", "slurm", "netns"} & set(item.fixturenames)), test=item.nodeid)
+
+
+def pytest_runtest_teardown(item):
+    _LAUNCHES.update(allowed=True, test=None)
+
+
+def pytest_configure(config):
+    """A test that starts ranks must say so by asking for `job` (or slurm, netns), which puts it in the
+    full tier: a launch from any other test fails it (under RECORD_ENV: is noted in that file)."""
+    real = subprocess.Popen.__init__
+
+    def guarded(self, args, *rest, **kwargs):
+        if not _LAUNCHES["allowed"] and _starts_ranks(args):
+            record = os.environ.get(RECORD_ENV)
+            if not record:
+                raise AssertionError(f"{_LAUNCHES['test']} starts ranks ({' '.join(map(str, args))[:120]}): "
+                                     "ask for the `job` fixture")
+            with open(record, "a") as f:
+                f.write(_LAUNCHES["test"] + "\n")
+        return real(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded
+
+
+@pytest.fixture(scope="session")
+def job():
+    """Marks a test that starts ranks (the full tier, unless `smoke`); runs the CLI like commbench()."""
+    return commbench
+
+
+@pytest.fixture
+def chromium():
+    """The Chromium the report tests render in, or a skip with the reason."""
+    from browser import CHROMIUM
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return CHROMIUM
+
+
+@pytest.fixture
+def netns():
+    """Root and iproute2 for emulated clusters (network namespaces, tc), or a skip with the reason."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
+        pytest.skip("the emulated cluster needs root and iproute2 (ip, tc)")
+
+
+@pytest.fixture(scope="session")
+def nvcc():
+    """nvcc's path, or a skip with the reason."""
+    import shutil
+
+    found = shutil.which("nvcc")
+    if found is None:
+        pytest.skip("nvcc is not installed")
+    return found
 
 
 def _mpirun_missing() -> bool:

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from commbench.errors import OK
 
 PACKAGES = ("slurm-wlm", "munge", "libpmix-dev")
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -55,7 +56,7 @@ def unavailable() -> str | None:
         return f"Slurm is not installed ({', '.join(missing)} missing) and installing it needs root and apt-get"
     with open(INSTALL_LOG, "w") as log:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        ok = all(subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=900).returncode == 0
+        ok = all(subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=900).returncode == OK
                  for cmd in (["apt-get", "update", "-qq"],
                              ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]))
     if not ok or any(_sbin(n) is None for n in DAEMONS + CLIENTS):
@@ -120,7 +121,7 @@ def start() -> Cluster:
     conf = str(root / "slurm.conf")
     for argv in (munged, [_sbin("slurmctld"), "-f", conf], [_sbin("slurmd"), "-f", conf]):
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
-        if proc.returncode != 0:
+        if proc.returncode != OK:
             stop(cluster)
             raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}\n{cluster.logs()}")
     end = time.monotonic() + START_TIMEOUT_S

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from commbench.errors import OK
 
 
 def _lower_bound(package: str) -> str:
@@ -18,5 +19,5 @@ def test_oldest_allowed_typer_imports_the_cli(tmp_path):
                     f"typer=={version}"], check=True, capture_output=True, timeout=300)
     proc = subprocess.run([sys.executable, "-c", "import typer, commbench.cli; print(typer.__version__)"],
                           capture_output=True, text=True, env={"PYTHONPATH": f"{tmp_path}:{ROOT}"}, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == OK, proc.stderr[-2000:]
     assert proc.stdout.strip() == version

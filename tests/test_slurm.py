@@ -1,161 +1,76 @@
-"""Slurm for real, on a live one-node cluster (the `slurm` fixture, tests/slurm_cluster.py): runs
-inside salloc take the allocation's size and launcher (srun for gloo, for MPI the srun plugin that
-forms a world, else mpirun), separate MPI singletons and a wrong -n stop with one line (exit 1),
-more ranks than allocated is refused (exit 2), and the README's sbatch script runs a suite whose
-results `commbench report` renders."""
+"""Slurm's environment as commbench reads it, with no Slurm running: host lists, the allocation and
+the defaults it implies, a batch script that is no rank, a step's rendezvous, and the world check's
+answers for what one node cannot produce (ranks spread over hosts against --ranks-per-node)."""
 
-import json
-import re
-import sys
-import time
-from pathlib import Path
+from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 
-from commbench import slurm as slurm_env
-from conftest import ROOT, load_run
+from commbench import slurm
+from commbench.rank import topology, world
+from commbench.spec import SweepSpec
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a live Slurm needs Linux")
-TINY = ["-c", "all_reduce", "-b", 8, "-e", 64, "--iters", 5, "--quiet"]
-COMMBENCH = [sys.executable, "-m", "commbench"]
-SINGLETONS = "srun started 2 separate MPI processes: this MPI has no PMI support for srun"
-
-
-def _ok(proc):
-    assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def _world_of(out: Path, nprocs: int = 2):
-    rows, _, meta = load_run(out)
-    assert (rows.world_size == nprocs).all() and (rows.wrong == 0).all() and len(rows) > 0
-    assert meta["world_size"] == nprocs and meta["world"]["size"] == nprocs and meta["status"] == "completed"
-    return meta
+# salloc -n 2 on host vm, then the batch script of sbatch -n 3 -N 2, then a task of srun -n 2
+SALLOC = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "vm",
+          "SLURM_JOB_PARTITION": "debug"}
+BATCH = {"SLURM_JOB_ID": "8", "SLURM_NTASKS": "3", "SLURM_TASKS_PER_NODE": "2,1", "SLURM_JOB_NODELIST": "n[1-2]",
+         "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}
+STEP = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": "3", "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_TASKS_PER_NODE": "4",
+        "SLURM_STEP_NODELIST": "vm", "SLURM_JOB_NODELIST": "vm"}
 
 
-def _one_line(stderr: str, text: str) -> str:
-    lines = [line for line in stderr.splitlines() if text in line]
-    assert len(lines) == 1, stderr
-    return lines[0]
+@pytest.mark.parametrize("text, hosts", [
+    ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
+    ("gpu-a[1-2]b[3,5],x", ["gpu-a1b3", "gpu-a1b5", "gpu-a2b3", "gpu-a2b5", "x"]),
+    ("c[098-101]", ["c098", "c099", "c100", "c101"]),
+    ("a,b", ["a", "b"]), ("", []),
+])
+def test_hostlist(text, hosts):
+    assert slurm.expand_hostlist(text) == hosts
 
 
-def test_salloc_mpi_takes_the_allocation_and_a_pmi_that_works(slurm, tmp_path):
-    """salloc -n 2 commbench run: 2 ranks (not the default 4), through srun with the plugin the
-    probe found (pmix where Slurm can load libpmix), else mpirun; run.json names job and PMI."""
-    out = tmp_path / "mpi"
-    proc = _ok(slurm.run("salloc", "-n", 2, *COMMBENCH, "run", "--backend", "mpi", *TINY, "--out", out, cwd=ROOT))
-    meta = _world_of(out)
-    assert meta["spec"]["nprocs"] == 2 and meta["spec"]["ranks_per_node"] == 2
-    job = meta["slurm"]
-    assert job["job_id"].isdigit() and job["partition"] == "debug" and job["tasks"] == 2 and job["num_nodes"] == 1
-    assert job["nodes"] == [meta["ranks"][0]["hostname"]]
-    libpmix = list(Path("/usr/lib").glob("*/pmix2/lib/libpmix.so")) + list(Path("/usr/lib").glob("*/libpmix.so"))
-    if meta["launcher"] == "srun":
-        assert "--mpi=pmix" in meta["launch_argv"] and meta["world"]["pmi"] == "pmix"
-        assert meta["rank0_environment"]["PMIX_MCA_psec"] == "native" and "Sorry!" not in proc.stderr  # no help boxes
-    else:
-        assert not libpmix and meta["launcher"] == "mpirun"  # no srun plugin forms a world without libpmix.so
+def test_bad_hostlist_range():
+    with pytest.raises(ValueError, match="invalid range"):
+        slurm.expand_hostlist("n[5-2]")
 
 
-def test_salloc_gloo_runs_under_srun(slurm, tmp_path):
-    """gloo under srun: rank and world from SLURM_*, MASTER_ADDR/PORT derived from the step."""
-    out = tmp_path / "gloo"
-    _ok(slurm.run("salloc", "-n", 2, *COMMBENCH, "run", "--backend", "gloo", *TINY, "--out", out, cwd=ROOT))
-    meta = _world_of(out)
-    assert meta["launcher"] == "srun" and meta["topology_source"] == "slurm" and meta["world"]["pmi"] is None
-    env = meta["rank0_environment"]
-    assert env["MASTER_ADDR"] == "127.0.0.1" and 10000 <= int(env["MASTER_PORT"]) < 32400
+def test_allocation_and_its_defaults():
+    alloc = slurm.allocation(SALLOC)
+    assert (alloc.job_id, alloc.nodes, alloc.tasks, alloc.per_node, alloc.partition) == ("7", ["vm"], 2, 2, "debug")
+    assert topology.run_defaults(env=SALLOC) == {"nprocs": 2, "ranks_per_node": 2}
+    assert topology.run_defaults(env=BATCH) == {"nprocs": 3, "ranks_per_node": None}  # 2 + 1: no even layout
+    no_ntasks = {"SLURM_JOB_ID": "1", "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_JOB_NODELIST": "n[1-2]"}
+    assert slurm.allocation(no_ntasks).tasks == 8 and slurm.allocation(no_ntasks).nodes == ["n1", "n2"]
+    assert slurm.allocation({}) is None and topology.run_defaults(env={}) == {}
+    assert slurm.allocation(STEP) is None  # a task of a step is a rank, not where ranks start from
+    assert topology.run_defaults("none", env={}) == {"nprocs": 1}  # --launcher none: the ranks already running
 
 
-def test_salloc_mpirun_reads_the_allocation(slurm, tmp_path):
-    """--launcher mpirun inside the allocation: Open MPI takes its slots from Slurm."""
-    out = tmp_path / "mpirun"
-    _ok(slurm.run("salloc", "-n", 2, *COMMBENCH, "run", "--backend", "mpi", "--launcher", "mpirun", *TINY, "--out", out,
-                  cwd=ROOT))
-    meta = _world_of(out)
-    assert meta["launcher"] == "mpirun" and meta["topology_source"] == "openmpi"
+def test_batch_script_is_no_rank_and_a_step_is():
+    assert topology.detect(BATCH).source == "single" and not topology.inside_launched_job(BATCH)
+    info = topology.detect(STEP)
+    assert (info.source, info.rank, info.world, info.local_world) == ("slurm", 1, 2, 2)
+    assert topology.inside_launched_job(STEP) and topology.run_defaults(env=STEP) == {"nprocs": 2}
+    assert not topology.inside_launched_job(STEP | {"SLURM_STEP_NUM_TASKS": "1", "SLURM_NTASKS": "1"})
 
 
-def test_separate_mpi_processes_stop_with_one_line(slurm, tmp_path):
-    """srun without a PMI starts one-rank MPI worlds: exit 1, one line from rank 0, no rows."""
-    out = tmp_path / "singletons"
-    proc = slurm.run("srun", "-n", 2, "--mpi=none", *COMMBENCH, "run", "--backend", "mpi", *TINY, "--out", out,
-                     cwd=ROOT)
-    assert proc.returncode == 1 and "@@commbench" not in proc.stdout
-    assert "use --launcher mpirun inside the allocation, or srun --mpi=pmix" in _one_line(proc.stderr, SINGLETONS)
-    meta = json.loads((out / "run.json").read_text())
-    assert meta["status"] == "failed" and SINGLETONS in meta["error"] and not (out / "results.csv").exists()
-    # launched by commbench with the plugin forced to none: the parent says it once, and fails
-    proc = slurm.run(*COMMBENCH, "run", "-n", 2, "--launcher", "srun", "--launcher-args=--mpi=none", "--backend", "mpi",
-                     *TINY, "--out", tmp_path / "launched", cwd=ROOT)
-    assert proc.returncode == 1 and SINGLETONS in _one_line(proc.stderr, "commbench: failed")
-    assert not (tmp_path / "launched" / "results.csv").exists()
+def test_step_rendezvous():
+    one = slurm.rendezvous(STEP)
+    assert one["MASTER_ADDR"] == "127.0.0.1" and one == slurm.rendezvous(STEP | {"SLURM_PROCID": "0"})
+    two = slurm.rendezvous(STEP | {"SLURM_STEP_NODELIST": "gpu[07-08]"})
+    assert two["MASTER_ADDR"] == "gpu07"
+    next_step = slurm.rendezvous(STEP | {"SLURM_STEP_ID": "4"})["MASTER_PORT"]
+    assert 10000 <= int(one["MASTER_PORT"]) < 32400 and next_step != one["MASTER_PORT"]
 
 
-def test_wrong_n_inside_a_started_job_stops(slurm, tmp_path):
-    proc = slurm.run("srun", "-n", 2, *COMMBENCH, "run", "-n", 3, "--backend", "gloo", *TINY, "--out", tmp_path / "n",
-                     cwd=ROOT)
-    assert proc.returncode == 1
-    assert "srun started 2 ranks, not the 3 asked for with -n" in _one_line(proc.stderr, "WorldError")
-
-
-def test_more_ranks_than_allocated_is_refused(slurm, tmp_path):
-    out = tmp_path / "more"
-    proc = slurm.run("salloc", "-n", 1, *COMMBENCH, "run", "-n", 2, "--backend", "gloo", *TINY, "--out", out, cwd=ROOT)
-    assert proc.returncode == 2 and not out.exists()
-    line = _one_line(proc.stderr, "commbench: error:")
-    assert re.search(r"-n 2 is more ranks than Slurm job \d+ has tasks \(1\)", line) and "Traceback" not in proc.stderr
-
-
-def test_readme_sbatch_script_runs_a_suite_that_reports(slurm, tmp_path):
-    """The README's script, as documented, through sbatch on 1 node x 2 tasks (no GPUs here)."""
-    script = re.search(r"```bash\n(#!/bin/bash\n#SBATCH.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    (tmp_path / "commbench.sbatch").write_text(script)
-    (tmp_path / "tiny.yaml").write_text(
-        "name: tiny\ndefaults: {collective: all_reduce, min_bytes: 8, max_bytes: 64, iters: 5}\n"
-        "runs:\n  - {label: mpi, backend: mpi}\n  - {label: gloo, backend: gloo}\n")
-    job_id = _ok(slurm.run("sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0",
-                           f"--chdir={tmp_path}", f"--output={tmp_path}/job.out", tmp_path / "commbench.sbatch",
-                           "tiny.yaml", "results/tiny")).stdout.strip().split(";")[0]
-    assert _finished(slurm, job_id) == ("COMPLETED", "0:0"), (tmp_path / "job.out").read_text()
-    sweep = tmp_path / "results" / "tiny"
-    assert "OK: 2 runs, 0 failed" in (tmp_path / "job.out").read_text()
-    for label in ("mpi", "gloo"):
-        meta = _world_of(sweep / label)
-        assert meta["slurm"]["job_id"] == job_id and meta["launcher"] in ("srun", "mpirun")
-    page = (tmp_path / "results" / "tiny.html").read_text()
-    assert "Plotly" in page and "tiny" in page and len(pd.read_csv(sweep / "gloo" / "results.csv")) > 0
-
-
-def _finished(slurm, job_id: str, timeout_s: float = 600) -> tuple[str, str]:
-    """Wait for a batch job (polling: sbatch --wait backs off to tens of seconds); its state and exit code."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        info = dict(f.split("=", 1) for f in _ok(slurm.run("scontrol", "-o", "show", "job", job_id)).stdout.split()
-                    if "=" in f)
-        if info["JobState"] not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
-            return info["JobState"], info["ExitCode"]
-        time.sleep(0.5)
-    raise AssertionError(f"batch job {job_id} still {info['JobState']} after {timeout_s} s")
-
-
-def test_hostlists_read_as_scontrol_reads_them(slurm):
-    lists = ["node[01-03,07]", "gpu-a[1-2]b[3,5],x", "n[8-11],login", "c[098-101]"]
-    for text in lists:
-        proc = _ok(slurm.run("scontrol", "show", "hostnames", text))
-        assert slurm_env.expand_hostlist(text) == proc.stdout.split(), text
-
-
-def test_ab_inside_an_allocation_takes_rounds_of_srun_launches(slurm, tmp_path):
-    """commbench ab under salloc: srun starts the sides (two steps might not fit the allocation at
-    once, so rounds of launches), the side's variable reaches every rank of every step."""
-    out = tmp_path / "ab"
-    proc = slurm.run("salloc", "-n", 2, *COMMBENCH, "ab", "--backend", "gloo", "-c", "all_reduce", "--sizes", "64",
-                     "--in-place", "--env-b", "COMMBENCH_AB_PROBE=1", "--rounds", 2, "--quiet", "--out", out, cwd=ROOT)
-    assert proc.returncode in (0, 1), f"rc={proc.returncode}\n{proc.stderr[-3000:]}"
-    meta = json.loads((out / "run.json").read_text())
-    assert meta["launcher"] == "srun" and meta["ab"]["grain"] == "launch" and meta["status"] == "completed"
-    assert "Slurm allocation" in meta["ab"]["grain_reason"] and meta["rounds"] == 2
-    rows = pd.read_csv(out / "results.csv")
-    assert set(rows.side) == {"A", "B"} and set(rows["round"]) == {1, 2} and (rows.wrong == 0).all()
+def test_ranks_over_hosts_must_match_ranks_per_node():
+    spec = SweepSpec(backends=["gloo"], nprocs=4, ranks_per_node=2).validate()
+    info = topology.RankInfo(0, 4, 0, 2, None, "a", "openmpi")
+    comms = {"gloo": SimpleNamespace(size=4)}
+    assert world.check(spec, info, comms, ["a", "a", "b", "b"], [None] * 4)["nodes"] == 2
+    assert world.check(spec, info, comms, ["a"] * 4, [None] * 4)["nodes"] == 1  # one host: an override, not a fault
+    with pytest.raises(world.WorldError, match=r"sit on 2 hosts as 0,1,0,1, not in blocks of --ranks-per-node 2"):
+        world.check(spec, info, comms, ["a", "b", "a", "b"], [None] * 4)
+    with pytest.raises(world.WorldError, match="mpirun started 4 ranks but backend 'gloo' formed a world of 3"):
+        world.check(spec, info, {"gloo": SimpleNamespace(size=3)}, ["a"] * 4, [None] * 4)

@@ -31,7 +31,7 @@ from commbench.analysis import compare as cmp_module
 from commbench.analysis.importers import MAX_IMPORT_POINTS, MAX_IMPORT_RANKS, MAX_INPUT_BYTES, MAX_JSON_VALUES
 from commbench.analysis.load import load_run
 from commbench.analysis.verdicts import judge, level
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, OK
 
 NCCL_TEXT = DATA / "nccl_tests_all_reduce_16xH100.txt"
 NCCL_JSON = DATA / "nccl_tests_all_gather.json"
@@ -70,7 +70,7 @@ def _import(kind: str, content: str | bytes, *extra) -> object:
         outcome = run_cli("import", kind, src, *extra, "--out", out, cwd=root)
         outcome.assert_clean()
         assert _tree(root, out) == before
-        if outcome.code == 0:
+        if outcome.code == OK:
             rows, _ = load_run(out, samples=True)
             assert len(rows) and (rows.time_us > 0).all()
         else:
@@ -225,7 +225,7 @@ def osu(line: str, title: str = "Allreduce") -> str:
 ])
 def test_importers_reject_what_no_benchmark_prints(kind, content, extra, message):
     outcome = _import(kind, content, *extra)
-    assert outcome.code == 2 and message in outcome.stderr, outcome.stderr
+    assert outcome.code == BAD_INPUT and message in outcome.stderr, outcome.stderr
 
 
 @pytest.mark.parametrize("name,content", [
@@ -239,7 +239,7 @@ def test_importers_reject_what_no_benchmark_prints(kind, content, extra, message
 def test_huge_inputs_end_in_one_line(name, content):
     """Refused with one line, exit 2 (the time and memory each costs: benchmarks/hostile_inputs.py)."""
     outcome = _import("nccl-tests", content)
-    assert outcome.code == 2, (name, outcome.stderr)
+    assert outcome.code == BAD_INPUT, (name, outcome.stderr)
 
 
 def test_import_checks_its_folder_before_reading(tmp_path, sides):
@@ -250,12 +250,12 @@ def test_import_checks_its_folder_before_reading(tmp_path, sides):
                          (base.parent, "holds run folders")):
         outcome = run_cli("import", "nccl-tests", NCCL_TEXT, "--out", out, cwd=tmp_path)
         outcome.assert_clean()
-        assert outcome.code == 2 and message in outcome.stderr, outcome.stderr
+        assert outcome.code == BAD_INPUT and message in outcome.stderr, outcome.stderr
     assert _tree(base) == before
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "run.json").write_text(NCCL_TEXT.read_text())  # the file imported would be replaced
     outcome = run_cli("import", "nccl-tests", tmp_path / "o" / "run.json", "--out", tmp_path / "o")
-    assert outcome.code == 2 and "already holds results (run.json)" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "already holds results (run.json)" in outcome.stderr
     assert (tmp_path / "o" / "run.json").read_text() == NCCL_TEXT.read_text()
 
 
@@ -279,7 +279,7 @@ def test_writers_check_their_output_first_and_never_replace_an_input(tmp_path, s
     before = _tree(base.parent)
     outcome = run_cli(*(a.format(**fill) for a in args))
     outcome.assert_clean()
-    assert outcome.code == 2 and message.format(**fill) in outcome.stderr, outcome.stderr
+    assert outcome.code == BAD_INPUT and message.format(**fill) in outcome.stderr, outcome.stderr
     assert outcome.stdout == "" and _tree(base.parent) == before
 
 
@@ -312,14 +312,14 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     base = write_run(tmp_path / "base", [10.0, 10.0, 10.0], noise=0.0)
     cand = write_run(tmp_path / "cand", [10.0, 10.0, 10.0], noise=0.0, seed=3)
     outcome = run_cli("compare", base, cand, "--format", "json")
-    outcome.assert_clean(codes=(0,))
+    outcome.assert_clean(codes=(OK,))
     doc = _strict_json(outcome.stdout)
     assert {p["verdict"] for p in doc["points"]} == {"unchanged"} and all(p["p_value"] == 1.0 for p in doc["points"])
     one = write_run(tmp_path / "one", [10.0])
     rows = (one / "results.csv").read_text().splitlines()
     (one / "results.csv").write_text("\n".join(rows[:-1]) + "\n")  # its 64 KiB point: baseline only
     outcome = run_cli("compare", base, one)
-    assert outcome.code == 0 and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
+    assert outcome.code == OK and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
         in outcome.stdout
     doc = _strict_json(run_cli("compare", base, one, "--format", "json").stdout)
     assert doc["points"][0]["ci_low"] is None and doc["points"][0]["history"][0]["level"][1] is None
@@ -329,7 +329,7 @@ def test_ratio_past_float_range_is_null_in_json(tmp_path):
     base = write_run(tmp_path / "base", [1e-4, 1.02e-4, 0.99e-4], noise=0.0)
     cand = write_run(tmp_path / "cand", [1e306, 1.02e306, 0.99e306], noise=0.0)
     outcome = run_cli("compare", base, cand, "--format", "json")
-    assert outcome.code == 1 and outcome.stderr == ""
+    assert outcome.code == FAILED and outcome.stderr == ""
     doc = _strict_json(outcome.stdout)
     assert doc["points"][0]["verdict"] == "regression" and doc["points"][0]["ratio"] is None
 
@@ -337,16 +337,16 @@ def test_ratio_past_float_range_is_null_in_json(tmp_path):
 def test_exit_codes_stay_apart(tmp_path, sides, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the crash below leaves its traceback
     base, cand = sides
-    assert run_cli("compare", base, cand).code == 0
+    assert run_cli("compare", base, cand).code == OK
     slow = write_run(tmp_path / "slow", [12.4, 12.6, 12.55], seed=3)
-    assert run_cli("compare", base, slow).code == 1
-    assert run_cli("compare", base, tmp_path / "missing").code == 2
+    assert run_cli("compare", base, slow).code == FAILED
+    assert run_cli("compare", base, tmp_path / "missing").code == BAD_INPUT
 
     def crash(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
     monkeypatch.setattr(cmp_module, "compare", crash)
     outcome = run_cli("compare", base, cand)
-    outcome.assert_clean(codes=(3,))
+    outcome.assert_clean(codes=(INTERNAL,))
     assert "internal error: ZeroDivisionError" in outcome.stderr
 
 
@@ -417,8 +417,8 @@ def test_fuzz_run_json_facts_that_compare_reads(sides, job, value, field):
     meta[field] = {"mpi_library": value, "NCCL_ALGO": value} if field.endswith(("versions", "environment")) else value
     (folder / "run.json").write_text(json.dumps(meta))
     outcome = run_cli("compare", base, folder, "--format", "json")
-    outcome.assert_clean(codes=(0, 1, 2))
-    if outcome.code != 2:
+    outcome.assert_clean(codes=(OK, FAILED, BAD_INPUT))
+    if outcome.code != BAD_INPUT:
         _strict_json(outcome.stdout)
 
 
@@ -438,7 +438,7 @@ def test_crafted_strings_through_the_cli_and_html_pages(tmp_path, sides):
     from xml.etree import ElementTree as ET
     ET.parse(tmp_path / "out.junit")  # valid XML: no control character in it
     outcome = run_cli("report", base, cand, "-o", tmp_path / "r.html")
-    outcome.assert_clean(codes=(0,))
+    outcome.assert_clean(codes=(OK,))
     for page in (tmp_path / "r.html", tmp_path / "page.text.html"):
         html = page.read_text()
         assert "<img src=x" not in html and "\x1b" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from cli_inprocess import run_cli
 from conftest import commbench, needs_mpirun
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.results import AB_COLUMNS, COLUMNS, KINDS, build_row
 from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
@@ -122,7 +122,7 @@ def rejected(d: Path, *args, fragment: str, cmd=("run", "--resume")) -> None:
     before = files(d.parent)
     outcome = run_cli(*cmd, d, *args)
     outcome.assert_clean()
-    assert outcome.code == 2 and fragment in outcome.stderr, outcome.stderr
+    assert outcome.code == BAD_INPUT and fragment in outcome.stderr, outcome.stderr
     assert files(d.parent) == before
 
 
@@ -338,7 +338,7 @@ def test_readers_refuse_a_bad_folder_in_one_line(folder, tmp_path, damage, fragm
     for command, outcome in zip(READERS, _read_all(folder, out), strict=True):
         outcome.assert_clean()
         if "samples" not in fragment or command[0] == "compare":  # only compare reads the samples
-            assert outcome.code == 2 and fragment in outcome.stderr, (command, outcome.stderr)
+            assert outcome.code == BAD_INPUT and fragment in outcome.stderr, (command, outcome.stderr)
     assert files(folder) == before
 
 
@@ -347,14 +347,14 @@ def test_compare_of_nan_samples_is_exit_2(folder, tmp_path):
     good = make_folder(tmp_path / "good")
     edit_cell(folder, 0, "time_us", "nan", "samples.csv")
     outcome = run_cli("compare", good, folder)
-    assert outcome.code == 2 and "samples.csv row 1: time_us" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "samples.csv row 1: time_us" in outcome.stderr
 
 
 def test_a_good_folder_reads(folder, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     for outcome in _read_all(folder, out):
-        outcome.assert_clean(codes=(0,))
+        outcome.assert_clean(codes=(OK,))
 
 
 # --- 4. output folders readers would not find whole -----------------------------------------------------
@@ -377,7 +377,7 @@ def test_run_out_must_be_a_usable_folder_readers_find(folder, tmp_path, no_launc
         before = files(tmp_path)
         outcome = run_cli(*RUN, "--out", out)
         outcome.assert_clean()
-        assert outcome.code == 2 and fragment in outcome.stderr, outcome.stderr
+        assert outcome.code == BAD_INPUT and fragment in outcome.stderr, outcome.stderr
         assert files(tmp_path) == before and no_launch == []
     # a new run beside the sweep's runs is one more run of the sweep: allowed
     outcome = run_cli(*RUN, "--out", sweep / "two")
@@ -399,7 +399,7 @@ def test_sweep_out_must_not_be_or_be_inside_a_run_folder(folder, tmp_path, no_la
         before = files(tmp_path)
         outcome = run_cli("sweep", suite, "--out", out, "--quiet")
         outcome.assert_clean()
-        assert outcome.code == 2 and fragment in outcome.stderr, outcome.stderr
+        assert outcome.code == BAD_INPUT and fragment in outcome.stderr, outcome.stderr
         assert files(tmp_path) == before
 
 
@@ -412,7 +412,7 @@ def test_sweep_resume_checks_every_run_before_anything_starts(tmp_path, no_launc
     before = files(tmp_path)
     outcome = run_cli("sweep", suite, "--out", sweep, "--resume", "--quiet")
     outcome.assert_clean()
-    assert outcome.code == 2 and "run 'one': " in outcome.stderr and "unreadable run.json" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "run 'one': " in outcome.stderr and "unreadable run.json" in outcome.stderr
     assert files(tmp_path) == before
 
 
@@ -553,7 +553,7 @@ def test_fuzzed_rows_given_to_resume_are_refused_untouched(template, no_launch, 
         before = files(root)
         outcome = run_cli("run", "--resume", d)
         event("launched" if LAUNCHED in outcome.stderr else "refused")
-        outcome.assert_clean(codes=(2,))
+        outcome.assert_clean(codes=(BAD_INPUT,))
         if LAUNCHED not in outcome.stderr:
             assert files(root) == before
     finally:
@@ -567,18 +567,18 @@ def test_schema_kinds_name_schema_columns():
 # --- a real run ---------------------------------------------------------------------------------------
 
 @needs_mpirun
-def test_a_real_run_resumes_only_with_its_launcher_args_confirmed(tmp_path):
+def test_a_real_run_resumes_only_with_its_launcher_args_confirmed(job, tmp_path):
     out = tmp_path / "real"
     commbench("run", "-n", 2, "--backend", "mpi", "--sizes", "8,64", "-c", "all_reduce", "--in-place", "--iters", 3,
-              "--launcher-args", "--bind-to none", "--out", out, "--quiet", check_rc=0)
+              "--launcher-args", "--bind-to none", "--out", out, "--quiet", check_rc=OK)
     lines = (out / "results.csv").read_text().splitlines(keepends=True)
     (out / "results.csv").write_text("".join(lines[:2]))  # as if cut short after the first point
     set_meta(out, status="interrupted")
     before = files(out)
     proc = commbench("run", "--resume", out, "--quiet")
-    assert proc.returncode == 2 and "[--bind-to none]" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert proc.returncode == BAD_INPUT and "[--bind-to none]" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert files(out) == before
-    commbench("run", "--resume", out, "--quiet", "--launcher-args", "--bind-to none", check_rc=0)
+    commbench("run", "--resume", out, "--quiet", "--launcher-args", "--bind-to none", check_rc=OK)
     meta = meta_of(out)
     assert meta["status"] == "completed" and meta["launcher_args"] == ["--bind-to", "none"]
     assert len((out / "results.csv").read_text().splitlines()) == 3

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cli_inprocess import run_cli
 from commbench.analysis.model.fit import MAX_MODEL_BYTES, Fit, to_json
 from commbench.analysis.model.predict import MAX_RANK_SIZES, MAX_RANKS
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.options import (LOCAL_RANKS_PER_CORE, MAX_ITERS, MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_REPEAT,
                                MAX_SIZES, SUITE_FIELDS)
 from commbench.rank.worker import SPEC_FILE, decode_spec
@@ -103,7 +103,7 @@ def test_bad_suite_is_refused_up_front(tmp_path, launch_nothing, text, message):
     f, out = tmp_path / "s.yaml", tmp_path / "out"
     f.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
     outcome = run_cli("sweep", f, "--out", out)
-    outcome.assert_clean(codes=(2,))
+    outcome.assert_clean(codes=(BAD_INPUT,))
     assert message in outcome.stderr and str(f) in outcome.stderr, outcome.stderr
     assert not out.exists()
 
@@ -166,7 +166,7 @@ def test_run_beyond_a_limit_is_refused_before_anything_starts(tmp_path, args, me
     """The real `run` (no stub): refused before a folder, a spec file or a rank exists."""
     out = tmp_path / "out"
     outcome = run_cli("run", "--backend", "gloo", "--launcher", "local", *args, "--out", out)
-    outcome.assert_clean(codes=(2,))
+    outcome.assert_clean(codes=(BAD_INPUT,))
     assert message in outcome.stderr, outcome.stderr
     assert not out.exists()
 
@@ -174,7 +174,7 @@ def test_run_beyond_a_limit_is_refused_before_anything_starts(tmp_path, args, me
 def test_memory_of_the_ranks_here(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "_memory_bytes", lambda: 8 << 30)
     outcome = run_cli("run", "-n", 4, "--backend", "gloo", "--launcher", "local", "--sizes", "2G", "--out", tmp_path / "o")
-    outcome.assert_clean(codes=(2,))
+    outcome.assert_clean(codes=(BAD_INPUT,))
     assert "size 2G on 4 ranks of this machine needs at least 17.2 GB (2 buffers a rank)" in outcome.stderr
     assert "its 8.59 GB of memory" in outcome.stderr and not (tmp_path / "o").exists()
     launch.check_local_ranks(SweepSpec(nprocs=4, sizes=[1 << 31], device="cuda"), "local", [])  # GPU memory: not here
@@ -285,8 +285,8 @@ def test_run_options_beyond_a_limit_are_refused(tmp_path_factory, launch_nothing
               or largest in ("2T", "99999999999999999999") or max(iters or 0, warmup, batch or 0) > MAX_ITERS
               or label > MAX_LABEL_CHARS or repeat > MAX_REPEAT)
     if beyond:
-        assert outcome.code == 2, (args[:12], outcome.stderr)
-    if outcome.code == 0:
+        assert outcome.code == BAD_INPUT, (args[:12], outcome.stderr)
+    if outcome.code == OK:
         assert 1 <= n <= (MAX_NPROCS if oversubscribe else LOCAL_RANKS_PER_CORE * CORES)
     assert not out.exists()
 
@@ -379,7 +379,7 @@ BAD_PREDICT = [
 @pytest.mark.parametrize("args,message", BAD_PREDICT, ids=range(len(BAD_PREDICT)))
 def test_predict_nonsense_is_refused_up_front(tmp_path, args, message):
     outcome = run_cli("model", "predict", *args, "--out", tmp_path / "p")
-    outcome.assert_clean(codes=(2,))
+    outcome.assert_clean(codes=(BAD_INPUT,))
     assert message in outcome.stderr and outcome.stdout == "", outcome.stderr
     assert not (tmp_path / "p").exists()
 
@@ -402,11 +402,11 @@ def test_predict_with_a_model_and_its_outputs(tmp_path):
     (taken / "x").write_text("x")
     for out, message in ((taken, "is not empty"), (model, "is a file, not a folder"), ("/proc/p", "cannot be written")):
         outcome = run_cli(*args, "--out", out)
-        outcome.assert_clean(codes=(2,))
+        outcome.assert_clean(codes=(BAD_INPUT,))
         assert message in outcome.stderr and outcome.stdout == ""  # refused before anything is printed
     outcome = run_cli(*args, "--reduce-bw", 5)
-    assert outcome.code == 2 and "the model file has its own" in outcome.stderr
-    run_cli(*args, "--out", tmp_path / "new" / "p").assert_clean(codes=(0,))
+    assert outcome.code == BAD_INPUT and "the model file has its own" in outcome.stderr
+    run_cli(*args, "--out", tmp_path / "new" / "p").assert_clean(codes=(OK,))
     assert (tmp_path / "new" / "p" / "results.csv").exists()
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["p"]  # written whole: no temporary folder left
 
@@ -429,7 +429,7 @@ def test_a_malformed_model_file_is_one_line(tmp_path, text, message):
     model = tmp_path / "model.json"
     model.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
     outcome = run_cli("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model)
-    outcome.assert_clean(codes=(2,))
+    outcome.assert_clean(codes=(BAD_INPUT,))
     assert message in outcome.stderr and str(model) in outcome.stderr, outcome.stderr
 
 
@@ -451,7 +451,7 @@ def test_fuzzed_model_files_end_clean(tmp_path_factory, change, keep_marker):
     outcome = run_cli("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "64K", cwd=base)
     outcome.assert_clean()
     event(f"exit {outcome.code}: {outcome.stderr[18:60]}")
-    if outcome.code == 0:
+    if outcome.code == OK:
         assert "predicted busbw" in outcome.stdout and "nan" not in outcome.stdout.lower()
     assert _snapshot(base, base / "none") == before
 
@@ -461,7 +461,7 @@ def test_fit_and_validate_check_their_outputs_before_fitting(tmp_path):
     for args in (["fit", tmp_path / "none", "-o", "/proc/m.json"], ["validate", tmp_path / "none", "--csv", tmp_path],
                  ["fit", tmp_path / "none", "-o", tmp_path / "no" / "m.json"]):
         outcome = run_cli("model", *args)
-        outcome.assert_clean(codes=(2,))
+        outcome.assert_clean(codes=(BAD_INPUT,))
         assert outcome.stderr.startswith(("commbench: error: -o ", "commbench: error: --csv ")), outcome.stderr
     outcome = run_cli("model", "validate", tmp_path, "--links-per-node", 0)
-    assert outcome.code == 2 and "invalid --links-per-node 0" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "invalid --links-per-node 0" in outcome.stderr

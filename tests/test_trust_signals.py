@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cli_inprocess import run_cli
 from conftest import ROOT, needs_mpirun
 from commbench import interrupts
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, INTERNAL, InputError
 from commbench.outputs import output_file, output_folder, write_text
 from commbench.terminal import one_line, printable
 
@@ -31,7 +31,7 @@ def test_an_unexpected_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch)
 
     monkeypatch.setattr(commbench.rank.machine, "describe", boom)
     outcome = run_cli("topo")
-    assert outcome.code == 3, outcome
+    assert outcome.code == INTERNAL, outcome
     lines = outcome.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in outcome.stderr, outcome.stderr
     assert lines[0].startswith("commbench: internal error: ZeroDivisionError: boom / second line (traceback in ")
@@ -84,7 +84,7 @@ def _interrupt_on(kind):
 @needs_mpirun
 @pytest.mark.parametrize("kind,status,repeat", [("done", "completed", 1), ("row", "interrupted", 1),
                                                 ("row", "interrupted", 2)])
-def test_run_json_status_matches_what_was_measured_when_interrupted(tmp_path, kind, status, repeat):
+def test_run_json_status_matches_what_was_measured_when_interrupted(job, tmp_path, kind, status, repeat):
     """An interrupt after the last row (the ranks said done) leaves a complete run complete; one
     before it marks the run interrupted, also between the jobs of --repeat (never 'running')."""
     from commbench.run.api import run_sweep
@@ -101,7 +101,7 @@ def test_run_json_status_matches_what_was_measured_when_interrupted(tmp_path, ki
 
 
 @needs_mpirun
-def test_an_interrupt_after_the_last_row_before_the_ranks_say_done_keeps_the_run_complete(tmp_path):
+def test_an_interrupt_after_the_last_row_before_the_ranks_say_done_keeps_the_run_complete(job, tmp_path):
     from commbench.run.api import run_sweep
     from commbench.spec import SweepSpec
 
@@ -122,7 +122,7 @@ def test_an_interrupt_after_the_last_row_before_the_ranks_say_done_keeps_the_run
 
 
 @needs_mpirun
-def test_a_second_interrupt_while_the_ranks_are_stopped_still_records_the_status(tmp_path, monkeypatch):
+def test_a_second_interrupt_while_the_ranks_are_stopped_still_records_the_status(job, tmp_path, monkeypatch):
     from commbench.run import launch
     from commbench.run.api import run_sweep
     from commbench.spec import SweepSpec
@@ -155,7 +155,7 @@ def _sweep(out, *extra):
 
 
 @needs_mpirun
-def test_sigterm_says_so_and_marks_the_run_interrupted(tmp_path):
+def test_sigterm_says_so_and_marks_the_run_interrupted(job, tmp_path):
     out = tmp_path / "r"
     proc = subprocess.Popen(_sweep(out, "--min-time", "2", "--max-iters", "1000000"), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -171,7 +171,7 @@ def test_sigterm_says_so_and_marks_the_run_interrupted(tmp_path):
 
 
 @needs_mpirun
-def test_a_closed_stdout_stops_the_run_with_one_line(tmp_path):
+def test_a_closed_stdout_stops_the_run_with_one_line(job, tmp_path):
     """`commbench run --json | head -1`: the reader leaves after one row."""
     out = tmp_path / "r"
     proc = subprocess.Popen(_sweep(out, "--json", "--min-time", "0.5"), cwd=ROOT, stdout=subprocess.PIPE,
@@ -208,7 +208,7 @@ def test_printable_escapes_terminal_sequences_visibly():
 def test_an_error_message_from_a_file_reaches_the_terminal_escaped(tmp_path):
     outcome = run_cli("compare", str(tmp_path / "no\x1b[2Jsuch"), str(tmp_path))
     outcome.assert_clean()
-    assert outcome.code == 2 and "\\x1b[2Jsuch" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "\\x1b[2Jsuch" in outcome.stderr
 
 
 # --- outputs, checked before any work --------------------------------------------------------------

@@ -24,6 +24,7 @@ cupy = pytest.importorskip("cupy")
 from commbench.rank import kernels  # noqa: E402
 from commbench.rank.kernel_gpu import OneGpuNode  # noqa: E402
 from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS  # noqa: E402
+from commbench.errors import OK
 
 REFERENCE = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": torch.maximum}
 
@@ -115,7 +116,7 @@ def test_ring_and_tree_kernels_in_separate_processes(tmp_path, world):
     commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", "ring_kernel,tree_kernel",
               "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1028,1M,16M",
               "-d", "float32,bfloat16,int8", "-o", "sum,avg", "--both", "--iters", 5, "--warmup", 2,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
     assert (rows.device == "cuda").all() and (rows.wrong == 0).all()

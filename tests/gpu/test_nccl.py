@@ -4,6 +4,7 @@ import pytest
 
 from conftest import commbench, load_run
 from sweep_checks import check_sweep
+from commbench.errors import FAILED, OK
 
 pytestmark = pytest.mark.gpu
 
@@ -13,7 +14,7 @@ def test_nccl_sweep_exact(tmp_path, launcher):
     out = tmp_path / "run"
     commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--launcher", launcher,
               "--sizes", "8,1028,1M,64M", "-d", "float32,bfloat16,float16,int8", "-o", "sum,prod,min,max,avg",
-              "--both", "--iters", 20, "--out", out, "--quiet", check_rc=0)
+              "--both", "--iters", 20, "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, 1, meta["planned_points"] - len(meta["skipped"]))
     assert (rows.device == "cuda").all()
@@ -24,8 +25,8 @@ def test_nccl_several_ranks_share_one_gpu(tmp_path):
     """NCCL refuses two ranks on one device; the run must say so in one line, not hang."""
     proc = commbench("run", "-n", 2, "--backend", "nccl", "--device", "cuda", "--sizes", "1K", "--iters", 2,
                      "--timeout", 60, "--out", tmp_path / "r")
-    assert proc.returncode in (0, 1)
-    if proc.returncode == 1:
+    assert proc.returncode in (OK, FAILED)
+    if proc.returncode == FAILED:
         assert "commbench: failed" in proc.stderr
 
 
@@ -42,7 +43,7 @@ def test_nccl_tuning_records_the_library_choice(tmp_path):
     n = min(torch.cuda.device_count(), 8)
     out = tmp_path / "run"
     commbench("run", "-n", n, "--backend", "nccl", "--device", "cuda", "--nccl-tuning", "--sizes", "8,64K,16M",
-              "--in-place", "--iters", 10, "--out", out, "--quiet", check_rc=0)
+              "--in-place", "--iters", 10, "--out", out, "--quiet", check_rc=OK)
     rows, _, meta = load_run(out)
     assert meta["rank0_environment"]["NCCL_DEBUG_SUBSYS"].endswith("TUNING")
     choices = rows.library_choice.fillna("")
@@ -60,7 +61,7 @@ def test_nccl_is_timed_as_a_cuda_graph_unless_no_graph(tmp_path):
     for name, flags in {"graph": [], "no-graph": ["--no-graph"], "python": ["--timer", "python"]}.items():
         out = tmp_path / name
         proc = commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--sizes", "8,64M", "--in-place",
-                         "-c", "all_reduce,all_gather,reduce_scatter", "--iters", 200, "--out", out, *flags, check_rc=0)
+                         "-c", "all_reduce,all_gather,reduce_scatter", "--iters", 200, "--out", out, *flags, check_rc=OK)
         rows[name] = load_run(out)[0]
         if name == "graph" and set(rows[name].timer) != {"cuda-graph"}:
             assert "could not capture" in proc.stdout + proc.stderr

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import commbench, load_run
 from sweep_checks import check_sweep
+from commbench.errors import OK
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +21,7 @@ def test_peer_algorithms_on_one_gpu(tmp_path, world):
     commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", "peer_oneshot,peer_twoshot",
               "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1028,1M,64M",
               "-d", "float32,bfloat16,float16,int32", "-o", "sum,max,avg", "--both", "--iters", 10,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
     assert (rows.device == "cuda").all()
@@ -38,7 +39,7 @@ def test_peer_algorithms_waiting_on_the_gpu(tmp_path, world):
     algos = "peer_oneshot,peer_oneshot_gpuflags,peer_twoshot_gpuflags"
     commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", algos,
               "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1028,1M", "-d", "float32,bfloat16",
-              "-o", "sum,avg", "--both", "--iters", 5, "--out", out, "--quiet", check_rc=0)
+              "-o", "sum,avg", "--both", "--iters", 5, "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, world, meta["planned_points"] - len(meta["skipped"]))
     assert set(rows.algorithm) == set(algos.split(","))

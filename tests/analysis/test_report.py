@@ -7,33 +7,33 @@ import shutil
 
 import pytest
 
-from browser import CHROMIUM, render
+from browser import render
 from conftest import DATA, commbench, needs_mpirun
+from commbench.errors import BAD_INPUT, OK
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"><script>document.body.setAttribute('data-pwned','2')</script>"
 SAMPLES = DATA / "osu"
 
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
+def real_run(tmp_path_factory, job):
     out = tmp_path_factory.mktemp("rep") / "run"
     commbench("run", "-n", 2, "--backend", "mpi", "-a", "native,ring,hierarchical", "--ranks-per-node", 1,
-              "--sizes", "1K,64K,1M", "--iters", 5, "--label", "real", "--out", out, "--quiet", check_rc=0)
+              "--sizes", "1K,64K,1M", "--iters", 5, "--label", "real", "--out", out, "--quiet", check_rc=OK)
     return out
 
 
 def _imports(tmp_path):
-    commbench("import", "osu", f"{SAMPLES}/osu_allreduce_4ranks.txt", "-n", 4, "--out", tmp_path / "osu", check_rc=0)
+    commbench("import", "osu", f"{SAMPLES}/osu_allreduce_4ranks.txt", "-n", 4, "--out", tmp_path / "osu", check_rc=OK)
     commbench("import", "nccl-tests", DATA / "nccl_tests_all_reduce_16xH100.txt", "--out", tmp_path / "nccl",
-              check_rc=0)
+              check_rc=OK)
     return [tmp_path / "osu", tmp_path / "nccl"]
 
 
 @needs_mpirun
 def test_report_is_self_contained(tmp_path, real_run):
     html_file = tmp_path / "report.html"
-    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=0)
+    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=OK)
     page = html_file.read_text()
     assert not re.search(r"<script[^>]+src=", page) and "<link" not in page  # nothing fetched
     assert "Plotly" in page and page.count('class="plotly-graph-div"') >= 4
@@ -44,10 +44,9 @@ def test_report_is_self_contained(tmp_path, real_run):
 
 
 @needs_mpirun
-@needs_chromium
-def test_report_renders_in_chromium(tmp_path, real_run):
+def test_report_renders_in_chromium(chromium, tmp_path, real_run):
     html_file = tmp_path / "report.html"
-    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=0)
+    commbench("report", real_run, *_imports(tmp_path), "-o", html_file, check_rc=OK)
     dom, console = render(html_file, screenshot=tmp_path / "report.png")
     assert dom.count('class="main-svg"') >= 8  # plotly drew the charts
     assert "topology-aware vs flat ring" in dom and "each algorithm vs native" in dom
@@ -55,8 +54,7 @@ def test_report_renders_in_chromium(tmp_path, real_run):
     assert (tmp_path / "report.png").stat().st_size > 20_000
 
 
-@needs_chromium
-def test_console_error_detection_works(tmp_path):
+def test_console_error_detection_works(chromium, tmp_path):
     """The check above would see a script error: prove it on a page that has one."""
     page = tmp_path / "broken.html"
     page.write_text("<html><body><script>undefinedFunction()</script></body></html>")
@@ -65,11 +63,11 @@ def test_console_error_detection_works(tmp_path):
 
 
 @needs_mpirun
-def test_wrong_points_are_red(tmp_path):
+def test_wrong_points_are_red(job, tmp_path):
     out = tmp_path / "bad"
     commbench("run", "-n", 2, "--sizes", "1K", "-c", "all_reduce", "--in-place", "--iters", 2, "--out", out,
               env={"COMMBENCH_INJECT_WRONG_RANK": "1"})
-    commbench("report", out, "-o", tmp_path / "r.html", check_rc=0)
+    commbench("report", out, "-o", tmp_path / "r.html", check_rc=OK)
     page = (tmp_path / "r.html").read_text()
     assert '<tr class="wrong">' in page and "1 of 1 points have wrong results" in page
 
@@ -79,22 +77,21 @@ def test_library_choice_column_when_a_run_recorded_one(tmp_path, real_run):
     """--nccl-tuning rows name NCCL's choice: the table shows the column only then, escaped."""
     import pandas as pd
 
-    commbench("report", real_run, "-o", tmp_path / "plain.html", check_rc=0)
+    commbench("report", real_run, "-o", tmp_path / "plain.html", check_rc=OK)
     assert "library&#x27;s choice" not in (tmp_path / "plain.html").read_text()
     chosen = tmp_path / "chosen"
     shutil.copytree(real_run, chosen)
     rows = pd.read_csv(chosen / "results.csv")
     rows["library_choice"] = ["RING/LL128, TREE/LL"] + [PAYLOAD] + [""] * (len(rows) - 2)
     rows.to_csv(chosen / "results.csv", index=False)
-    commbench("report", chosen, "-o", tmp_path / "chosen.html", check_rc=0)
+    commbench("report", chosen, "-o", tmp_path / "chosen.html", check_rc=OK)
     page = (tmp_path / "chosen.html").read_text()
     assert "<th>library&#x27;s choice</th>" in page and ">RING/LL128, TREE/LL</td>" in page
     assert "&lt;img src=x onerror" in page and "<img src=x" not in page
 
 
 @needs_mpirun
-@needs_chromium
-def test_script_injection_never_executes(tmp_path, real_run):
+def test_script_injection_never_executes(chromium, tmp_path, real_run):
     """Payloads in the label, hostnames, environment, command line, dtype and folder name."""
     evil = tmp_path / f"run{PAYLOAD.replace('/', '')}"
     shutil.copytree(real_run, evil)
@@ -107,7 +104,7 @@ def test_script_injection_never_executes(tmp_path, real_run):
     csv = (evil / "results.csv").read_text().replace("float32", PAYLOAD.replace(",", ";").replace('"', "'"), 1)
     (evil / "results.csv").write_text(csv)
     html_file = tmp_path / "evil.html"
-    commbench("report", evil, "-o", html_file, check_rc=0)
+    commbench("report", evil, "-o", html_file, check_rc=OK)
     page = html_file.read_text()
     assert "&lt;img src=x onerror" in page
     dom, console = render(html_file)
@@ -125,7 +122,7 @@ def test_malformed_results_exit_2(tmp_path, csv, message):
     d.mkdir()
     (d / "results.csv").write_text(csv)
     proc = commbench("report", d, "-o", tmp_path / "x.html")
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert proc.returncode == BAD_INPUT and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.html").exists()
 
 
@@ -140,22 +137,21 @@ def test_repeated_run_is_charted_by_its_median_job(tmp_path):
     rows, _ = load_runs([run])
     one = median_job(rows)
     assert len(rows) == 6 and sorted(one.job) == [3, 3]  # the job of median 20
-    commbench("report", run, "-o", tmp_path / "r.html", check_rc=0)
+    commbench("report", run, "-o", tmp_path / "r.html", check_rc=OK)
     page = (tmp_path / "r.html").read_text()
     assert "<th>job</th>" in page and page.count('<td class="num" data-v="3">3</td>') >= 2
-    commbench("report", drop_job_column(run), "-o", tmp_path / "old.html", check_rc=0)
+    commbench("report", drop_job_column(run), "-o", tmp_path / "old.html", check_rc=OK)
     assert "<th>job</th>" not in (tmp_path / "old.html").read_text()
 
 
-@needs_chromium
-def test_compare_page_escapes_and_renders(tmp_path):
+def test_compare_page_escapes_and_renders(chromium, tmp_path):
     """compare --html: a payload in the candidate's environment is shown as text; the history draws."""
     from synthetic_runs import write_run
 
     base = write_run(tmp_path / "base", [10.0, 10.1, 9.9])
     cand = write_run(tmp_path / "cand", [10.0, 10.1, 9.9], seed=1, meta={"rank0_environment": {"NCCL_ALGO": PAYLOAD}})
     html_file = tmp_path / "cmp.html"
-    proc = commbench("compare", base, cand, "--html", html_file, check_rc=0)
+    proc = commbench("compare", base, cand, "--html", html_file, check_rc=OK)
     assert "env NCCL_ALGO: (unset) -> <img" in proc.stdout  # the terminal gets the text as it is
     page = html_file.read_text()
     assert "&lt;img src=x onerror" in page and "<img src=x" not in page

@@ -11,6 +11,7 @@ from commbench.rank.algorithms.peer import MIN_SLOT_BYTES
 from commbench.rank.peermem import unsupported
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
+from commbench.errors import OK
 
 PEER = "peer_oneshot,peer_twoshot"
 GPU_FLAGS = ("peer_oneshot_gpuflags", "peer_twoshot_gpuflags")  # in every job: skipped on the CPU
@@ -23,7 +24,7 @@ def _leftovers():
 
 
 @pytest.fixture(scope="module")
-def peer_job(tmp_path_factory):
+def peer_job(tmp_path_factory, job):
     """peer_job(backend, world): one sweep per job, run once for the tests that read it:
     (rows, samples, meta, dtypes, shared-memory files left behind)."""
     jobs = {}
@@ -34,7 +35,7 @@ def peer_job(tmp_path_factory):
             out, before = tmp_path_factory.mktemp(f"{backend}{world}") / "run", _leftovers()
             commbench("run", "-n", world, "--backend", backend, "-a", ",".join([PEER, *GPU_FLAGS]),
                       "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", SIZES, "-d", ",".join(dtypes),
-                      "-o", "sum,max,prod,avg", "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet", check_rc=0)
+                      "-o", "sum,max,prod,avg", "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet", check_rc=OK)
             jobs[backend, world] = (*load_run(out), dtypes, _leftovers() - before)
         return jobs[backend, world]
 
@@ -43,7 +44,7 @@ def peer_job(tmp_path_factory):
 
 @needs_mpirun
 @pytest.mark.parametrize("backend,world", [("mpi", 2), ("mpi", 3), ("mpi", 4), ("gloo", 3)])
-def test_peer_algorithms_exact(peer_job, backend, world):
+def test_peer_algorithms_exact(job, peer_job, backend, world):
     if backend == "gloo":
         pytest.importorskip("torch")
     rows, samples, meta, dtypes, left = peer_job(backend, world)
@@ -65,10 +66,10 @@ def test_peer_algorithms_exact(peer_job, backend, world):
 
 
 @needs_mpirun
-def test_peer_algorithms_refuse_more_than_one_node(tmp_path):
+def test_peer_algorithms_refuse_more_than_one_node(job, tmp_path):
     out = tmp_path / "run"
     proc = commbench("run", "-n", 4, "--backend", "mpi", "-a", "peer_oneshot,ring", "--ranks-per-node", 2,
-                     "-c", "all_reduce", "--sizes", "4K", "--out", out, "--quiet", check_rc=0)
+                     "-c", "all_reduce", "--sizes", "4K", "--out", out, "--quiet", check_rc=OK)
     rows, _, meta = load_run(out)
     assert set(rows.algorithm) == {"ring"}
     assert any("every rank must be on one node" in s["reason"] for s in meta["skipped"]), proc.stdout

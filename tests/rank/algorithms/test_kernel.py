@@ -18,6 +18,7 @@ from commbench.rank import kernel_host
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler, segments_of
 from sweep_checks import check_sweep
+from commbench.errors import FAILED, OK
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
@@ -63,8 +64,8 @@ SWEEPS = {  # world: (dtypes, ops, sizes, channels); MPI has no bfloat16 (gloo b
 
 @needs_compiler
 @needs_mpirun
-@pytest.mark.parametrize("world", sorted(SWEEPS))
-def test_real_sweep(tmp_path, world):
+@pytest.mark.parametrize("world", [pytest.param(w, marks=pytest.mark.smoke) if w == 2 else w for w in sorted(SWEEPS)])
+def test_real_sweep(job, tmp_path, world):
     """native, ring_kernel and tree_kernel through mpirun and the CLI: every collective, both buffer
     modes; the harness checks every result (wrong == 0); tree_kernel's reduce-scatter and
     all-gather are skipped with their reason."""
@@ -74,7 +75,7 @@ def test_real_sweep(tmp_path, world):
     out = tmp_path / "r"
     commbench("run", "-n", world, "--backend", "mpi", "-a", "native,ring_kernel,tree_kernel", "--sizes", sizes,
               "-d", dtypes, "-o", ops, "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet",
-              *(["--channels", channels] if channels else []), check_rc=0, timeout=300)
+              *(["--channels", channels] if channels else []), check_rc=OK, timeout=300)
     rows, samples, meta = load_run(out)
     per_algorithm = {"native": ("all_reduce", "reduce_scatter", "all_gather"),
                      "ring_kernel": ("all_reduce", "reduce_scatter", "all_gather"), "tree_kernel": ("all_reduce",)}
@@ -99,11 +100,11 @@ def test_real_sweep(tmp_path, world):
 
 @needs_compiler
 @needs_mpirun
-def test_gloo_ring_kernel_with_bfloat16(tmp_path):
+def test_gloo_ring_kernel_with_bfloat16(job, tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "r"
     commbench("run", "-n", 2, "--backend", "gloo", "-a", "ring_kernel", "--sizes", "8,1028", "-d", "bfloat16,float32",
-              "-o", "sum,max", "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet", check_rc=0, timeout=300)
+              "-o", "sum,max", "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet", check_rc=OK, timeout=300)
     rows, _, meta = load_run(out)
     kernel = _kernel_rows_exact(rows)
     assert len(kernel) == len(rows) == 2 * 2 * (2 + 2 + 1) * 2  # dtypes x sizes x (ops of AR, RS; AG) x modes
@@ -113,10 +114,10 @@ def test_gloo_ring_kernel_with_bfloat16(tmp_path):
 
 @needs_compiler
 @needs_mpirun
-def test_64_megabyte_all_reduce(tmp_path):
+def test_64_megabyte_all_reduce(job, tmp_path):
     out = tmp_path / "r"
     commbench("run", "-n", 2, "--backend", "mpi", "-a", "ring_kernel,tree_kernel", "-c", "all_reduce",
-              "--sizes", "64M", "--iters", 2, "-w", 1, "--out-of-place", "--out", out, "--quiet", check_rc=0,
+              "--sizes", "64M", "--iters", 2, "-w", 1, "--out-of-place", "--out", out, "--quiet", check_rc=OK,
               timeout=300)
     rows, _, _ = load_run(out)
     kernel = _kernel_rows_exact(rows)
@@ -126,21 +127,21 @@ def test_64_megabyte_all_reduce(tmp_path):
 
 @needs_compiler
 @needs_mpirun
-def test_kernels_match_mpi_allreduce_bit_for_bit():
+def test_kernels_match_mpi_allreduce_bit_for_bit(job):
     """One job: the kernels' all-reduce and MPI_Allreduce on the same random integers, compared."""
     from commbench.run.launch import find_binary
 
     proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", "4",
                            sys.executable, str(ROOT / "tests" / "scripts" / "kernels_vs_mpi.py")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "compared 1536 results, 0 differ" in proc.stdout  # 2 algorithms x 6 dtypes x 4 ops x 4 counts x 2 x 4 ranks
 
 
 # --- 5. a rank killed inside a kernel -------------------------------------------------------------------------
 @needs_compiler
 @needs_mpirun
-def test_rank_killed_inside_the_kernel(tmp_path):
+def test_rank_killed_inside_the_kernel(job, tmp_path):
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "-n", "2", "--backend", "mpi",
                              "-a", "ring_kernel", "-c", "all_reduce", "--in-place", "--sizes", "8,16M",
@@ -166,7 +167,7 @@ def test_rank_killed_inside_the_kernel(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 1, stderr[-3000:]
+    assert proc.returncode == FAILED, stderr[-3000:]
     lines = [ln for ln in (stdout + stderr).splitlines() if "was killed by SIGKILL" in ln]
     assert len(lines) == 1 and "rank 1 was killed by SIGKILL in all_reduce ring_kernel on mpi, float32 sum, in-place, " \
         "16777216 B" in lines[0], stderr[-3000:]
@@ -185,7 +186,7 @@ def test_rank_killed_inside_the_kernel(tmp_path):
 # --- 6. stale segments ---------------------------------------------------------------------------------------------
 @needs_compiler
 @needs_mpirun
-def test_stale_segment_is_removed_and_a_live_ones_kept(tmp_path):
+def test_stale_segment_is_removed_and_a_live_ones_kept(job, tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
     stale = Path(kernel_host.SHM_DIR) / f"{kernel_host.SEGMENT_PREFIX}{dead.pid}-deadbeef0000"
@@ -194,7 +195,7 @@ def test_stale_segment_is_removed_and_a_live_ones_kept(tmp_path):
         p.write_bytes(b"\0" * 4096)
     try:
         commbench("run", "-n", 2, "--backend", "mpi", "-a", "ring_kernel", "-c", "all_reduce", "--in-place",
-                  "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", "--quiet", check_rc=0, timeout=300)
+                  "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", "--quiet", check_rc=OK, timeout=300)
         assert not stale.exists()
         assert live.exists()
     finally:
@@ -211,10 +212,10 @@ def test_stale_segment_is_removed_and_a_live_ones_kept(tmp_path):
                          "(CXX=/nonexistent/c++ is not a program)"),
     ("false", "the host build of cuda/collectives.cu failed (false exited 1, printing nothing)"),  # runs and fails
 ], ids=["missing", "failing"])
-def test_without_a_compiler_the_points_are_skipped(tmp_path, cxx, says):
+def test_without_a_compiler_the_points_are_skipped(job, tmp_path, cxx, says):
     cache = tmp_path / "cache"
     proc = commbench("run", "-n", 2, "--backend", "mpi", "-a", "native,ring_kernel,tree_kernel", "-c", "all_reduce",
-                     "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", check_rc=0,
+                     "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", check_rc=OK,
                      timeout=300, env={"CXX": cxx, "COMMBENCH_CACHE": str(cache)})
     assert "Traceback" not in proc.stdout + proc.stderr
     rows, _, meta = load_run(tmp_path / "r")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commbench.analysis.importers import parse_nccl_tests, parse_osu
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, InputError, OK
 from conftest import DATA, commbench, load_run
 
 SAMPLES = DATA / "osu"
@@ -18,7 +18,7 @@ NCCL_JSON = DATA / "nccl_tests_all_gather.json"
 
 
 def test_nccl_tests_text_real_output(tmp_path):
-    commbench("import", "nccl-tests", NCCL_TEXT, "--out", tmp_path / "n", check_rc=0)
+    commbench("import", "nccl-tests", NCCL_TEXT, "--out", tmp_path / "n", check_rc=OK)
     rows, samples, meta = load_run(tmp_path / "n")
     assert len(rows) == 62 and set(rows.in_place) == {0, 1} and (rows.world_size == 16).all()
     assert (rows.collective == "all_reduce").all() and (rows.dtype == "float32").all() and (rows.wrong == 0).all()
@@ -30,7 +30,7 @@ def test_nccl_tests_text_real_output(tmp_path):
 
 
 def test_nccl_tests_json_with_per_iteration_times(tmp_path):
-    commbench("import", "nccl-tests", NCCL_JSON, "--out", tmp_path / "j", check_rc=0)
+    commbench("import", "nccl-tests", NCCL_JSON, "--out", tmp_path / "j", check_rc=OK)
     rows, samples, meta = load_run(tmp_path / "j")
     assert len(rows) == 6 and (rows.collective == "all_gather").all() and (rows.world_size == 2).all()
     assert (rows.samples == 5).all() and len(samples) == 30
@@ -45,7 +45,7 @@ def test_nccl_tests_json_with_per_iteration_times(tmp_path):
                                                    ("osu_allgather_4ranks.txt", "all_gather", 4),
                                                    ("osu_reduce_scatter_4ranks.txt", "reduce_scatter", 1)])
 def test_osu_samples(tmp_path, name, collective, scale):
-    commbench("import", "osu", f"{SAMPLES}/{name}", "-n", 4, "--out", tmp_path / "o", check_rc=0)
+    commbench("import", "osu", f"{SAMPLES}/{name}", "-n", 4, "--out", tmp_path / "o", check_rc=OK)
     rows, _, _ = load_run(tmp_path / "o")
     assert len(rows) == 21 and (rows.collective == collective).all()
     assert list(rows.size_bytes) == [s * scale for s in [4 << i for i in range(21)]]
@@ -54,7 +54,7 @@ def test_osu_samples(tmp_path, name, collective, scale):
 
 def test_osu_full_validated(tmp_path):
     commbench("import", "osu", f"{SAMPLES}/osu_allreduce_4ranks_full_validated.txt", "-n", 4, "--out", tmp_path / "o",
-              check_rc=0)
+              check_rc=OK)
     rows, _, _ = load_run(tmp_path / "o")
     assert len(rows) == 19 and (rows.wrong == 0).all() and list(rows.iterations[:2]) == [1000, 1000]
 
@@ -127,7 +127,7 @@ def test_nccl_tests_lines_of_size_0_are_left_out(tmp_path):
         (512, 32, "none", 0, 0), (512, 32, "none", 1, None)]
     f = tmp_path / "ag.txt"
     f.write_text(ALL_GATHER_WITH_SIZE_0)
-    commbench("import", "nccl-tests", f, "--out", tmp_path / "o", check_rc=0)
+    commbench("import", "nccl-tests", f, "--out", tmp_path / "o", check_rc=OK)
     rows, _, meta = load_run(tmp_path / "o")
     assert list(rows.size_bytes) == [32, 32, 128, 128, 512, 512] and meta["wrong_total"] == 10**6
     only_zero = "".join(line for line in ALL_GATHER_WITH_SIZE_0.splitlines(keepends=True)
@@ -152,7 +152,7 @@ def test_nccl_tests_older_error_column(tmp_path):
     assert {p["dtype"] for p in imp.points} == {"float32"} and {p["op"] for p in imp.points} == {"sum"}
     f = tmp_path / "old.txt"
     f.write_text(ALL_REDUCE_ERROR_COLUMN)
-    commbench("import", "nccl-tests", f, "--collective", "all_reduce", "--out", tmp_path / "o", check_rc=0)
+    commbench("import", "nccl-tests", f, "--collective", "all_reduce", "--out", tmp_path / "o", check_rc=OK)
     rows, _, meta = load_run(tmp_path / "o")
     assert len(rows) == 12 and rows.wrong.sum() == 1 and meta["wrong_total"] == 1
     # integer types: any difference is out of bounds (DeltaMaxValue 1e-200)
@@ -190,7 +190,7 @@ def test_malformed_import_files(tmp_path, kind, content, message):
     f.write_text(content)
     extra = ["-n", "4"] if kind == "osu" else []
     proc = commbench("import", kind, f, *extra, "--out", tmp_path / "o")
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert proc.returncode == BAD_INPUT and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()
 
@@ -200,12 +200,12 @@ def test_binary_and_missing_files(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     for path in (binary, tmp_path / "missing.txt"):
         proc = commbench("import", "nccl-tests", path)
-        assert proc.returncode == 2 and "cannot read" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert proc.returncode == BAD_INPUT and "cannot read" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_osu_needs_the_rank_count(tmp_path):
     proc = commbench("import", "osu", f"{SAMPLES}/osu_allgather_4ranks.txt")
-    assert proc.returncode == 2 and "give --nprocs" in proc.stderr
+    assert proc.returncode == BAD_INPUT and "give --nprocs" in proc.stderr
 
 
 @settings(max_examples=200, deadline=None)

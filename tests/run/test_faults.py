@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, commbench, load_run, needs_mpirun
+from commbench.errors import BAD_INPUT, FAILED, OK
 
 
 def _run_workers(out_dir) -> list[int]:
@@ -36,12 +37,12 @@ def _workers_alive(out_dir) -> int:
 
 @needs_mpirun
 @pytest.mark.parametrize("backend", ["mpi", "gloo"])
-def test_corrupted_element_is_caught(tmp_path, backend):
+def test_corrupted_element_is_caught(job, tmp_path, backend):
     if backend == "gloo":
         pytest.importorskip("torch")
     proc = commbench("run", "-n", 3, "--backend", backend, "--sizes", "1K,4K", "-c", "all_reduce,reduce_scatter",
                      "--in-place", "--iters", 2, "--out", tmp_path / "r", env={"COMMBENCH_INJECT_WRONG_RANK": "1"})
-    assert proc.returncode == 1
+    assert proc.returncode == FAILED
     assert "FAILED" in proc.stderr
     rows, _, _ = load_run(tmp_path / "r")
     assert (rows.wrong == 1).all()  # one element on one rank, every point
@@ -49,7 +50,7 @@ def test_corrupted_element_is_caught(tmp_path, backend):
 
 @needs_mpirun
 @pytest.mark.parametrize("backend,launcher", [("mpi", "mpirun"), ("gloo", "local"), ("gloo", "torchrun")])
-def test_hung_rank_is_killed_after_timeout(tmp_path, backend, launcher):
+def test_hung_rank_is_killed_after_timeout(job, tmp_path, backend, launcher):
     if backend == "gloo":
         pytest.importorskip("torch")
     start = time.monotonic()
@@ -57,7 +58,7 @@ def test_hung_rank_is_killed_after_timeout(tmp_path, backend, launcher):
                      "-c", "all_reduce", "--in-place", "--timeout", 4, "--out", tmp_path / "r",
                      env={"COMMBENCH_INJECT_HANG_RANK": "2"})
     elapsed = time.monotonic() - start
-    assert proc.returncode == 1
+    assert proc.returncode == FAILED
     assert "timed out after 4 s in all_reduce native" in proc.stderr
     assert "none finished; the job was killed" in proc.stderr
     assert elapsed < 4 + 20  # timeout plus start-up and teardown
@@ -69,7 +70,7 @@ def test_hung_rank_is_killed_after_timeout(tmp_path, backend, launcher):
 
 
 @needs_mpirun
-def test_sigint_keeps_rows_and_marks_interrupted(tmp_path):
+def test_sigint_keeps_rows_and_marks_interrupted(job, tmp_path):
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "-n", "2", "--sizes", "8,16,32,64,128,256",
                              "-c", "all_reduce", "--in-place", "--min-time", "1", "--max-iters", "1000000", "--out", str(out)],
@@ -90,7 +91,7 @@ def test_sigint_keeps_rows_and_marks_interrupted(tmp_path):
     time.sleep(0.5)
     assert _workers_alive(out) == 0
     # --resume measures exactly the missing points, each once, with their samples
-    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    commbench("run", "--resume", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     assert sorted(rows.point) == list(range(6)) and (rows.wrong == 0).all()
     assert dict(samples.groupby("point").size()) == dict(zip(rows.point, rows.samples))
@@ -113,8 +114,9 @@ def _wait_rows(out, n, timeout=90):
 
 
 @needs_mpirun
-@pytest.mark.parametrize("backend,launcher", [("mpi", "mpirun"), ("gloo", "torchrun"), ("gloo", "local")])
-def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
+@pytest.mark.parametrize("backend,launcher", [pytest.param("mpi", "mpirun", marks=pytest.mark.smoke), ("gloo", "torchrun"),
+                                              ("gloo", "local")])
+def test_sigkill_of_one_rank_mid_sweep(job, tmp_path, backend, launcher):
     if backend == "gloo":
         pytest.importorskip("torch")
     out = tmp_path / "r"
@@ -126,7 +128,7 @@ def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
     killed = time.monotonic()
     _, err = proc.communicate(timeout=60)
     teardown = time.monotonic() - killed
-    assert proc.returncode == 1
+    assert proc.returncode == FAILED
     assert "was killed by SIGKILL in all_reduce native" in err, err[-2000:]
     assert teardown < 15
     time.sleep(0.5)
@@ -138,38 +140,39 @@ def test_sigkill_of_one_rank_mid_sweep(tmp_path, backend, launcher):
 
 
 @needs_mpirun
-def test_resume_repairs_a_cut_short_folder(tmp_path):
+@pytest.mark.smoke
+def test_resume_repairs_a_cut_short_folder(job, tmp_path):
     """A crash mid-write: a partial last row and samples of a point without a row."""
     out = tmp_path / "r"
     commbench("run", "-n", 2, "--sizes", "8,1K,64K", "-c", "all_reduce", "--in-place", "--iters", 4, "--batch", 1,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     (out / "samples.parquet").unlink()  # as if the run never finished: samples only as CSV
     csv = out / "results.csv"
     lines = csv.read_text().splitlines(keepends=True)
     csv.write_text("".join(lines[:2]) + lines[2][:25])  # row of point 1 cut mid-line, point 2 gone
     (out / "samples.csv").write_text("run_id,point,iteration,time_us\n" + "".join(
         f"x,{p},{i},1.0\n" for p in (0, 1, 2) for i in range(4)))
-    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    commbench("run", "--resume", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     assert sorted(rows.point) == [0, 1, 2]
     assert dict(samples.groupby("point").size()) == {0: 4, 1: 4, 2: 4}
     assert meta["resumes"][0]["points_before"] == 1
 
 
-def test_resume_without_a_run_is_bad_input(tmp_path):
+def test_resume_without_a_run_is_bad_input(job, tmp_path):
     proc = commbench("run", "--resume", tmp_path)
-    assert proc.returncode == 2 and "nothing to resume" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert proc.returncode == BAD_INPUT and "nothing to resume" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 @needs_mpirun
-def test_resume_keeps_the_columns_the_run_started_with(tmp_path):
+def test_resume_keeps_the_columns_the_run_started_with(job, tmp_path):
     """A folder written by an older commbench (one column fewer) resumed by this one: the new
     rows follow the file's header, so every value stays under its own column."""
     import csv as csvlib
 
     out = tmp_path / "r"
     commbench("run", "-n", 2, "--sizes", "8,1K,64K", "-c", "all_reduce", "--in-place", "--iters", 4,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     path = out / "results.csv"
     with open(path, newline="") as f:
         rows = list(csvlib.DictReader(f))
@@ -178,7 +181,7 @@ def test_resume_keeps_the_columns_the_run_started_with(tmp_path):
         writer = csvlib.DictWriter(f, fieldnames=old_columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerow(rows[0])
-    commbench("run", "--resume", out, "--quiet", check_rc=0)
+    commbench("run", "--resume", out, "--quiet", check_rc=OK)
     with open(path, newline="") as f:
         lines = list(csvlib.reader(f))
     assert lines[0] == old_columns and all(len(line) == len(old_columns) for line in lines)

@@ -11,8 +11,6 @@ test_nccl_semantics.py run it with every other algorithm that sends messages.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
@@ -25,6 +23,7 @@ from commbench.analysis.model.predict import predict
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler
 from sweep_checks import check_sweep
+from commbench.errors import OK
 
 COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather"}
 
@@ -38,7 +37,7 @@ def _rows(out, algorithm="hierarchical_kernel"):
 @needs_compiler
 @needs_mpirun
 @pytest.mark.parametrize("world,layouts,results", [(4, 4, 5184), (6, 6, 11664)])
-def test_bit_exact_against_mpi_in_every_layout(world, layouts, results):
+def test_bit_exact_against_mpi_in_every_layout(job, world, layouts, results):
     """One job per world size: 1xn, Mx(n/M) node by node and round-robin, nx1; 3 collectives x dtypes
     x ops x counts (1 element, a tail of count mod G, 8 pipelined chunks) x both buffer modes, two
     calls per binding, against MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather."""
@@ -47,7 +46,7 @@ def test_bit_exact_against_mpi_in_every_layout(world, layouts, results):
     proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(world),
                            sys.executable, str(ROOT / "tests" / "scripts" / "hierarchical_kernel_vs_mpi.py")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"compared {results} results in {layouts} layouts, 0 differ" in proc.stdout
     sizes = [1, world - 1]  # the last rank a node of its own
     assert f"uneven: hierarchical_kernel needs the same number of ranks on every node (found {sizes})" in proc.stdout
@@ -55,14 +54,14 @@ def test_bit_exact_against_mpi_in_every_layout(world, layouts, results):
 
 @needs_compiler
 @needs_mpirun
-def test_gloo_2x3_with_topo_compare_and_report(tmp_path):
+def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     """gloo, 2 nodes of 3 ranks (odd G: parts and tails), bfloat16 and avg (which MPI has not), both
     buffer modes, exact; topo-compare and the report show it next to the flat ring."""
     pytest.importorskip("torch")
     out = tmp_path / "r"
     proc = commbench("run", "-n", 6, "--ranks-per-node", 3, "--backend", "gloo", "-a", "ring,hierarchical_kernel",
                      "--sizes", "4,4100", "--segment-bytes", 256, "-d", "bfloat16,float32", "-o", "avg", "--both",
-                     "--iters", 2, "-w", 0, "--out", out, check_rc=0, timeout=300)
+                     "--iters", 2, "-w", 0, "--out", out, check_rc=OK, timeout=300)
     mine, rows, samples, meta = _rows(out)
     check_sweep(rows, samples, meta, 6, meta["planned_points"] - len(meta["skipped"]))
     assert all(s["reason"].endswith("less than one element per rank") for s in meta["skipped"])
@@ -73,7 +72,7 @@ def test_gloo_2x3_with_topo_compare_and_report(tmp_path):
     assert ((mine["count"] % 3 != 0) & (mine.collective == "all_reduce")).any()  # 3 parts and a tail
     assert "hierarchical_kernel" in proc.stderr  # the comparison table after the run
 
-    compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=0)
+    compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=OK)
     assert "hierarchical_kernel ms" in compared.stderr and "hierarchical_kernel ×" in compared.stderr
     table = pd.read_csv(tmp_path / "c.csv")
     assert set(table.collective) == COLLECTIVES and len(table) == len(mine)
@@ -81,10 +80,10 @@ def test_gloo_2x3_with_topo_compare_and_report(tmp_path):
     assert (table["speedup:hierarchical_kernel"] == speedup).all() and speedup.gt(0).all()
 
     report = tmp_path / "report.html"
-    commbench("report", out, "-o", report, check_rc=0)
+    commbench("report", out, "-o", report, check_rc=OK)
     assert "hierarchical_kernel vs ring" in report.read_text()  # the topology-aware speedup chart
 
-    fitted = commbench("model", "fit", out, "-o", tmp_path / "model.json", check_rc=0)  # ring: the gloo group
+    fitted = commbench("model", "fit", out, "-o", tmp_path / "model.json", check_rc=OK)  # ring: the gloo group
     kernel = fitted.stdout.split("gloo/kernel:")[1].splitlines()
     assert "(hierarchical_kernel)" in kernel[0]
     for name in ("alpha_inter", "beta_inter"):  # the link between nodes: the backend's, borrowed
@@ -93,12 +92,12 @@ def test_gloo_2x3_with_topo_compare_and_report(tmp_path):
 
 # --- where it cannot run -----------------------------------------------------------------------------------------
 @needs_mpirun
-def test_without_a_compiler_it_is_skipped_with_the_reason(tmp_path):
+def test_without_a_compiler_it_is_skipped_with_the_reason(job, tmp_path):
     """(Nodes of unequal sizes: the reason is checked by the bit-exact jobs above.)"""
     env = {"CXX": "/nonexistent/c++", "COMMBENCH_CACHE": str(tmp_path / "cache")}
     proc = commbench("run", "-n", 2, "--ranks-per-node", 1, "--backend", "mpi", "-a", "ring,hierarchical_kernel",
                      "-c", "all_reduce", "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r",
-                     env=env, check_rc=0, timeout=300)
+                     env=env, check_rc=OK, timeout=300)
     mine, rows, _, meta = _rows(tmp_path / "r")
     assert mine.empty and list(rows.algorithm) == ["ring"] and (rows.wrong == 0).all()
     [skip] = meta["skipped"]
@@ -110,9 +109,7 @@ def test_without_a_compiler_it_is_skipped_with_the_reason(tmp_path):
 
 # --- an emulated cluster -----------------------------------------------------------------------------------------
 @needs_compiler
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
-                    reason="the emulated cluster needs root and iproute2 (ip, tc)")
-def test_emulated_nodes_placed_round_robin(tmp_path):
+def test_emulated_nodes_placed_round_robin(tmp_path, netns):
     """Network namespaces as nodes (one /dev/shm: the kernel needs only that a node's ranks share
     memory), ranks placed round-robin, so a node's blocks are not consecutive (the scratch slab);
     the bytes crossing the emulated links are the analytical count."""
@@ -122,7 +119,7 @@ def test_emulated_nodes_placed_round_robin(tmp_path):
     before = set(emulate.namespaces())
     out = tmp_path / "r"
     commbench("run", "--backend", "gloo", "--emulate", "2x2", "--placement", "round-robin", "-a", "hierarchical_kernel",
-              "--sizes", "64K", "--iters", 2, "-w", 0, "--both", "--out", out, "--quiet", check_rc=0, timeout=300)
+              "--sizes", "64K", "--iters", 2, "-w", 0, "--both", "--out", out, "--quiet", check_rc=OK, timeout=300)
     assert not [ns for ns in emulate.namespaces() if ns not in before and ns.startswith("cb")]
     mine, rows, samples, meta = _rows(out)
     check_sweep(rows, samples, meta, 4, 6)
@@ -206,6 +203,6 @@ def test_the_model_fits_its_stages_with_the_kernels_and_the_link_with_the_steps(
 
     model = tmp_path / "model.json"
     model.write_text(json.dumps(to_json(list(fits.values()), ["x"])))
-    proc = commbench("model", "predict", "--nodes", 4, "--ranks-per-node", 8, "--model", model, "-e", "1M", check_rc=0)
+    proc = commbench("model", "predict", "--nodes", 4, "--ranks-per-node", 8, "--model", model, "-e", "1M", check_rc=OK)
     assert "hierarchical_kernel" in proc.stdout and "ring_kernel" not in proc.stdout
 

@@ -3,15 +3,14 @@ holds every entry point the Python side launches, flushes no subnormal to zero a
 register (what a machine without a GPU can check)."""
 
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from commbench.rank import kernels
 from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
+from commbench.errors import OK
 
-NVCC = shutil.which("nvcc")
 
 
 def entry_points() -> dict[str, list[str]]:
@@ -21,11 +20,10 @@ def entry_points() -> dict[str, list[str]]:
 
 SOURCES = sorted(CUDA_DIR.glob("*.cu"))
 ARCHS = ["sm_80", "sm_90"]
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 
 
 @pytest.fixture(scope="module")
-def ptx(tmp_path_factory):
+def ptx(tmp_path_factory, nvcc):
     """ptx(source, arch): the source's PTX, compiled once with the options NVRTC gets from
     commbench and CuPy (nvcc spells them alike), without a warning."""
     out_dir = tmp_path_factory.mktemp("ptx")
@@ -33,9 +31,9 @@ def ptx(tmp_path_factory):
     def compiled(source, arch):
         out = out_dir / f"{source.stem}-{arch}.ptx"
         if not out.exists():
-            proc = subprocess.run([NVCC, f"-arch={arch}", *NVRTC_OPTIONS, *CUPY_NVRTC_OPTIONS, "-ptx", str(source),
+            proc = subprocess.run([nvcc, f"-arch={arch}", *NVRTC_OPTIONS, *CUPY_NVRTC_OPTIONS, "-ptx", str(source),
                                    "-o", str(out)], capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, proc.stderr
+            assert proc.returncode == OK, proc.stderr
             assert "warning" not in proc.stderr.lower(), proc.stderr
         return out
 
@@ -65,10 +63,10 @@ def test_no_instruction_flushes_subnormals(ptx, source, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
-def test_no_register_spills(ptx, source, arch, tmp_path):
-    proc = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx(source, arch)),
+def test_no_register_spills(ptx, source, arch, tmp_path, nvcc):
+    proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx(source, arch)),
                            "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == OK, proc.stderr
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", proc.stderr)
     assert spills, proc.stderr  # ptxas -v reports every kernel
     assert all(s == ("0", "0") for s in spills), proc.stderr

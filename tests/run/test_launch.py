@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from commbench.errors import InputError
+from commbench.errors import InputError, OK
 from commbench.rank.worker import decode_spec
 from commbench.run.launch import build_commands, find_binary, resolve_launcher
 from commbench.spec import SweepSpec
@@ -18,7 +18,7 @@ def _spec(out="/tmp/x", **kw):
 
 
 @needs_mpirun
-def test_mpirun_argv(tmp_path):
+def test_mpirun_argv(job, tmp_path):
     spec = _spec(tmp_path, label="a 'quoted' $label; rm -rf /")
     [(argv, env)] = build_commands(spec, "mpirun", ["--hostfile", "h"])
     assert argv[0].endswith("mpirun") and argv[1:3] == ["-n", "3"]
@@ -32,7 +32,7 @@ def test_mpirun_argv(tmp_path):
 
 
 @needs_mpirun
-def test_mpirun_forwards_the_plugins_to_every_host(monkeypatch, tmp_path):
+def test_mpirun_forwards_the_plugins_to_every_host(job, monkeypatch, tmp_path):
     monkeypatch.setenv("COMMBENCH_PLUGINS", "my_collectives")
     [(argv, env)] = build_commands(_spec(tmp_path), "mpirun", [])
     assert argv[argv.index("-x") + 1] == "COMMBENCH_PLUGINS" and env["COMMBENCH_PLUGINS"] == "my_collectives"
@@ -56,14 +56,14 @@ def test_resolve_launcher():
 
 
 @needs_mpirun
-def test_ranks_started_by_the_user(tmp_path):
+def test_ranks_started_by_the_user(job, tmp_path):
     """mpirun -n 3 commbench run: auto sees it is a rank and runs in place; rank 0 writes."""
     out = tmp_path / "r"
     cmd = [find_binary("mpirun"), "-n", "3", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     proc = subprocess.run(cmd + [sys.executable, "-m", "commbench", "run", "--backend", "mpi", "--sizes", "1K,64K",
                                  "-c", "all_reduce,all_gather", "--iters", "3", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == OK, proc.stderr
     rows, _, meta = load_run(out)
     assert len(rows) == 8 and (rows.wrong == 0).all() and (rows.world_size == 3).all()
     assert meta["launcher"] == "none" and meta["status"] == "completed"

@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from conftest import commbench, cpu_torch_refusal, has_gpu, needs_cpu_torch
+from commbench.errors import BAD_INPUT, OK
 
 BAD = [
     (["-c", "allreduce,broadcastx"], "unknown collective 'broadcastx'"),
@@ -49,7 +50,7 @@ BAD = [
 def test_bad_input_one_line_exit_2(tmp_path, args, message):
     out = tmp_path / "out"
     proc = commbench("run", "-n", 2, *args, "--out", out)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert message in lines[0] and "Traceback" not in proc.stderr
@@ -61,32 +62,32 @@ def test_output_path_is_a_file(tmp_path):
     f.write_text("x")
     for out in (f, f / "sub"):
         proc = commbench("run", "-n", 2, "--out", out)
-        assert proc.returncode == 2 and "is a file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert proc.returncode == BAD_INPUT and "is a file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(shutil.which("srun") is not None, reason="srun is installed here")
 def test_launcher_not_installed(tmp_path):
     proc = commbench("run", "-n", 2, "--backend", "mpi", "--launcher", "srun", "--out", tmp_path / "o")
-    assert proc.returncode == 2
+    assert proc.returncode == BAD_INPUT
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "launcher binary 'srun' is not installed" in proc.stderr
     assert not (tmp_path / "o").exists()
 
 
 @needs_cpu_torch
-def test_resume_checks_the_backend_again(tmp_path):
+def test_resume_checks_the_backend_again(job, tmp_path):
     """A cut-short CUDA run carried to a machine whose torch is a CPU build: --resume refuses it the
     way a new run is refused, and writes nothing."""
     out = tmp_path / "o"
     commbench("run", "-n", 1, "--backend", "gloo", "--sizes", "1K", "-c", "all_reduce", "--in-place", "--iters", 2,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     meta = json.loads((out / "run.json").read_text())
     meta["spec"].update(device="cuda", backends=["nccl"])
     meta["status"] = "interrupted"
     (out / "run.json").write_text(json.dumps(meta))
     before = {f.name: f.read_bytes() for f in out.iterdir()}
     proc = commbench("run", "--resume", out)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"commbench: error: {cpu_torch_refusal()}"]
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
 
@@ -94,8 +95,8 @@ def test_resume_checks_the_backend_again(tmp_path):
 def test_version_and_help():
     import commbench as pkg
 
-    assert commbench("--version", check_rc=0).stdout.strip() == f"commbench {pkg.__version__}"
-    help_text = commbench("run", "--help", check_rc=0).stdout
+    assert commbench("--version", check_rc=OK).stdout.strip() == f"commbench {pkg.__version__}"
+    help_text = commbench("run", "--help", check_rc=OK).stdout
     for flag in ("--collective", "--backend", "--min-bytes", "--max-bytes", "--step-factor", "--sizes", "--dtype",
                  "--op", "--in-place", "--out-of-place", "--both", "--nprocs", "--launcher", "--device", "--warmup",
                  "--iters", "--min-time", "--timeout", "--out", "--label", "--quiet", "--json", "--power", "--nccl-tuning"):
@@ -107,7 +108,7 @@ def test_version_and_help():
 def test_cuda_with_a_cpu_build_of_torch(tmp_path, args):
     """The ranks run this same Python: a CPU build of torch is refused before anything starts."""
     proc = commbench("run", "-n", 2, *args, "--device", "cuda", "--out", tmp_path / "o")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"commbench: error: {cpu_torch_refusal()}"]
     assert not (tmp_path / "o").exists()
 
@@ -122,12 +123,12 @@ def test_a_rank_that_sees_no_gpu_says_so(monkeypatch):
         TorchCommunicator("nccl", 0, 1, 0, 10.0, device="cuda")
 
 
-def test_every_point_skipped_is_an_error(tmp_path):
+def test_every_point_skipped_is_an_error(job, tmp_path):
     """A sweep that can measure nothing fails with the reasons, and says so in run.json."""
     out = tmp_path / "o"
     proc = commbench("run", "-n", 2, "--backend", "gloo", "-a", "peer_oneshot_gpuflags", "-c", "all_reduce",
                      "--sizes", "1K", "--quiet", "--out", out)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "commbench: error: nothing measured: all 2 points were skipped (peer_oneshot_gpuflags waits on its flags "
         "in a GPU kernel: it runs with --device cuda)"]

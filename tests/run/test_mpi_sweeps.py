@@ -5,6 +5,7 @@ import pytest
 
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
+from commbench.errors import OK
 
 DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8"]
 OPS = ["sum", "prod", "min", "max"]
@@ -12,12 +13,12 @@ SIZES = ["8", "12", "1028", "65548"]
 
 
 @needs_mpirun
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_mpi_sweep_exact(tmp_path, world):
+@pytest.mark.parametrize("world", [pytest.param(2, marks=pytest.mark.smoke), 3, 4])
+def test_mpi_sweep_exact(job, tmp_path, world):
     out = tmp_path / "run"
     commbench("run", "-n", world, "--backend", "mpi", "--launcher", "mpirun", "--sizes", ",".join(SIZES),
               "-d", ",".join(DTYPES), "-o", ",".join(OPS), "--both", "--iters", 3, "-w", 1,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     # points too small for one element per rank are skipped, the rest are measured
     measured = sum(1 for coll, nops in (("all_reduce", 4), ("all_gather", 1), ("reduce_scatter", 4))
@@ -32,10 +33,10 @@ def test_mpi_sweep_exact(tmp_path, world):
 
 
 @needs_mpirun
-def test_mpi_bfloat16_and_avg_are_skipped_with_reason(tmp_path):
+def test_mpi_bfloat16_and_avg_are_skipped_with_reason(job, tmp_path):
     proc = commbench("run", "-n", 2, "--backend", "mpi", "--sizes", "1K", "-c", "all_reduce", "-d",
                      "float32,bfloat16", "-o", "sum,avg", "--in-place", "--iters", 2, "--out", tmp_path / "r",
-                     check_rc=0)
+                     check_rc=OK)
     assert "MPI has no bfloat16 datatype" in proc.stdout
     assert "MPI has no avg reduction" in proc.stdout
     rows, _, meta = load_run(tmp_path / "r")
@@ -43,9 +44,9 @@ def test_mpi_bfloat16_and_avg_are_skipped_with_reason(tmp_path):
 
 
 @needs_mpirun
-def test_adaptive_iterations_and_json_rows(tmp_path):
+def test_adaptive_iterations_and_json_rows(job, tmp_path):
     proc = commbench("run", "-n", 2, "--sizes", "8,4M", "-c", "all_reduce", "--in-place", "--min-time", 0.05,
-                     "--max-iters", 200, "--json", "--out", tmp_path / "r", check_rc=0)
+                     "--max-iters", 200, "--json", "--out", tmp_path / "r", check_rc=OK)
     import json
 
     rows = [json.loads(line) for line in proc.stdout.splitlines()]

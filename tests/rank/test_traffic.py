@@ -13,15 +13,16 @@ from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.traffic import expected_internode_bytes, internode
 from commbench.run.launch import find_binary
 from conftest import ROOT, needs_mpirun
+from commbench.errors import OK
 
 
 @needs_mpirun
 @pytest.mark.parametrize("world", [3, 4, 5, 6, 8])
-def test_messages_match_what_ranks_send(world):
+def test_messages_match_what_ranks_send(job, world):
     proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(world),
                            sys.executable, str(ROOT / "tests" / "scripts" / "count_messages.py")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == OK, proc.stderr[-3000:]
     cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     silent = {name for name, a in ALGORITHMS.items() if not a.sends_messages}  # tests/test_peer.py
     uneven = {"hierarchical", "hierarchical_kernel"} if world % 2 else set()  # two nodes of unequal sizes

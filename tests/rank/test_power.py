@@ -8,13 +8,14 @@ import pytest
 
 from commbench.rank import power
 from conftest import commbench, needs_mpirun
+from commbench.errors import OK
 
 
 @needs_mpirun
-def test_power_without_gpu_says_why_once(tmp_path):
+def test_power_without_gpu_says_why_once(job, tmp_path):
     out = tmp_path / "run"
     proc = commbench("run", "-n", 2, "--backend", "mpi", "--power", "--sizes", "1K", "-c", "all_reduce", "--iters", 2,
-                     "--out", out, check_rc=0)
+                     "--out", out, check_rc=OK)
     notes = [line for line in (proc.stdout + proc.stderr).splitlines() if "power not measured" in line]
     assert notes == ["power not measured: power is measured on GPUs only (--device cuda)"]
     rows = pd.read_csv(out / "results.csv")

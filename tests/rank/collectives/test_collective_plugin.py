@@ -15,6 +15,7 @@ from commbench.dtypes import DTYPES
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.collectives.base import Collective, Counts, NativeCall
 from commbench.rank.patterns import Pattern, tile
+from commbench.errors import BAD_INPUT, OK
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 PLUGIN = "from commbench.rank.collectives import register\nfrom test_collective_plugin import AllToAll\n\nregister(AllToAll())\n"
@@ -85,7 +86,7 @@ def _run(tmp_path, backend, *extra):
     out = tmp_path / "run"
     commbench("run", "-c", "all_to_all", "--backend", backend, "-n", 2, "--sizes", "8,1028,65548,1M",
               "-d", "float32,int8", "--both", "--iters", 3, "-w", 1, "--out", out, "--quiet", *extra,
-              env=env, check_rc=0)
+              env=env, check_rc=OK)
     return load_run(out)
 
 
@@ -101,13 +102,13 @@ def _check_rows(rows, meta, modes):
 
 
 @pytest.mark.skipif(find_binary("mpirun") is None and not os.environ.get("CI"), reason="mpirun is not installed")
-def test_all_to_all_plugin_on_mpi(tmp_path):
+def test_all_to_all_plugin_on_mpi(job, tmp_path):
     rows, _, meta = _run(tmp_path, "mpi")
     _check_rows(rows, meta, {0, 1})  # MPI_Alltoall takes MPI_IN_PLACE
     assert meta["skipped"] == []
 
 
-def test_all_to_all_plugin_on_gloo(tmp_path):
+def test_all_to_all_plugin_on_gloo(job, tmp_path):
     pytest.importorskip("torch")
     rows, _, meta = _run(tmp_path, "gloo")
     _check_rows(rows, meta, {0})
@@ -116,10 +117,10 @@ def test_all_to_all_plugin_on_gloo(tmp_path):
     assert len(meta["skipped"]) == 4 * 2 and all(s["in_place"] for s in meta["skipped"])
 
 
-def test_a_plugin_that_cannot_be_imported_is_one_line_exit_2():
+def test_a_plugin_that_cannot_be_imported_is_one_line_exit_2(job):
     from conftest import commbench
 
     proc = commbench("run", "-n", 2, "--sizes", "8", env={"COMMBENCH_PLUGINS": "no_such_plugin_module"})
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+    assert proc.returncode == BAD_INPUT and proc.stderr.strip().splitlines() == [
         "commbench: error: COMMBENCH_PLUGINS: cannot import 'no_such_plugin_module' "
         "(ModuleNotFoundError: No module named 'no_such_plugin_module')"], proc.stderr

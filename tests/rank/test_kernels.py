@@ -22,6 +22,7 @@ import kernel_threads as kt
 from commbench.rank import kernel_host, kernel_node
 from commbench.rank import kernels as K
 from kernel_threads import DTYPES, KINDS, OPS, SLOT, Alone, Case, Node, needs_compiler, run_cases
+from commbench.errors import OK
 
 
 
@@ -304,7 +305,7 @@ def conversions(tmp_path_factory):
     (folder / "shim.cc").write_text(SHIM)
     proc = subprocess.run([cxx, *kernel_host.HOST_FLAGS, f"-I{K.SOURCE.parent}", str(folder / "shim.cc"), "-o",
                            str(folder / "shim.so")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == OK, proc.stderr[-3000:]
     lib = ctypes.CDLL(str(folder / "shim.so"))
 
     def wrap(name, in_type, out_type):

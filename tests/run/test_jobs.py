@@ -9,6 +9,7 @@ import pytest
 
 from commbench.analysis.load import load_run as load_checked
 from conftest import commbench, load_run, needs_mpirun
+from commbench.errors import BAD_INPUT, OK
 
 
 def _pairs(rows: pd.DataFrame) -> list[tuple[int, int]]:
@@ -16,10 +17,10 @@ def _pairs(rows: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 @needs_mpirun
-def test_repeat_runs_job_after_job_into_one_folder(tmp_path):
+def test_repeat_runs_job_after_job_into_one_folder(job, tmp_path):
     out = tmp_path / "run"
     proc = commbench("run", "-n", 2, "-c", "all_reduce,all_gather", "-d", "float32,bfloat16", "--sizes", "8,64",
-                     "--iters", 5, "--out-of-place", "--repeat", 3, "--out", out, check_rc=0)
+                     "--iters", 5, "--out-of-place", "--repeat", 3, "--out", out, check_rc=OK)
     assert "3 jobs per point" in proc.stdout + proc.stderr and "job 3 of 3" in proc.stdout
     rows, samples, meta = load_run(out)
     # MPI has no bfloat16: 2 collectives x 2 sizes measured, by jobs 1..3 each
@@ -41,10 +42,10 @@ def test_repeat_runs_job_after_job_into_one_folder(tmp_path):
 
 
 @needs_mpirun
-def test_resume_measures_the_missing_point_job_pairs(tmp_path):
+def test_resume_measures_the_missing_point_job_pairs(job, tmp_path):
     out = tmp_path / "run"
     commbench("run", "-n", 2, "-c", "all_reduce,all_gather", "--sizes", "8,64", "--iters", 5, "--out-of-place",
-              "--repeat", 2, "--out", out, "--quiet", check_rc=0)
+              "--repeat", 2, "--out", out, "--quiet", check_rc=OK)
     full, _, _ = load_run(out)
     # as if killed once block 1's first job had finished: later rows and samples gone, the run marked failed
     lines = (out / "results.csv").read_text().splitlines()
@@ -53,7 +54,7 @@ def test_resume_measures_the_missing_point_job_pairs(tmp_path):
     samples[samples.job == 1].loc[lambda s: s.point < 2].to_parquet(out / "samples.parquet", index=False)
     meta = json.loads((out / "run.json").read_text())
     (out / "run.json").write_text(json.dumps(dict(meta, status="failed", jobs=meta["jobs"][:1])))
-    proc = commbench("run", "--resume", out, "--quiet", check_rc=0)
+    proc = commbench("run", "--resume", out, "--quiet", check_rc=OK)
     rows, _, meta = load_run(out)
     assert _pairs(rows) == _pairs(full) and len(set(_pairs(rows))) == len(rows)
     assert meta["status"] == "completed" and len(meta["resumes"]) == 1
@@ -64,11 +65,11 @@ def test_resume_measures_the_missing_point_job_pairs(tmp_path):
 
 
 @needs_mpirun
-def test_suite_repeat_means_the_same(tmp_path):
+def test_suite_repeat_means_the_same(job, tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text("name: tiny\ndefaults: {nprocs: 2, sizes: [8], iters: 3, mode: out-of-place, "
                      "collective: all_reduce, backend: mpi}\nruns:\n  - {label: twice, repeat: 2}\n  - {label: once}\n")
-    commbench("sweep", suite, "--out", tmp_path / "sweep", "--quiet", check_rc=0)
+    commbench("sweep", suite, "--out", tmp_path / "sweep", "--quiet", check_rc=OK)
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()) == ["once", "twice"]
     twice, _, meta = load_run(tmp_path / "sweep" / "twice")
     once, _, _ = load_run(tmp_path / "sweep" / "once")
@@ -83,5 +84,5 @@ def test_suite_repeat_means_the_same(tmp_path):
 ])
 def test_bad_repeat_is_one_line(tmp_path, args, message):
     proc = commbench("run", "-n", 2, "--backend", "mpi", "--sizes", "8", "--out", tmp_path / "x", *args)
-    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.returncode == BAD_INPUT and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "x").exists()

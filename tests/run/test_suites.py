@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commbench.errors import InputError
+from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.run.suites import SUITES_DIR, load_suite
 from conftest import commbench, cpu_torch_refusal, load_run, needs_cpu_torch, needs_mpirun
 
@@ -50,7 +50,7 @@ def test_bad_suite_one_line_exit_2(tmp_path, text, message):
     f = tmp_path / "s.yaml"
     f.write_text(text)
     proc = commbench("sweep", f, "--out", tmp_path / "out")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and str(f) in lines[0], proc.stderr
     assert not (tmp_path / "out").exists()  # nothing launched, nothing written
@@ -58,7 +58,7 @@ def test_bad_suite_one_line_exit_2(tmp_path, text, message):
 
 def test_unknown_suite_name():
     proc = commbench("sweep", "no-such-suite")
-    assert proc.returncode == 2 and "bundled: algorithms, ci, cluster" in proc.stderr
+    assert proc.returncode == BAD_INPUT and "bundled: algorithms, ci, cluster" in proc.stderr
 
 
 @settings(max_examples=150, deadline=None)
@@ -79,25 +79,25 @@ def test_any_yaml_document_is_a_suite_or_one_input_error(tmp_path_factory, doc):
 
 
 @needs_mpirun
-def test_sweep_and_resume(tmp_path):
+def test_sweep_and_resume(job, tmp_path):
     pytest.importorskip("torch")
     suite = tmp_path / "s.yaml"
     suite.write_text("name: tiny\ndefaults: {nprocs: 2, sizes: [1K, 4K], iters: 3}\nruns:\n"
                      "  - {label: mpi, backend: mpi, collective: [all_reduce, all_gather]}\n"
                      "  - {label: gloo, backend: gloo, launcher: local, mode: in-place, collective: all_reduce}\n")
     out = tmp_path / "sweep"
-    commbench("sweep", suite, "--out", out, "--quiet", check_rc=0)
+    commbench("sweep", suite, "--out", out, "--quiet", check_rc=OK)
     for label, n in (("mpi", 8), ("gloo", 2)):
         rows, _, meta = load_run(out / label)
         assert len(rows) == n and (rows.wrong == 0).all() and meta["label"] == label
     assert (out / "suite.yaml").read_text() == suite.read_text()
     # a second sweep into the same folder is refused; --resume keeps complete runs and redoes a lost one
-    assert commbench("sweep", suite, "--out", out).returncode == 2
+    assert commbench("sweep", suite, "--out", out).returncode == BAD_INPUT
     first_id = json.loads((out / "mpi" / "run.json").read_text())["run_id"]
     import shutil
 
     shutil.rmtree(out / "gloo")
-    proc = commbench("sweep", suite, "--out", out, "--resume", "--quiet", check_rc=0)
+    proc = commbench("sweep", suite, "--out", out, "--resume", "--quiet", check_rc=OK)
     assert "mpi: already complete" in proc.stderr and "gloo: running" in proc.stderr
     assert json.loads((out / "mpi" / "run.json").read_text())["run_id"] == first_id
     rows, _, _ = load_run(out / "gloo")
@@ -108,7 +108,7 @@ def test_sweep_and_resume(tmp_path):
 def test_a_run_this_python_cannot_start_stops_the_suite_first(tmp_path):
     """The bundled power suite (NCCL) with a CPU build of torch: refused before any run starts."""
     proc = commbench("sweep", "power", "--out", tmp_path / "out")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == BAD_INPUT, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith(f"power.yaml: run 'nccl': {cpu_torch_refusal()}"), lines
     assert not (tmp_path / "out").exists()
@@ -124,9 +124,9 @@ def test_a_suites_launcher_args_run_only_when_allowed(tmp_path, monkeypatch):
     suite.write_text("runs: [{label: a, backend: mpi, nprocs: 2, sizes: [8], launcher_args: '--mca x sh'}, {label: b}]\n")
     outcome = run_cli("sweep", suite, "--out", tmp_path / "out")
     outcome.assert_clean()
-    assert outcome.code == 2 and "run 'a' passes the launcher arguments [--mca x sh]" in outcome.stderr
+    assert outcome.code == BAD_INPUT and "run 'a' passes the launcher arguments [--mca x sh]" in outcome.stderr
     assert "add --allow-launcher-args" in outcome.stderr and not (tmp_path / "out").exists()
     started = []
     monkeypatch.setattr(api, "run_suite", lambda loaded, out, **kw: started.append(loaded.runs[0].launcher_args) or [])
-    assert run_cli("sweep", suite, "--out", tmp_path / "out", "--allow-launcher-args").code == 0
+    assert run_cli("sweep", suite, "--out", tmp_path / "out", "--allow-launcher-args").code == OK
     assert started == [["--mca", "x", "sh"]]

@@ -3,7 +3,6 @@ node, gloo across them. Needs root and iproute2; every test checks that no names
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +13,9 @@ import pytest
 from commbench.run import emulate
 from conftest import ROOT, commbench, load_run
 from sweep_checks import check_sweep
+from commbench.errors import BAD_INPUT, FAILED, OK
 
 pytest.importorskip("torch")
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"),
-                                reason="the emulated cluster needs root and iproute2 (ip, tc)")
 ALL = "native,ring,ring_topology,tree,dbtree,rhd,hierarchical"
 
 
@@ -38,10 +36,9 @@ def _emulated(tmp_path, *args, **kw):
     return proc, out
 
 
-@needs_root
-def test_every_algorithm_on_2x2(tmp_path, no_leftovers):
+def test_every_algorithm_on_2x2(netns, tmp_path, no_leftovers):
     proc, out = _emulated(tmp_path, "--emulate", "2x2", "--link-rate", "2gbit", "-a", ALL, "--sizes", "4100,1M",
-                          "--iters", 3, "-w", 1, "--segment-bytes", "64K", check_rc=0)
+                          "--iters", 3, "-w", 1, "--segment-bytes", "64K", check_rc=OK)
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, 4, meta["planned_points"] - len(meta["skipped"]))
     assert (rows.wrong == 0).all() and set(rows.algorithm) == set(ALL.split(","))
@@ -59,10 +56,9 @@ def test_every_algorithm_on_2x2(tmp_path, no_leftovers):
     assert "topology variants" in proc.stderr  # the comparison table after the run
 
 
-@needs_root
-def test_round_robin_placement(tmp_path, no_leftovers, capsys):
+def test_round_robin_placement(netns, tmp_path, no_leftovers, capsys):
     _, out = _emulated(tmp_path, "--emulate", "2x2", "--placement", "round-robin", "-a", "ring,ring_topology",
-                       "-c", "all_reduce", "--sizes", "1M", "--in-place", "--iters", 2, "-w", 1, check_rc=0)
+                       "-c", "all_reduce", "--sizes", "1M", "--in-place", "--iters", 2, "-w", 1, check_rc=OK)
     rows, _, meta = load_run(out)
     assert meta["node_of_rank"] == [0, 1, 0, 1]
     bytes_of = rows.set_index("algorithm").internode_bytes_measured
@@ -76,16 +72,14 @@ def test_round_robin_placement(tmp_path, no_leftovers, capsys):
     assert table["speedup:ring_topology"].iloc[0] > 1
 
 
-@needs_root
-def test_failed_run_leaves_nothing(tmp_path, no_leftovers):
+def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):
     proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 1, "-w", 1,
                           env={"COMMBENCH_INJECT_HANG_RANK": "1"})
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == FAILED, proc.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
-@needs_root
-def test_sigterm_tears_down(tmp_path, no_leftovers):
+def test_sigterm_tears_down(netns, tmp_path, no_leftovers):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", "gloo", "--emulate", "2x1",
                              "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
@@ -105,8 +99,7 @@ def test_sigterm_tears_down(tmp_path, no_leftovers):
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
 
 
-@needs_root
-def test_stale_namespaces_of_dead_runs_are_removed(tmp_path, no_leftovers):
+def test_stale_namespaces_of_dead_runs_are_removed(netns, tmp_path, no_leftovers):
     dead = 2**22 + 12345  # above the default pid_max: no such process
     subprocess.run(["ip", "netns", "add", f"cb{dead}n0"], check=True)
     subprocess.run(["ip", "netns", "add", "cbkeep"], check=True)  # not ours: left alone
@@ -126,7 +119,7 @@ def test_not_root_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
                                       "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit) as stop:
         cli.main()
-    assert stop.value.code == 2
+    assert stop.value.code == BAD_INPUT
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "needs root" in lines[0], lines
     assert not (tmp_path / "o").exists()

@@ -16,6 +16,7 @@ from synthetic_runs import drop_job_column, write_run
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from compare_false_positives import inject_slowdown  # noqa: E402
+from commbench.errors import BAD_INPUT, FAILED, OK
 
 QUIET = [10.0, 10.15, 9.9]  # job medians: 1.5% spread between jobs, as on a quiet machine
 
@@ -28,7 +29,7 @@ def _json(*args, rc):
 def test_identical_runs_are_unchanged(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1)
     cand = write_run(tmp_path / "cand", [9.95, 10.1, 10.05], seed=2)
-    doc = _json(base, cand, rc=0)
+    doc = _json(base, cand, rc=OK)
     assert [p["verdict"] for p in doc["points"]] == ["unchanged", "unchanged"], doc["points"]
     assert all(p["jobs"] == [3, 3] and p["ci_low"] < 1 < p["ci_high"] for p in doc["points"])
 
@@ -36,9 +37,9 @@ def test_identical_runs_are_unchanged(tmp_path):
 def test_real_25_percent_slowdown_with_3_jobs_is_a_regression(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1)
     cand = write_run(tmp_path / "cand", [12.4, 12.6, 12.55], seed=3)  # 25% slower, jobs of their own
-    proc = commbench("compare", base, cand, check_rc=1)
+    proc = commbench("compare", base, cand, check_rc=FAILED)
     assert "2 regressions, 0 improvements, 0 unchanged, 0 inconclusive" in proc.stdout
-    doc = _json(base, cand, rc=1)
+    doc = _json(base, cand, rc=FAILED)
     for p in doc["points"]:
         assert p["verdict"] == "regression" and p["ci_low"] > 1.05 and p["ci_low"] < 1.25 < p["ci_high"], p
         assert p["p_value"] < 0.01 and p["samples"] == [600, 600]
@@ -47,7 +48,7 @@ def test_real_25_percent_slowdown_with_3_jobs_is_a_regression(tmp_path):
 def test_faster_is_an_improvement(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1)
     faster = write_run(tmp_path / "fast", [8.0, 8.1, 7.95], seed=4)
-    proc = commbench("compare", base, faster, "--format", "markdown", check_rc=0)
+    proc = commbench("compare", base, faster, "--format", "markdown", check_rc=OK)
     assert "2 improvements" in proc.stdout and proc.stdout.count(":rocket:") == 2
 
 
@@ -55,23 +56,23 @@ def test_faster_is_an_improvement(tmp_path):
 def test_one_job_a_side_is_inconclusive_whatever_the_ratio(tmp_path, factor):
     base = write_run(tmp_path / "base", [10.0], seed=1)
     cand = write_run(tmp_path / "cand", [10.0 * factor], seed=2)
-    proc = commbench("compare", base, cand, check_rc=0)
+    proc = commbench("compare", base, cand, check_rc=OK)
     assert "0 regressions" in proc.stdout and "2 inconclusive" in proc.stdout
     assert "jobs per point: baseline 1, candidate 1" in proc.stdout
     assert "measure both sides with --repeat 3 or more" in proc.stdout
-    strict = commbench("compare", base, cand, "--strict", check_rc=1)
+    strict = commbench("compare", base, cand, "--strict", check_rc=FAILED)
     assert "--strict: inconclusive points fail the comparison" in strict.stdout
 
 
 def test_interval_across_the_threshold_is_inconclusive_and_says_what_settles_it(tmp_path):
     base = write_run(tmp_path / "base", [10.0, 10.6, 9.5], seed=1)  # jobs 5% apart
     cand = write_run(tmp_path / "cand", [11.0, 10.4, 11.5], seed=2)  # about 7% slower
-    doc = _json(base, cand, rc=0)
+    doc = _json(base, cand, rc=OK)
     for p in doc["points"]:
         assert p["verdict"] == "inconclusive" and p["ci_low"] < 1.05 < p["ci_high"], p
         assert p["repeat_needed"] and 3 < p["repeat_needed"] <= 100 and f"--repeat {p['repeat_needed']}" in p["note"]
     assert "would likely settle" in doc["advice"][0]
-    assert _json(base, cand, "--strict", rc=1)["exit_code"] == 1
+    assert _json(base, cand, "--strict", rc=FAILED)["exit_code"] == 1
 
 
 def test_the_summary_says_how_large_a_slowdown_the_jobs_can_see(tmp_path):
@@ -79,26 +80,26 @@ def test_the_summary_says_how_large_a_slowdown_the_jobs_can_see(tmp_path):
     jobs, 8 %; one job a side has no spread, so no such line."""
     base = write_run(tmp_path / "base", [10.0, 10.6, 9.5], seed=1)
     cand = write_run(tmp_path / "cand", [11.0, 10.4, 11.5], seed=2)
-    doc = _json(base, cand, rc=0)
+    doc = _json(base, cand, rc=OK)
     reach = [1.05 * p["ci_high"] / p["ratio"] for p in doc["points"]]
     [line] = [a for a in doc["advice"] if "smaller ones go unseen" in a]
     assert f"about {np.median(reach) - 1:.0%} or more" in line and f"{min(reach) - 1:.0%} at the steadiest" in line
     assert 1.10 < min(reach) < 1.30
     quiet = _json(write_run(tmp_path / "q1", QUIET, seed=1), write_run(tmp_path / "q2", [9.95, 10.1, 10.05], seed=2),
-                  rc=0)
+                  rc=OK)
     [line] = [a for a in quiet["advice"] if "smaller ones go unseen" in a]
     assert 1.05 < 1 + int(line.split("about ")[1].split("%")[0]) / 100 < 1.12
-    one = _json(write_run(tmp_path / "o1", [10.0], seed=1), write_run(tmp_path / "o2", [10.0], seed=2), rc=0)
+    one = _json(write_run(tmp_path / "o1", [10.0], seed=1), write_run(tmp_path / "o2", [10.0], seed=2), rc=OK)
     assert not [a for a in one["advice"] if "unseen" in a]
 
 
 def test_a_slower_side_beside_other_work_is_inconclusive(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1, background=[0.0, 0.02, 0.0])
     busy = write_run(tmp_path / "busy", [12.4, 12.6, 12.55], seed=3, background=[0.9, 1.0, 0.8])
-    doc = _json(base, busy, rc=0)
+    doc = _json(base, busy, rc=OK)
     assert all(p["verdict"] == "inconclusive" and "ran beside other work" in p["note"] for p in doc["points"])
     quiet = write_run(tmp_path / "quiet", [12.4, 12.6, 12.55], seed=3, background=[0.0, 0.0, 0.1])
-    assert all(p["verdict"] == "regression" for p in _json(base, quiet, rc=1)["points"])
+    assert all(p["verdict"] == "regression" for p in _json(base, quiet, rc=FAILED)["points"])
 
 
 def test_context_changes_are_printed_above_the_verdicts(tmp_path):
@@ -107,14 +108,14 @@ def test_context_changes_are_printed_above_the_verdicts(tmp_path):
         "versions": {"mpi_library": "Open MPI v5.0.12\x00", "python": "3.11.7", "commbench": "0.1.0"},
         "ranks": [{"hostname": "node-b", "rank": 0}, {"hostname": "node-b", "rank": 1}],
         "world_size": 2, "launcher": "srun", "rank0_environment": {"OMPI_MCA_btl": "self,vader", "NCCL_ALGO": "Ring"}})
-    out = commbench("compare", base, cand, check_rc=0).stdout
+    out = commbench("compare", base, cand, check_rc=OK).stdout
     context, verdicts = out.split("point ", 1)
     assert "context changes, baseline -> candidate:" in context
     for line in ("version mpi_library: Open MPI v5.0.11 -> Open MPI v5.0.12", "hosts: node-a -> node-b",
                  "launcher: mpirun -> srun", "env NCCL_ALGO: (unset) -> Ring"):
         assert line in context, context
     assert "python" not in context and "OMPI_MCA_btl" not in context  # unchanged facts are not listed
-    same = commbench("compare", base, base, check_rc=0).stdout
+    same = commbench("compare", base, base, check_rc=OK).stdout
     assert "context changes" not in same
 
 
@@ -124,9 +125,9 @@ def test_old_folders_load_one_folder_per_job(tmp_path):
     for k, (b, c) in enumerate(zip(QUIET, [12.4, 12.6, 12.55], strict=True), 1):
         drop_job_column(write_run(base / f"native.{k}", [b], seed=k, run_id=f"b{k}"))
         drop_job_column(write_run(cand / f"native.{k}", [c], seed=10 + k, run_id=f"c{k}"))
-    doc = _json(base, cand, rc=1)
+    doc = _json(base, cand, rc=FAILED)
     assert all(p["jobs"] == [3, 3] and p["verdict"] == "regression" for p in doc["points"])
-    commbench("report", base, cand, "-o", tmp_path / "r.html", check_rc=0)
+    commbench("report", base, cand, "-o", tmp_path / "r.html", check_rc=OK)
 
 
 def test_trend_over_several_candidates(tmp_path):
@@ -134,9 +135,9 @@ def test_trend_over_several_candidates(tmp_path):
     nights = [write_run(tmp_path / f"night{i}", [m * f for m in QUIET], seed=20 + i)
               for i, f in enumerate([1.0, 0.99, 1.3])]
     html = tmp_path / "trend.html"
-    proc = commbench("compare", base, *nights, "--html", html, check_rc=1)
+    proc = commbench("compare", base, *nights, "--html", html, check_rc=FAILED)
     assert "candidates (oldest first)" in proc.stdout and "history" in proc.stdout
-    doc = _json(base, *nights, rc=1)
+    doc = _json(base, *nights, rc=FAILED)
     assert doc["candidate"] == str(nights[-1]) and doc["candidates"] == [str(n) for n in nights]
     for p in doc["points"]:
         assert [h["verdict"] for h in p["history"]] == ["unchanged", "unchanged", "regression"], p["history"]
@@ -151,21 +152,21 @@ def test_junit_inconclusive_is_skipped_unless_strict(tmp_path):
     rows = (partial / "results.csv").read_text().splitlines()
     (partial / "results.csv").write_text("\n".join(rows[:-1]) + "\n")
     report = tmp_path / "junit.xml"
-    commbench("compare", base, partial, "--format", "junit", "-o", report, check_rc=0)
+    commbench("compare", base, partial, "--format", "junit", "-o", report, check_rc=OK)
     suite = ET.parse(report).getroot()
     assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
-    commbench("compare", base, partial, "--format", "junit", "-o", report, "--strict", check_rc=1)
+    commbench("compare", base, partial, "--format", "junit", "-o", report, "--strict", check_rc=FAILED)
     suite = ET.parse(report).getroot()
     assert (suite.get("skipped"), suite.get("failures")) == ("1", "1")
 
 
 @needs_mpirun
-def test_real_repeated_run_against_a_slowed_copy(tmp_path):
+def test_real_repeated_run_against_a_slowed_copy(job, tmp_path):
     """Through real jobs: a --repeat 3 run tags rows and samples with their job, compare finds 3 jobs
     a side and the exact injected ratio, and its exit code follows its verdicts."""
     base = tmp_path / "base"
     commbench("run", "-n", 2, "-c", "all_reduce", "-b", 8, "-e", 64, "--iters", 5, "--out-of-place", "--repeat", 3,
-              "--out", base, "--quiet", check_rc=0)
+              "--out", base, "--quiet", check_rc=OK)
     slowed = inject_slowdown(base, tmp_path / "slow", 3.0)
     proc = commbench("compare", base, slowed, "--format", "json")
     doc = json.loads(proc.stdout)
@@ -185,7 +186,7 @@ def test_unusable_input_exit_2(tmp_path, setup, message):
     d = tmp_path / "x"
     setup(d)
     proc = commbench("compare", d, d)
-    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == BAD_INPUT and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_bad_arguments_exit_2(tmp_path):
@@ -196,9 +197,9 @@ def test_bad_arguments_exit_2(tmp_path):
                           (["--html", tmp_path], "is a folder")):
         proc = commbench("compare", run, run, *args)
         lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and message in proc.stderr and len(lines) == 1, proc.stderr
+        assert proc.returncode == BAD_INPUT and message in proc.stderr and len(lines) == 1, proc.stderr
     proc = commbench("compare", run)
-    assert proc.returncode == 2 and "Missing argument" in proc.stderr
+    assert proc.returncode == BAD_INPUT and "Missing argument" in proc.stderr
 
 
 def test_verdict_rules():

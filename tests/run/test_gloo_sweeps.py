@@ -4,6 +4,7 @@ import pytest
 
 from conftest import commbench, load_run
 from sweep_checks import check_sweep
+from commbench.errors import OK
 
 pytest.importorskip("torch")
 
@@ -18,14 +19,15 @@ LOCAL_DTYPES, LOCAL_OPS = ["float32", "bfloat16", "int8"], ["sum", "prod", "avg"
 WIDTHS = ["float64", "float32", "bfloat16", "int8"]
 
 
-@pytest.mark.parametrize("world,launcher,dtypes,ops", [(2, "torchrun", DTYPES, OPS), (3, "torchrun", DTYPES, OPS),
-                                                       (4, "torchrun", WIDTHS, OPS), (3, "local", LOCAL_DTYPES, LOCAL_OPS)],
+@pytest.mark.parametrize("world,launcher,dtypes,ops", [pytest.param(2, "torchrun", DTYPES, OPS, marks=pytest.mark.smoke),
+                                                       (3, "torchrun", DTYPES, OPS), (4, "torchrun", WIDTHS, OPS),
+                                                       pytest.param(3, "local", LOCAL_DTYPES, LOCAL_OPS, marks=pytest.mark.smoke)],
                          ids=["2-torchrun", "3-torchrun", "4-torchrun", "3-local"])
-def test_gloo_sweep_exact(tmp_path, world, launcher, dtypes, ops):
+def test_gloo_sweep_exact(job, tmp_path, world, launcher, dtypes, ops):
     out = tmp_path / "run"
     commbench("run", "-n", world, "--backend", "gloo", "--launcher", launcher, "--sizes", ",".join(SIZES),
               "-d", ",".join(dtypes), "-o", ",".join(ops), "--both", "--iters", 2, "-w", 1,
-              "--out", out, "--quiet", check_rc=0)
+              "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
     skipped = meta["skipped"]
     assert meta["planned_points"] == len(rows) + len(skipped)

@@ -15,6 +15,7 @@ from commbench import plugins
 from commbench.binaries import find_binary
 from commbench.rank.algorithms import ALGORITHMS, Algorithm
 from commbench.rank.algorithms.base import reduce_op, scratch_pair
+from commbench.errors import OK
 
 NAME = "toy_gather_all"
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -52,7 +53,7 @@ def _commbench(tmp_path, *args):
     (tmp_path / "toy_plugin.py").write_text(PLUGIN)
     env = {plugins.PLUGINS_ENV: "toy_plugin",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), TESTS] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
-    return commbench(*args, env=env, check_rc=0)
+    return commbench(*args, env=env, check_rc=OK)
 
 
 def test_metadata_and_cost_come_from_the_class(monkeypatch):
@@ -72,7 +73,7 @@ def test_metadata_and_cost_come_from_the_class(monkeypatch):
 
 
 @pytest.mark.skipif(find_binary("mpirun") is None and not os.environ.get("CI"), reason="mpirun is not installed")
-def test_run_measures_the_plugin_algorithm(tmp_path):
+def test_run_measures_the_plugin_algorithm(job, tmp_path):
     import pandas as pd
 
     out = tmp_path / "run"
@@ -96,5 +97,5 @@ def test_model_predicts_the_plugin_algorithm(tmp_path):
     assert toy.time_us.iloc[0] == pytest.approx(3 * 5, rel=0.01)
 
 
-def test_help_names_the_plugin_algorithm(tmp_path):
+def test_help_names_the_plugin_algorithm(job, tmp_path):
     assert NAME in _commbench(tmp_path, "run", "--help").stdout

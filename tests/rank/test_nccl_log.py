@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from commbench.errors import BAD_INPUT
 from commbench.rank import nccl_log
 from conftest import commbench
 
@@ -105,14 +106,14 @@ def test_nccl_warnings_in_the_log_reach_stderr(tmp_path, capsys):
 
 def test_nccl_tuning_needs_the_nccl_backend(tmp_path):
     proc = commbench("run", "-n", 2, "--backend", "gloo", "--nccl-tuning", "--out", tmp_path / "o")
-    assert proc.returncode == 2 and not (tmp_path / "o").exists()
+    assert proc.returncode == BAD_INPUT and not (tmp_path / "o").exists()
     assert proc.stderr.strip().splitlines() == ["commbench: error: --nccl-tuning reads NCCL's log: it needs --backend nccl"]
 
 
-def test_nccl_tuning_keeps_the_users_log_file(tmp_path):
+def test_nccl_tuning_keeps_the_users_log_file(job, tmp_path):
     proc = commbench("run", "-n", 2, "--backend", "nccl", "--device", "cuda", "--nccl-tuning", "--out", tmp_path / "o",
                      env={"NCCL_DEBUG_FILE": str(tmp_path / "mine.%h.%p")})
-    assert proc.returncode == 2 and not (tmp_path / "o").exists()
+    assert proc.returncode == BAD_INPUT and not (tmp_path / "o").exists()
     assert proc.stderr.strip().splitlines() == [
         "commbench: error: --nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE"]
 

@@ -55,7 +55,8 @@ def _checks_out(out: Path, doc: dict, grain: str, points: int):
 
 
 @needs_mpirun
-def test_in_process_pairs_native_and_ring_kernel_on_the_same_memory(tmp_path):
+@pytest.mark.smoke
+def test_in_process_pairs_native_and_ring_kernel_on_the_same_memory(job, tmp_path):
     """Sides that differ only in the algorithm share one launch: every rank holds both calls, both
     bound on the arena's memory, and times them turn by turn; the kernels stay exact there."""
     before = _arenas()
@@ -73,7 +74,8 @@ def test_in_process_pairs_native_and_ring_kernel_on_the_same_memory(tmp_path):
 
 
 @needs_mpirun
-def test_a_real_slowdown_of_side_b_is_a_regression_at_every_point(tmp_path, slow_mpi):
+@pytest.mark.smoke
+def test_a_real_slowdown_of_side_b_is_a_regression_at_every_point(job, tmp_path, slow_mpi):
     """Side B's MPI calls stretched by half their period (LD_PRELOAD, both sides preloaded, only B
     slowed): two jobs take turns (another environment); every point a regression, exit 1; the
     variables reached every rank (the ranks report them, the parent checks)."""
@@ -89,7 +91,7 @@ def test_a_real_slowdown_of_side_b_is_a_regression_at_every_point(tmp_path, slow
 
 
 @needs_mpirun
-def test_junit_and_markdown_carry_the_verdicts(tmp_path, slow_mpi):
+def test_junit_and_markdown_carry_the_verdicts(job, tmp_path, slow_mpi):
     env = ["--env-a", f"LD_PRELOAD={slow_mpi}", "--env-b", f"LD_PRELOAD={slow_mpi}", "--env-b", "COMMBENCH_SLOW=0.5"]
     junit = tmp_path / "ab.xml"
     commbench("ab", *TINY, "-c", "all_reduce", *env, "--out", tmp_path / "j", "--format", "junit", "--output", junit,
@@ -102,7 +104,7 @@ def test_junit_and_markdown_carry_the_verdicts(tmp_path, slow_mpi):
 
 
 @pytest.mark.parametrize("launcher", ["local", "torchrun"])
-def test_gloo_sides_take_turns_under_every_local_launcher(tmp_path, launcher):
+def test_gloo_sides_take_turns_under_every_local_launcher(job, tmp_path, launcher):
     proc, out, doc = _ab(tmp_path, "-n", "2", "--sizes", "64,64K", "--in-place", "--quiet", "-c", "all_reduce",
                          "--backend", "gloo", "--launcher", launcher, "--env-b", "COMMBENCH_AB_PROBE=b", "--rounds", "3")
     assert proc.returncode == OK, proc.stderr
@@ -111,7 +113,7 @@ def test_gloo_sides_take_turns_under_every_local_launcher(tmp_path, launcher):
 
 
 @needs_mpirun
-def test_rounds_of_launches_when_asked(tmp_path):
+def test_rounds_of_launches_when_asked(job, tmp_path):
     """--grain launch: per round, per block, A's launch and B's (order alternating); one pair a round."""
     proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--env-b", "X=1", "--grain", "launch", "--rounds", "2")
     assert proc.returncode in (OK, FAILED), proc.stderr
@@ -122,7 +124,7 @@ def test_rounds_of_launches_when_asked(tmp_path):
 
 
 @needs_mpirun
-def test_python_b_runs_side_b_in_a_second_virtual_environment(tmp_path):
+def test_python_b_runs_side_b_in_a_second_virtual_environment(job, tmp_path):
     """A second venv (its own python and prefix, seeing this one's packages through a .pth): side B's
     ranks run it, as run.json's facts show; the sides take turns."""
     venv = tmp_path / "venv-b"
@@ -141,7 +143,7 @@ def test_python_b_runs_side_b_in_a_second_virtual_environment(tmp_path):
 
 
 @needs_mpirun
-def test_wrong_results_on_one_side_fail(tmp_path):
+def test_wrong_results_on_one_side_fail(job, tmp_path):
     proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--env-b", "COMMBENCH_INJECT_WRONG_RANK=1",
                          "--rounds", "1", rc=FAILED)
     rows, _, _ = _folder(out)
@@ -165,7 +167,7 @@ def _start(out: Path, *args) -> subprocess.Popen:
 
 
 @needs_mpirun
-def test_a_killed_rank_of_side_b_is_one_line_and_leaves_nothing(tmp_path):
+def test_a_killed_rank_of_side_b_is_one_line_and_leaves_nothing(job, tmp_path):
     """Side B's rank 1 is killed mid-comparison: one line naming the side, the rank and the point,
     exit 1; the folder keeps what was measured, run.json says failed; no rank or arena is left."""
     before, out = _arenas(), tmp_path / "killed"
@@ -182,7 +184,7 @@ def test_a_killed_rank_of_side_b_is_one_line_and_leaves_nothing(tmp_path):
 
 
 @needs_mpirun
-def test_ctrl_c_stops_every_job_and_keeps_the_rows(tmp_path):
+def test_ctrl_c_stops_every_job_and_keeps_the_rows(job, tmp_path):
     out, before = tmp_path / "stopped", _arenas()
     proc = _start(out, "--sizes", "64", "--env-b", "X=1", "--min-rounds", "300", "--rounds", "300")
     proc.send_signal(signal.SIGINT)
@@ -195,7 +197,7 @@ def test_ctrl_c_stops_every_job_and_keeps_the_rows(tmp_path):
 
 
 @needs_mpirun
-def test_an_ab_folder_is_not_compared_resumed_but_reported_by_side(tmp_path):
+def test_an_ab_folder_is_not_compared_resumed_but_reported_by_side(job, tmp_path):
     proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--rounds", "1")
     for args in (["compare", out, out], ["run", "--resume", out]):
         refused = commbench(*args, check_rc=BAD_INPUT)
@@ -238,7 +240,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 def test_a_python_without_ab_is_refused_before_anything_starts(tmp_path):
     bare = shutil.which("python3", path="/usr/bin:/usr/local/bin")
-    if bare is None or subprocess.run([bare, "-c", "import numpy"], capture_output=True).returncode == 0:
+    if bare is None or subprocess.run([bare, "-c", "import numpy"], capture_output=True).returncode == OK:
         pytest.skip("no Python without commbench's packages here")
     proc = commbench("ab", "-n", "2", "-c", "all_reduce", "--sizes", "64", "--python-b", bare,
                      "--out", tmp_path / "x", check_rc=BAD_INPUT)
@@ -246,7 +248,7 @@ def test_a_python_without_ab_is_refused_before_anything_starts(tmp_path):
 
 
 @needs_mpirun
-def test_a_commbench_folder_where_ab_is_run_does_not_shadow_a_sides_own(tmp_path):
+def test_a_commbench_folder_where_ab_is_run_does_not_shadow_a_sides_own(job, tmp_path):
     """python -m puts the current folder first on sys.path: run from a checkout, side A's ranks would
     import that checkout's commbench instead of their venv's (the CI recipe runs from the candidate's).
     The ranks run with PYTHONSAFEPATH, so a decoy here changes nothing."""

@@ -13,6 +13,7 @@ from commbench.analysis.model.fit import fit, fit_backend, from_json, held_out, 
 from commbench.analysis.model.predict import predict, predicted
 from commbench.rank.algorithms import ALGORITHMS
 from conftest import commbench, needs_mpirun
+from commbench.errors import BAD_INPUT, OK
 
 BETA_ONLY = Params(0.0, 1e-9, 0.0, 1e-8, 0.0)
 
@@ -117,45 +118,45 @@ def test_kernels_are_fitted_apart_and_predicted_with_their_own_parameters(tmp_pa
     assert "ring_kernel" not in set(predict(steps, Shape(1, 8), "all_reduce", [8]).algorithm)  # no kernel parameters
     model = tmp_path / "model.json"
     model.write_text(json.dumps(to_json(list(fits.values()), ["x"])))
-    proc = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "1M", check_rc=0)
+    proc = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "1M", check_rc=OK)
     assert "ring_kernel" in proc.stdout and "gloo, gloo/kernel" in proc.stdout
     proc = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model, "--inter", "10,5",
-                     "-e", "1M", check_rc=0)
+                     "-e", "1M", check_rc=OK)
     assert "ring_kernel" not in proc.stdout and "ring" in proc.stdout
 
 
 @needs_mpirun
-def test_fit_validate_predict_on_a_real_sweep(tmp_path):
+def test_fit_validate_predict_on_a_real_sweep(job, tmp_path):
     pytest.importorskip("scipy")
     run, swept = tmp_path / "run", ("ring", "tree", "rhd")  # the cheap ones
     commbench("run", "-n", 4, "--backend", "mpi", "-a", ",".join(swept), "-c", "all_reduce", "-b", "8", "-e", "4M",
-              "-f", 8, "--out-of-place", "--min-time", "0.02", "--out", run, "--quiet", check_rc=0)
+              "-f", 8, "--out-of-place", "--min-time", "0.02", "--out", run, "--quiet", check_rc=OK)
     model = tmp_path / "model.json"
-    fitted = commbench("model", "fit", run, "-o", model, check_rc=0)
+    fitted = commbench("model", "fit", run, "-o", model, check_rc=OK)
     assert "alpha_intra" in fitted.stdout and "not informed" in fitted.stdout  # one node: no inter-node terms
     data = json.loads(model.read_text())["fits"]["mpi"]
     assert data["params"]["beta_intra"] > 0 and data["points"] == 7 * len(swept)  # 8 B .. 2 MB by 8x
     assert data["median_error"] < 1.0  # this machine: 12-27 % over 8 B - 64 MB at 0.3 s a point; noisier at 0.02 s
-    validated = commbench("model", "validate", run, "--csv", tmp_path / "v.csv", check_rc=0)
+    validated = commbench("model", "validate", run, "--csv", tmp_path / "v.csv", check_rc=OK)
     assert "leave one size out" in validated.stdout and "leave one algorithm out" in validated.stdout
     assert len(pd.read_csv(tmp_path / "v.csv")) > 0
     out = tmp_path / "pred"
     predicted = commbench("model", "predict", "--nodes", 1, "--ranks-per-node", 4, "--model", model, "-e", "64M",
-                          "--out", out, check_rc=0)
+                          "--out", out, check_rc=OK)
     assert "best" in predicted.stdout
     no_inter = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model)
-    assert no_inter.returncode == 2 and "no inter-node parameters" in no_inter.stderr  # fitted on one node
+    assert no_inter.returncode == BAD_INPUT and "no inter-node parameters" in no_inter.stderr  # fitted on one node
     mixed = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 2, "--model", model, "--inter", "0.125,50",
-                      check_rc=0)
+                      check_rc=OK)
     assert "--inter 0.125,50" in mixed.stdout
     rows = pd.read_csv(out / "results.csv")
     assert (rows.predicted == 1).all() and set(rows.algorithm) >= set(swept)
-    commbench("report", run, out, "-o", tmp_path / "r.html", check_rc=0)
+    commbench("report", run, out, "-o", tmp_path / "r.html", check_rc=OK)
 
 
 def test_predict_at_scale_and_crossovers(tmp_path):
     proc = commbench("model", "predict", "--nodes", 4, "--ranks-per-node", 8, "--intra", "450,2", "--inter", "50,5",
-                     "-b", "8", "-e", "8G", "-f", 4, "--out", tmp_path / "p", check_rc=0)
+                     "-b", "8", "-e", "8G", "-f", 4, "--out", tmp_path / "p", check_rc=OK)
     assert "crossover" in proc.stdout
     rows = pd.read_csv(tmp_path / "p" / "results.csv")
     assert set(rows.algorithm) == set(predicted("steps")) and "ring_topology" not in predicted()  # = ring, by block
@@ -173,7 +174,7 @@ def test_predict_at_scale_and_crossovers(tmp_path):
 ])
 def test_predict_bad_input(args, message):
     proc = commbench("model", "predict", *args)
-    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == BAD_INPUT and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_predict_one_rank_and_validate_nothing_are_exit_2(tmp_path):
@@ -184,10 +185,10 @@ def test_predict_one_rank_and_validate_nothing_are_exit_2(tmp_path):
 
     one = run_cli("model", "predict", "--nodes", 1, "--ranks-per-node", 1, "--intra", "450,2", "--inter", "50,5")
     one.assert_clean()
-    assert one.code == 2 and "is one rank, which communicates nothing" in one.stderr
+    assert one.code == BAD_INPUT and "is one rank, which communicates nothing" in one.stderr
     few = run_cli("model", "validate", write_run(tmp_path / "r", [10.0], samples=5))
     few.assert_clean()
-    assert few.code == 2 and "nothing to validate: too few points" in few.stderr
+    assert few.code == BAD_INPUT and "nothing to validate: too few points" in few.stderr
 
 
 def test_rows_without_nodes_or_ranks_per_node_are_one_node_of_all_ranks():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, commbench, load_run, needs_mpirun
+from commbench.errors import BAD_INPUT, OK
 
 TINY = ["-c", "all_reduce,all_gather,reduce_scatter", "-b", "8", "-e", "512", "-f", "8", "--iters", "20", "-w", "2"]
 
@@ -23,18 +24,18 @@ def _mpirun(n: int, script: str) -> subprocess.CompletedProcess:
 
 
 @needs_mpirun
-def test_the_c_loop_calls_what_mpi4py_calls():
+def test_the_c_loop_calls_what_mpi4py_calls(job):
     """3 ranks: every collective x MPI dtype x op x buffer mode x 4 sizes, one call through the C
     loop and one through mpi4py, outputs compared byte for byte."""
     proc = _mpirun(3, "mpi_loop_vs_mpi4py.py")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "compared 1392 results, 0 differ, timer native" in proc.stdout
 
 
 @needs_mpirun
-def test_native_rows_are_timed_in_c_and_run_json_has_the_floors(tmp_path):
+def test_native_rows_are_timed_in_c_and_run_json_has_the_floors(job, tmp_path):
     out = tmp_path / "r"
-    commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--out", out, check_rc=0)
+    commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--out", out, check_rc=OK)
     rows, _, meta = load_run(out)
     assert len(rows) == 18 and set(rows["timer"]) == {"native"} and (rows["wrong"] == 0).all()
     floor = meta["harness_floor_us"]
@@ -44,27 +45,27 @@ def test_native_rows_are_timed_in_c_and_run_json_has_the_floors(tmp_path):
 
 
 @needs_mpirun
-def test_hierarchical_asks_mpi_for_several_threads(tmp_path):
+def test_hierarchical_asks_mpi_for_several_threads(job, tmp_path):
     """Its pipelined all-reduce calls MPI from a thread per level: MPI_THREAD_MULTIPLE."""
     out = tmp_path / "r"
     commbench("run", "-n", "2", "--backend", "mpi", "-a", "hierarchical", "--ranks-per-node", "1",
-              "-c", "all_reduce", "--sizes", "4M", "--iters", "3", "--out", out, check_rc=0)
+              "-c", "all_reduce", "--sizes", "4M", "--iters", "3", "--out", out, check_rc=OK)
     rows, _, meta = load_run(out)
     assert meta["versions"]["mpi_thread_level"] == "multiple" and set(rows["timer"]) == {"python"}
 
 
 @needs_mpirun
-def test_timer_python_forces_the_python_loop(tmp_path):
+def test_timer_python_forces_the_python_loop(job, tmp_path):
     out = tmp_path / "r"
-    proc = commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--timer", "python", "--out", out, check_rc=0)
+    proc = commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--timer", "python", "--out", out, check_rc=OK)
     assert "warning" not in proc.stdout + proc.stderr
     assert set(load_run(out)[0]["timer"]) == {"python"}
 
 
 @needs_mpirun
-def test_a_failing_mpicc_leaves_the_python_loop_and_one_line(tmp_path):
+def test_a_failing_mpicc_leaves_the_python_loop_and_one_line(job, tmp_path):
     out = tmp_path / "r"
-    proc = commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--out", out, check_rc=0,
+    proc = commbench("run", "-n", "2", "--backend", "mpi", *TINY, "--out", out, check_rc=OK,
                      env={"MPICC": "false", "COMMBENCH_CACHE": str(tmp_path / "cache")})
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "C timing loop" in ln]
     assert lines == ["warning: the C timing loop (mpicc mpi_loop.c) failed (false exited 1, printing nothing): "
@@ -74,7 +75,7 @@ def test_a_failing_mpicc_leaves_the_python_loop_and_one_line(tmp_path):
     assert "native" not in load_run(out)[2]["harness_floor_us"]
 
 
-def test_an_unknown_timer_is_one_line_and_exit_2():
+def test_an_unknown_timer_is_one_line_and_exit_2(job):
     proc = commbench("run", "--timer", "fast", "-n", "2")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.returncode == BAD_INPUT and "Traceback" not in proc.stderr
     assert "unknown timer 'fast' (accepted: auto, python)" in proc.stderr
