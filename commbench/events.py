@@ -20,6 +20,7 @@ def parse(line: str) -> dict | None:
     if pos < 0:
         return None
     try:
-        return json.loads(line[pos + len(PREFIX):])
+        event = json.loads(line[pos + len(PREFIX):])
     except json.JSONDecodeError:
         return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None  # else: no event

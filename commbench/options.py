@@ -142,7 +142,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
     Option("link_rate", str, "1gbit", "Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
     Option("placement", str, "block", "Emulated ranks: block (node by node) or round-robin over the nodes."),
-    Option("power", bool, False, "GPU power and energy per point (NVML; windows of >= 1 s)."),
+    Option("power", bool, False, "Power and energy per point: GPUs (NVML) and CPU packages and DRAM (RAPL: "
+                                 "powercap or perf); windows of >= 1 s."),
     Option("nccl_tuning", bool, False, "Record NCCL's algorithm/protocol per point from its TUNING log "
                                        "(rank 0 logs every call, which its timings include)."),
     Option("out", str, None, "Results folder (default results/<UTC time>-<id>/).", spec="out_dir", suite=False),

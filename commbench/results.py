@@ -63,6 +63,10 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("power_w_max", "--power: the sum of each GPU's peak (W)"),
     ("energy_j", "--power: joules per call"),
     ("energy_j_per_byte", "--power: joules per byte of size_bytes"),
+    ("cpu_power_w_avg", "--power: the CPU packages' and DRAM's power (W) over the window, summed over nodes (RAPL)"),
+    ("cpu_energy_j", "--power: the CPUs' joules per call"),
+    ("cpu_energy_j_per_byte", "--power: the CPUs' joules per byte of size_bytes"),
+    ("cpu_power_domains", "--power: each RAPL domain's power, summed over nodes (\"package-0 41.2 W, dram-0 6.1 W\")"),
     ("placement", "emulated runs: block or round-robin"),
     ("internode_bytes_measured", "bytes per call across node links, from the link counters"),
     ("internode_bytes_expected", "bytes per call across node links, from the algorithm's message pattern"),
@@ -94,7 +98,8 @@ KINDS = {
     **{name: TIME for name in STAT_COLUMNS if name.startswith("time_us") and name != "time_us_stdev"},
     "time_us_stdev": AMOUNT, "samples": COUNT, "iterations": COUNT, "batch": COUNT, "warmup": COUNT,
     "algbw_gbps": AMOUNT, "busbw_gbps": AMOUNT, "bus_factor": AMOUNT, "wrong": COUNT, "power_w_avg": AMOUNT,
-    "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
+    "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "cpu_power_w_avg": AMOUNT,
+    "cpu_energy_j": AMOUNT, "cpu_energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
     "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE,
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}

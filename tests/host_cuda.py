@@ -88,7 +88,7 @@ class HostReducer(CudaReducer):
         self.targets: list[tuple[int, int]] = []
 
     def _stream(self, device: int) -> int:
-        return 0  # a CPU build of torch has no streams; tests/test_cuda_devices.py checks the real one
+        return 0  # a CPU build of torch has no streams; tests/rank/test_cuda_devices.py checks the real one
 
     def _run(self, device, stream, name, blocks, args):
         self.launches.append(name)

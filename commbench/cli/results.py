@@ -34,8 +34,9 @@ def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
 
 
 def threshold_fraction(text: str) -> float:
+    text = text.strip()
     try:
-        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise InputError(f"invalid threshold {text!r} (give a percentage such as 5% or a fraction such as 0.05)") from None
     return value

@@ -237,15 +237,16 @@ def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], 
 
 
 def power_window(comm: Communicator, fn: Callable[[], Any], meter, calls: int) -> dict:
-    """Power and energy over `calls` back-to-back calls (a window of >= 1 s), summed over the
-    ranks' meters (each GPU has one owner; the others read nothing)."""
+    """Power and energy over `calls` back-to-back calls (a window of >= 1 s): the row's power columns,
+    from every rank's meters summed (commbench.rank.power.Meters: each GPU and each node's CPUs has
+    one owner; the others read nothing)."""
     comm.synchronize()
     comm.barrier()
     meter.start()
     for _ in range(calls):
         fn()
     comm.synchronize()
-    r = meter.stop()
+    values = meter.stop()
     comm.barrier()
-    total = comm.reduce_host(np.array([r.energy_j, r.power_w_avg, r.power_w_max]), "sum")
-    return {"energy_j": float(total[0]) / calls, "power_w_avg": float(total[1]), "power_w_max": float(total[2])}
+    total = comm.reduce_host(np.array(values, dtype=np.float64), "sum") if values else []
+    return meter.columns(list(total), calls)

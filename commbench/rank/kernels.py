@@ -129,7 +129,7 @@ def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
 
 
 def entry_points() -> dict[str, list[str]]:
-    """Every kernel of cuda/collectives.cu the Python side launches (tests/test_cuda_compile.py)."""
+    """Every kernel of cuda/collectives.cu the Python side launches (tests/cuda/test_cuda_compile.py)."""
     from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS
 
     names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"))

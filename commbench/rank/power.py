@@ -1,4 +1,5 @@
-"""GPU power and energy per point, from NVML (`--power`).
+"""Power and energy per point (`--power`): the GPUs from NVML (here), the CPU packages and DRAM from
+RAPL (commbench.rank.cpu_power), over the same window; `open_meters` opens both for a job.
 
 Each GPU is measured once, by the lowest rank using it (ranks sharing a GPU are deduplicated by
 UUID). Over a measurement window of at least WINDOW_S seconds of back-to-back calls (NVML's
@@ -13,8 +14,10 @@ steps) a rank reads:
     whose GPUs differ); run.json records the job's as power.peak_source.
 Rows then carry, summed over the GPUs of the job: power_w_avg (energy / window), power_w_max (the
 sum of each GPU's peak sample, an upper bound on the simultaneous peak), energy_j (joules per
-call) and energy_j_per_byte (energy_j / size_bytes). Without NVML or a GPU the columns stay
-empty and the run says why in one line.
+call) and energy_j_per_byte (energy_j / size_bytes); and for the CPUs, summed over the nodes:
+cpu_power_w_avg, cpu_energy_j (joules per call), cpu_energy_j_per_byte and cpu_power_domains (each
+domain's average power, e.g. "package-0 41.2 W, dram-0 6.1 W"). What cannot be measured leaves its
+columns empty and the run says why in one line.
 """
 
 from __future__ import annotations
@@ -184,3 +187,61 @@ def open_meter(comm, device: str, hostname: str):
     meter = PowerMeter([uuid]) if owner == comm.rank else NullMeter()
     meter.job_peak_source = combine_sources(comm.allgather_object(meter.peak_source))
     return meter, None
+
+
+class Meters:
+    """The job's meters, each optional: GPUs (PowerMeter / NullMeter) and CPUs (cpu_power). A window's
+    readings travel as one vector (`stop`), summed over the ranks, then become row columns (`columns`)."""
+
+    def __init__(self, gpu=None, cpu=None, cpu_domains: list[str] | None = None):
+        self.gpu, self.cpu, self.cpu_domains = gpu, cpu, list(cpu_domains or [])
+
+    def start(self) -> None:
+        for meter in (self.gpu, self.cpu):
+            if meter is not None:
+                meter.start()
+
+    def stop(self) -> list[float]:
+        values = []
+        if self.gpu is not None:
+            r = self.gpu.stop()
+            values += [r.energy_j, r.power_w_avg, r.power_w_max]
+        if self.cpu is not None:
+            c = self.cpu.stop()
+            values += [c.energy_j, c.energy_j / c.seconds if c.seconds > 0 else 0.0]
+            values += [c.domains.get(d, 0.0) / c.seconds if c.seconds > 0 else 0.0 for d in self.cpu_domains]
+        return values
+
+    def columns(self, total: list[float], calls: int) -> dict:
+        """The row's power columns from the vector summed over ranks, for `calls` calls in the window."""
+        out, i = {}, 0
+        if self.gpu is not None:
+            out.update(energy_j=float(total[0]) / calls, power_w_avg=float(total[1]), power_w_max=float(total[2]))
+            i = 3
+        if self.cpu is not None:
+            out.update(cpu_energy_j=float(total[i]) / calls, cpu_power_w_avg=float(total[i + 1]),
+                       cpu_power_domains=", ".join(f"{d} {w:.1f} W" for d, w in zip(self.cpu_domains, total[i + 2:],
+                                                                                   strict=True)))
+        return out
+
+
+def open_meters(comm, device: str, hostname: str) -> tuple[Meters | None, dict]:
+    """The job's meters (None when nothing can be measured) and what run.json records of them: for
+    the GPUs (only where --device cuda) and the CPUs, measured or why not. Collective."""
+    from commbench.rank import cpu_power
+
+    gpu, gpu_reason = (open_meter(comm, device, hostname) if device == "cuda"
+                       else (None, "no GPU in this run (--device cpu)"))
+    cpu, source, domains, cpu_reason = cpu_power.open_meter(comm, hostname)
+    facts = {"gpu": {"measured": gpu is not None, "reason": gpu_reason,
+                     "peak_source": gpu.job_peak_source if gpu is not None else None},
+             "cpu": {"measured": cpu is not None, "reason": cpu_reason, "source": source, "domains": domains}}
+    meters = Meters(gpu, cpu, domains) if gpu is not None or cpu is not None else None
+    return meters, facts
+
+
+def note(device: str, facts: dict) -> str | None:
+    """The one line a run prints about what --power could not measure, or None."""
+    missing = [f"{kind.upper()} power not measured: {facts[kind]['reason']}" for kind in ("gpu", "cpu")
+               if not facts[kind]["measured"] and (kind == "cpu" or device == "cuda")]
+    return "; ".join(missing) or None

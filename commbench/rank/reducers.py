@@ -6,7 +6,7 @@ All work in place on `dst`, with the same four methods.
 
 Which kernel a CUDA reduction launches, on what grid and with which arguments is decided in
 plain Python (`launch`, `many_chunks`), apart from the launch itself (CudaReducer._run), so that
-tests/test_kernels_on_host.py runs CudaReducer on CPU tensors with cuda/reduce.cu built for the CPU.
+tests/rank/test_reducers.py runs CudaReducer on CPU tensors with cuda/reduce.cu built for the CPU.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ VECTOR_BYTES = 16  # one vectorised load or store
 # RawModule's options (cupy/cuda/compiler.py, _compile_with_cache_cuda, every CuPy since 2017).
 # -ftz=true flushes float32 subnormals to zero and wins over a --ftz=false of ours (the later
 # option does; NVRTC only warns, cupy/cupy#9576), so cuda/reduce.cu keeps subnormals by itself:
-# its float arithmetic and comparisons are PTX without .ftz. tests/test_cuda_compile.py compiles
+# its float arithmetic and comparisons are PTX without .ftz. tests/cuda/test_cuda_compile.py compiles
 # with both tuples (nvcc spells them alike). --fmad=false: every + and * rounds on its own, as on
 # the CPU (NVRTC's default contracts a*b+c into one fma).
 NVRTC_OPTIONS = ("-std=c++17", "--fmad=false")

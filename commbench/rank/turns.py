@@ -76,12 +76,12 @@ def _merged(specs: dict[str, SweepSpec]) -> SweepSpec:
     return merged
 
 
-def _same_layout(a: worker.Bound, b: worker.Bound) -> bool:
-    """Can two bound points share buffers: the same layout, and memory either can use (at most one
-    of them places its buffers, or both in the same place)."""
+def _same_layout(a: worker.Bound, b: worker.Bound, in_place: tuple[bool, bool]) -> bool:
+    """Can two bound points share buffers: the same layout (buffer mode included), and memory either
+    can use (at most one of them places its buffers, or both in the same place)."""
     alloc = [getattr(x.binder, "alloc", None) for x in (a, b)]
     return (a.coll is b.coll and a.counts == b.counts and a.dtype is b.dtype and a.comm is b.comm
-            and (None in alloc or alloc[0] == alloc[1]))
+            and in_place[0] == in_place[1] and (None in alloc or alloc[0] == alloc[1]))
 
 
 class Server:
@@ -115,9 +115,9 @@ class Server:
             if isinstance(b, str):
                 out[side] = {"skip": b}
                 continue
-            share = None if self.arena else next((self.prepared[s].bufs for s, other in bound.items()
-                                                  if _same_layout(other, b)), None)
-            bound[side] = b
+            share = None if self.arena else next((self.prepared[s].bufs for s, (other, mode) in bound.items()
+                                                  if _same_layout(other, b, (mode, point.in_place))), None)
+            bound[side] = b, point.in_place
             self.prepared[side] = p = b.prepare(self.specs[side], point, share,
                                                 self.arena.alloc(b.comm) if self.arena else None)
             per_call, _ = p.warm(self.specs[side].warmup)

@@ -167,8 +167,10 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                                     [f["launcher_node"] for f in facts])
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
+    power_facts = None
     if spec.power:
-        s.meter, s.power_note = power.open_meter(control, spec.device, info.hostname)
+        s.meter, power_facts = power.open_meters(control, spec.device, info.hostname)
+        s.power_note = power.note(spec.device, power_facts)
     if s.rank == 0:
         libraries = {}
         for c in comms.values():
@@ -180,10 +182,10 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
             "planned_points": len(s.plan), "machines": machines, "harness_floor_us": harness_floor(spec, comms),
             "power": None if not spec.power else {"measured": s.meter is not None, "reason": s.power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
-                                                  "peak_source": s.meter.job_peak_source if s.meter else None}})
+                                                  "peak_source": power_facts["gpu"]["peak_source"], **power_facts}})
         emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
              already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
-             note=f"power not measured: {s.power_note}" if s.power_note else None)
+             note=s.power_note)
     control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
     return s
 
@@ -285,7 +287,10 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
     """The optional columns: power, NCCL's choice, inter-node bytes."""
     extra = {}
     if m.power is not None:
-        extra.update(m.power, energy_j_per_byte=m.power["energy_j"] / counts.size_bytes)
+        extra.update(m.power)
+        for prefix in ("", "cpu_"):
+            if f"{prefix}energy_j" in m.power:
+                extra[f"{prefix}energy_j_per_byte"] = m.power[f"{prefix}energy_j"] / counts.size_bytes
     if s.tuning is not None and algo is None and point.backend == "nccl":
         extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
     if s.counter is not None:

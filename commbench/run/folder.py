@@ -78,6 +78,19 @@ def _whole_lines(d: Path, name: str, columns) -> bytes:
     return whole
 
 
+def _same_width(d: Path, name: str, data: bytes) -> None:
+    """Every line of a file the parent appends to has its header's number of fields: a line with
+    one more, even an empty one, is no line commbench wrote (pandas would take it; repair could not)."""
+    if not data:
+        return
+    rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace"), newline=""))
+    width = len(next(rows, []))
+    for number, row in enumerate(rows, start=2):
+        if row and len(row) != width:
+            raise InputError(f"{d}: {name} line {number} has {len(row)} fields, its header {width}: not a line "
+                             "commbench wrote")
+
+
 def _cut(path: Path, size: int) -> None:
     """Cut a file to its whole lines (size: their length)."""
     if path.exists() and path.stat().st_size > size:
@@ -268,6 +281,8 @@ class RunFolder:
         if unknown:
             raise InputError(f"{self.dir}: {RESULTS_CSV} has columns commbench does not write: "
                              f"{', '.join(map(repr, unknown[:5]))}")
+        for name, text in ((RESULTS_CSV, results), (SAMPLES_CSV, samples)):
+            _same_width(self.dir, name, text)
         readers = {SAMPLES_CSV: lambda: load.samples_csv(io.BytesIO(samples))} if samples else {}
         if (self.dir / SAMPLES_PARQUET).exists():
             readers[SAMPLES_PARQUET] = lambda: pd.read_parquet(self.dir / SAMPLES_PARQUET)

@@ -60,7 +60,7 @@ def test_osu_full_validated(tmp_path):
 
 
 def _devices(n: int, group: bool = True) -> str:
-    return "".join(f"#  Rank {r:2d} {f'Group  0 ' if group else ''}Pid {40211 + r:6d} on gpu-node-1 device {r:2d} "
+    return "".join(f"#  Rank {r:2d} {'Group  0 ' if group else ''}Pid {40211 + r:6d} on gpu-node-1 device {r:2d} "
                    f"[0000:{0x18 + r:02x}:00] NVIDIA H100 80GB HBM3\n" for r in range(n))
 
 

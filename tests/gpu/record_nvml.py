@@ -1,5 +1,5 @@
 """Record NVML's answers to commbench's topology and power code on this GPU machine, for the CPU
-tests (tests/test_nvml_replay.py):
+tests (tests/rank/test_nvml_replay.py):
 
     python tests/gpu/record_nvml.py        # writes tests/data/nvml/<gpu>-x<count>.json
 

@@ -1,6 +1,6 @@
 """commbench.rank.harness on a fake communicator (tests/harness_fakes.py): batch, sample count, the
 max over ranks, correctness counting, buffer layouts, link bytes and power. Which loop times a
-point: tests/test_timed_loops.py."""
+point: tests/rank/test_timers.py."""
 
 from types import SimpleNamespace
 
@@ -10,6 +10,7 @@ import pytest
 from commbench.dtypes import DTYPES
 from commbench.rank import harness
 from commbench.rank.collectives import COLLECTIVES
+from commbench.rank import power
 from commbench.rank.harness import Buffers, count_wrong, link_bytes, measure, power_window
 from commbench.rank.patterns import Pattern, tile
 from commbench.rank.timers import Loop
@@ -309,7 +310,7 @@ def test_power_window_sums_the_ranks_meters_per_call():
     def rank(comm):
         def call():
             calls[comm.rank] += 1
-        return power_window(comm, call, Meter(comm.rank), calls=4)
+        return power_window(comm, call, power.Meters(gpu=Meter(comm.rank)), calls=4)
 
     got = FakeWorld(2).run(rank)
     assert got == [{"energy_j": 2.0, "power_w_avg": 300.0, "power_w_max": 400.0}] * 2 and calls == [4, 4]
@@ -318,8 +319,9 @@ def test_power_window_sums_the_ranks_meters_per_call():
 def test_measure_counts_link_bytes_and_power_when_asked(fake_timer):
     """A 0.5 s call: a 1 s power window is 3 calls; link bytes are counted over one batch."""
     fake_timer([[0.5]], [[0.5]])
-    meter = SimpleNamespace(start=lambda: None,
-                            stop=lambda: SimpleNamespace(energy_j=6.0, power_w_avg=300.0, power_w_max=310.0))
+    meter = power.Meters(gpu=SimpleNamespace(start=lambda: None,
+                                             stop=lambda: SimpleNamespace(energy_j=6.0, power_w_avg=300.0,
+                                                                          power_w_max=310.0)))
     m = measure_ranks(1, iters=2, link_counter=lambda: 0, meter=meter)[0]
     assert m.link_bytes == 0.0 and m.power == {"energy_j": 2.0, "power_w_avg": 300.0, "power_w_max": 310.0}
     assert measure_ranks(1, iters=2)[0].link_bytes is None

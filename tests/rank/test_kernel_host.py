@@ -1,7 +1,7 @@
 """The kernels with every rank's buffers in reach (cuda/collectives.cu's direct all-gather) and
 the harness' buffers in the node's shared memory (kernel_host.HostNode.buffer,
 Algorithm.allocator): in one process, a thread per rank (tests/kernel_threads.py). The kernels
-themselves: tests/test_ring_tree_kernels.py."""
+themselves: tests/rank/test_kernels.py."""
 
 from __future__ import annotations
 

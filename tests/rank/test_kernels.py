@@ -4,8 +4,8 @@
   mode at 2, 3, 4 and 8 ranks, bit for bit against numpy; 10,000 back-to-back calls; a wait
   that times out; the host's half and bfloat16 conversions against numpy and torch.
 * The ranks' buffers in reach (direct all-gather, the harness' buffers in /dev/shm):
-  tests/test_kernel_buffers.py.
-* Real jobs: tests/test_ring_tree_kernel_jobs.py.
+  tests/rank/test_kernel_host.py.
+* Real jobs: tests/rank/algorithms/test_kernel.py.
 """
 
 from __future__ import annotations

@@ -1,28 +1,31 @@
-"""--power where there is no GPU (this machine): the run completes, the power columns stay empty
-and one line says why; and the window arithmetic the GPU path uses."""
+"""--power on this machine (no GPU, and a VM shows no RAPL counters): the run completes, the power
+columns stay empty and one line says why; and the window arithmetic the GPU path uses. (CPU power
+read from replayed counters: tests/rank/test_cpu_power.py.)"""
 
 import json
 
 import pandas as pd
 import pytest
 
-from commbench.rank import power
+from commbench.rank import cpu_power, power
 from conftest import commbench, needs_mpirun
 from commbench.errors import OK
 
 
 @needs_mpirun
-def test_power_without_gpu_says_why_once(job, tmp_path):
+def test_power_without_counters_says_why_once(job, tmp_path):
     out = tmp_path / "run"
+    here = {cpu_power.POWERCAP_ENV: str(tmp_path / "no-powercap"), cpu_power.PERF_ENV: str(tmp_path / "no-pmu")}
     proc = commbench("run", "-n", 2, "--backend", "mpi", "--power", "--sizes", "1K", "-c", "all_reduce", "--iters", 2,
-                     "--out", out, check_rc=OK)
+                     "--out", out, env=here, check_rc=OK)
     notes = [line for line in (proc.stdout + proc.stderr).splitlines() if "power not measured" in line]
-    assert notes == ["power not measured: power is measured on GPUs only (--device cuda)"]
+    assert len(notes) == 1 and notes[0].startswith("CPU power not measured: powercap: no ") and "perf: no perf" in notes[0]
     rows = pd.read_csv(out / "results.csv")
     assert rows.power_w_avg.isna().all() and rows.energy_j.isna().all() and (rows.wrong == 0).all()
+    assert rows.cpu_power_w_avg.isna().all() and rows.cpu_energy_j.isna().all()
     meta = json.loads((out / "run.json").read_text())
-    assert meta["power"]["measured"] is False and "GPUs only" in meta["power"]["reason"]
-    assert meta["power"]["peak_source"] is None
+    assert meta["power"]["measured"] is False and meta["power"]["cpu"]["measured"] is False
+    assert meta["power"]["gpu"] == {"measured": False, "reason": "no GPU in this run (--device cpu)", "peak_source": None}
 
 
 def test_window_and_summary():

@@ -7,7 +7,6 @@ code is 1 if any differ or a point was not timed in C."""
 
 import sys
 
-import numpy as np
 
 from commbench.dtypes import DTYPES
 from commbench.rank.backends import open_backend

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+PALETTE = qualitative.Plotly  # plotly's own colours, in its order
 
 from commbench.analysis.report.page import esc
 
@@ -48,10 +51,11 @@ def size_charts(rows: pd.DataFrame, collective: str) -> list[go.Figure]:
     sub = rows[rows.collective == collective]
     bw = _figure(f"{collective}: bus bandwidth", "busbw (GB/s)", False)
     lat = _figure(f"{collective}: latency (median)", "time (µs)", True)
-    for key, g in sub.sort_values("size_bytes").groupby(SERIES, sort=True):
+    for i, (key, g) in enumerate(sub.sort_values("size_bytes").groupby(SERIES, sort=True)):
         name = _series_name(key)
         wrong = g.wrong.fillna(0).astype(float) > 0
-        marker = {"color": ["red" if w else None for w in wrong]} if wrong.any() else {}
+        own = PALETTE[i % len(PALETTE)]  # a series with wrong points names its own colour for the others
+        marker = {"color": ["red" if w else own for w in wrong]} if wrong.any() else {}
         bw.add_trace(go.Scatter(x=g.size_bytes, y=g.busbw_gbps, mode="lines+markers", name=name, marker=marker))
         lat.add_trace(go.Scatter(x=g.size_bytes, y=g.time_us, mode="lines+markers", name=name, marker=marker,
                                  error_y={"type": "data", "symmetric": False,
@@ -89,17 +93,23 @@ def speedup_chart(rows: pd.DataFrame, collective: str, reference: str, title: st
     return fig
 
 
+POWER_SOURCES = (("GPU", "power_w_avg", "energy_j_per_byte"), ("CPU", "cpu_power_w_avg", "cpu_energy_j_per_byte"))
+
+
 def power_charts(rows: pd.DataFrame, collective: str) -> list[go.Figure]:
-    """Average power and energy per byte moved, where the rows carry them (--power runs)."""
-    if "power_w_avg" not in rows or rows.power_w_avg.isna().all():
-        return []
-    sub = rows[(rows.collective == collective) & rows.power_w_avg.notna()]
-    if sub.empty:
+    """Average power and energy per byte moved, where the rows carry them (--power runs): the GPUs'
+    (NVML) and the CPUs' (RAPL), each series named for its source where a run has both."""
+    sources = [s for s in POWER_SOURCES if s[1] in rows and rows[s[1]].notna().any()]
+    sub = rows[rows.collective == collective]
+    if not sources or not any(sub[w].notna().any() for _, w, _ in sources):
         return []
     power = _figure(f"{collective}: average power", "power (W)", False)
     energy = _figure(f"{collective}: energy per byte", "energy (J/byte)", True)
-    for key, g in sub.sort_values("size_bytes").groupby(SERIES, sort=True):
-        power.add_trace(go.Scatter(x=g.size_bytes, y=g.power_w_avg, mode="lines+markers", name=_series_name(key)))
-        if "energy_j_per_byte" in g:
-            energy.add_trace(go.Scatter(x=g.size_bytes, y=g.energy_j_per_byte, mode="lines+markers", name=_series_name(key)))
+    for kind, watts, per_byte in sources:
+        measured = sub[sub[watts].notna()]
+        for key, g in measured.sort_values("size_bytes").groupby(SERIES, sort=True):
+            name = _series_name(key) + (f" · {kind}" if len(sources) > 1 else "")
+            power.add_trace(go.Scatter(x=g.size_bytes, y=g[watts], mode="lines+markers", name=name))
+            if per_byte in g:
+                energy.add_trace(go.Scatter(x=g.size_bytes, y=g[per_byte], mode="lines+markers", name=name))
     return [power, energy]

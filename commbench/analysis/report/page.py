@@ -91,8 +91,14 @@ def _native(v):
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
-        return v
+        return int(v)  # a whole number read back as float (a column with empty cells): shown without ".0"
     return v
+
+
+def _shape(meta: dict) -> str | None:
+    """"4 / 2 / 2": ranks, nodes, ranks per node ("?" where not recorded); None when none is."""
+    shape = [meta.get(k) for k in ("world_size", "nodes", "ranks_per_node")]
+    return None if all(v is None for v in shape) else " / ".join("?" if v is None else str(v) for v in shape)
 
 
 def environment_table(meta: dict, path: str) -> str:
@@ -103,7 +109,7 @@ def environment_table(meta: dict, path: str) -> str:
              ("status", meta.get("status")), ("error", meta.get("error")),
              ("imported from", meta.get("imported_from")), ("source file", meta.get("source_file")),
              ("started / ended", f"{meta.get('start_time', '')} / {meta.get('end_time', '')}"),
-             ("ranks / nodes / per node", f"{meta.get('world_size')} / {meta.get('nodes')} / {meta.get('ranks_per_node')}"),
+             ("ranks / nodes / per node", _shape(meta)),
              ("hosts", ", ".join(map(str, hosts))), ("GPUs", ", ".join(map(str, gpus))),
              ("launcher", meta.get("launcher")),
              ("command line", " ".join(map(str, meta.get("command_line") or []))),

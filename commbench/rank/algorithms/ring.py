@@ -31,7 +31,10 @@ def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list]
     every rank issuing them in the same order; segment k of step s is sent once segment k of
     step s-1 is reduced, while the later segments of step s-1 are still on their way."""
     n, red = len(order), comm.reducer
-    if n == 1:
+    if n == 1:  # nothing to send: the block is this rank's own contribution (read from sources, out of place)
+        for dst, src in zip(blocks[0], (sources or blocks)[0], strict=True):
+            if src is not dst:
+                red.copy(dst, src)
         return
     pos = order.index(comm.rank)
     left, right = order[pos - 1], order[(pos + 1) % n]

@@ -4,7 +4,7 @@ Bit for bit against MPI's own collectives in real mpirun jobs (every node layout
 ranks); a gloo job on 2x3 nodes through the CLI, shown by topo-compare and the report; the
 reasons it is skipped; an emulated cluster (network namespaces, round-robin placement); and the
 cost model, which fits its intra-node stages with the kernels and borrows the inter-node link
-from the backend's step algorithms. tests/test_algorithms.py, test_traffic.py and
+from the backend's step algorithms. tests/rank/algorithms/test_algorithms_in_jobs.py, test_traffic.py and
 test_nccl_semantics.py run it with every other algorithm that sends messages.
 """
 

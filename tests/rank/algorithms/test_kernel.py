@@ -1,6 +1,6 @@
 """ring_kernel and tree_kernel in real jobs (mpirun and the commbench CLI): sweeps at 2, 3, 4 and 8
 ranks, gloo, 64 MB, the kernels against MPI's own Allreduce, a rank killed inside a kernel, stale
-/dev/shm segments, and no C++ compiler. In one process: tests/test_ring_tree_kernels.py.
+/dev/shm segments, and no C++ compiler. In one process: tests/rank/test_kernels.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 20's process-wide boundary: exit codes kept apart (3 is an internal error, with the
-traceback in a file), the promised line on SIGINT/SIGTERM/a closed stdout with run.json's status
-matching what was measured, terminal-safe text, and outputs checked before any work."""
+"""Signals (commbench/interrupts.py): a deferred signal is raised when its block ends; on SIGINT,
+SIGTERM or a closed stdout the promised line, with run.json's status matching what was measured
+(the jobs here start real ranks: the `job` fixture)."""
 
 import json
 import os
@@ -8,51 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-import unicodedata
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from cli_inprocess import run_cli
 from conftest import ROOT, needs_mpirun
 from commbench import interrupts
-from commbench.errors import BAD_INPUT, INTERNAL, InputError
-from commbench.outputs import output_file, output_folder, write_text
-from commbench.terminal import one_line, printable
 
 
-# --- exit 3: an internal error is one line, its traceback in a file --------------------------------
-def test_an_unexpected_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch):
-    import commbench.rank.machine
-
-    def boom():
-        raise ZeroDivisionError("boom\nsecond line")
-
-    monkeypatch.setattr(commbench.rank.machine, "describe", boom)
-    outcome = run_cli("topo")
-    assert outcome.code == INTERNAL, outcome
-    lines = outcome.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in outcome.stderr, outcome.stderr
-    assert lines[0].startswith("commbench: internal error: ZeroDivisionError: boom / second line (traceback in ")
-    path = lines[0].split("(traceback in ")[1].split(";")[0]
-    text = open(path).read()
-    os.unlink(path)
-    assert "Traceback" in text and "ZeroDivisionError: boom" in text and "'topo'" in text
-
-
-def test_an_os_error_is_one_line_exit_2(monkeypatch):
-    import commbench.rank.machine
-
-    def refused():
-        raise PermissionError(13, "Permission denied", "/sys/x")
-
-    monkeypatch.setattr(commbench.rank.machine, "describe", refused)
-    outcome = run_cli("topo")
-    assert (outcome.code, outcome.stderr) == (2, "commbench: error: Permission denied: '/sys/x'\n")
-
-
-# --- signals -------------------------------------------------------------------------------------
 def test_a_deferred_signal_is_raised_when_the_block_ends():
     saved = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
     interrupts.install()
@@ -187,91 +149,3 @@ def test_a_closed_stdout_stops_the_run_with_one_line(job, tmp_path):
     meta = json.loads((out / "run.json").read_text())
     assert (meta["status"], meta["error"]) == ("interrupted", "standard output was closed")
     assert first["point"] == 0 and meta["points_measured"] >= 1
-
-
-# --- text for terminals -------------------------------------------------------------------------------
-@settings(max_examples=300, deadline=None)
-@given(st.text())
-def test_printable_leaves_no_control_or_format_character(text):
-    shown = printable(text)
-    assert all(c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in shown)
-    if text.isprintable():
-        assert shown == text
-    assert "\n" not in one_line(text)
-
-
-def test_printable_escapes_terminal_sequences_visibly():
-    assert printable("a\x1b[31mb\x1b]8;;http://x\x07\u202ec\r") == "a\\x1b[31mb\\x1b]8;;http://x\\x07\\u202ec\\x0d"
-    assert one_line("first\n  second\n\n") == "first / second"
-
-
-def test_an_error_message_from_a_file_reaches_the_terminal_escaped(tmp_path):
-    outcome = run_cli("compare", str(tmp_path / "no\x1b[2Jsuch"), str(tmp_path))
-    outcome.assert_clean()
-    assert outcome.code == BAD_INPUT and "\\x1b[2Jsuch" in outcome.stderr
-
-
-# --- outputs, checked before any work --------------------------------------------------------------
-def test_output_file_refuses_folders_missing_folders_unwritable_places_and_inputs(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "results.csv").write_text("x\n")
-    for path, message in [(tmp_path, "is a folder"), (tmp_path / "missing" / "r.html", "does not exist"),
-                          ("/proc/nope.txt", "cannot be written"), (run / "results.csv", "is one of the inputs"),
-                          ("", "an empty file name")]:
-        with pytest.raises(InputError, match=message):
-            output_file(path, "-o", inputs=[run])
-    assert output_file(run / "report.html", "-o", inputs=[run]) == run / "report.html"  # beside, not over
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the probes left nothing
-
-
-def test_output_folder_refuses_files_on_the_way(tmp_path):
-    (tmp_path / "f").write_text("")
-    with pytest.raises(InputError, match="is a file, not a folder"):
-        output_folder(tmp_path / "f")
-    with pytest.raises(InputError, match="which is a file"):
-        output_folder(tmp_path / "f" / "sub")
-    with pytest.raises(InputError, match="cannot be written"):
-        output_folder("/proc/x/y")
-    assert output_folder(tmp_path / "new" / "run") == tmp_path / "new" / "run"
-
-
-def test_write_text_replaces_whole_or_leaves_the_old_file(tmp_path, monkeypatch):
-    target = tmp_path / "out.txt"
-    write_text(target, "old")
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
-    with pytest.raises(InputError, match="cannot write report .*No space left on device"):
-        write_text(target, "new", "report")
-    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="making device nodes needs root")
-def test_a_device_is_written_in_place_never_replaced(tmp_path):
-    """`compare -o /dev/null` must not turn /dev/null into a file (a rename over it would, as root)."""
-    import stat
-
-    null, full = tmp_path / "null", tmp_path / "full"
-    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
-    assert write_text(output_file(null, "-o"), "discarded") == null
-    with pytest.raises(InputError, match="cannot write -o .*No space left on device"):
-        write_text(output_file(full, "-o"), "x", "-o")
-    assert stat.S_ISCHR(null.stat().st_mode) and stat.S_ISCHR(full.stat().st_mode)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "null"]
-
-
-def test_a_pipe_is_written_in_place_and_a_link_replaced_not_followed(tmp_path):
-    import threading
-
-    fifo, victim, link = tmp_path / "fifo", tmp_path / "victim", tmp_path / "link"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
-    reader.start()
-    write_text(output_file(fifo, "-o"), "through the pipe")
-    reader.join(10)
-    assert got == ["through the pipe"] and fifo.is_fifo()
-    victim.write_text("someone's file")
-    link.symlink_to(victim)  # e.g. planted in a folder received from someone else
-    write_text(link, "new")
-    assert victim.read_text() == "someone's file" and not link.is_symlink() and link.read_text() == "new"

@@ -1,0 +1,79 @@
+"""compare's math and exit codes: the verdict statistics (commbench/analysis/verdicts.py) guard their
+callers and hold for anything a valid folder can hold (zero spread, one-sided points, ratios past the
+float range: null in strict JSON); exit codes stay apart (0 / 1 regression / 2 input / 3 crash)."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+
+from cli_inprocess import run_cli
+from synthetic_runs import write_run
+from trust_sides import QUIET, sides, strict_json  # noqa: F401 - sides: a fixture
+
+from commbench.analysis import compare as cmp_module
+from commbench.analysis.verdicts import judge, level
+from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, OK
+
+
+def test_verdict_math_guards_its_callers():
+    for bad in ([10.0, 0.0, 10.0], [10.0, -1.0, 9.0], [10.0, np.nan, 9.0], [np.inf, 1.0, 1.0], []):
+        with pytest.raises(InputError, match="job medians must be one or more finite times > 0"):
+            judge(np.array(bad, float), np.array(QUIET), 0.05)
+        with pytest.raises(InputError, match="finite times > 0"):
+            level(np.array(bad, float))
+    flat = np.array([10.0, 10.0, 10.0])
+    j = judge(flat, flat, 0.05)
+    assert (j.verdict, j.ratio, j.ci_low, j.ci_high, j.p_value) == ("unchanged", 1.0, 1.0, 1.0, 1.0)
+    assert judge(flat, np.array([10.0, 10.0, 10.5]), 0.05).verdict in ("unchanged", "inconclusive")
+    assert level(np.array([5.0])) == (pytest.approx(5.0), None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on stderr
+        far = judge(np.array([1e-300, 1.1e-300, 1e-300]), np.array([1e300, 1.1e300, 1e300]), 0.05)
+    assert far.verdict == "regression" and far.ratio == float("inf")
+
+
+def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
+    base = write_run(tmp_path / "base", [10.0, 10.0, 10.0], noise=0.0)
+    cand = write_run(tmp_path / "cand", [10.0, 10.0, 10.0], noise=0.0, seed=3)
+    outcome = run_cli("compare", base, cand, "--format", "json")
+    outcome.assert_clean(codes=(OK,))
+    doc = strict_json(outcome.stdout)
+    assert {p["verdict"] for p in doc["points"]} == {"unchanged"} and all(p["p_value"] == 1.0 for p in doc["points"])
+    one = write_run(tmp_path / "one", [10.0])
+    rows = (one / "results.csv").read_text().splitlines()
+    (one / "results.csv").write_text("\n".join(rows[:-1]) + "\n")  # its 64 KiB point: baseline only
+    outcome = run_cli("compare", base, one)
+    assert outcome.code == OK and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
+        in outcome.stdout
+    doc = strict_json(run_cli("compare", base, one, "--format", "json").stdout)
+    assert doc["points"][0]["ci_low"] is None and doc["points"][0]["history"][0]["level"][1] is None
+
+
+def test_ratio_past_float_range_is_null_in_json(tmp_path):
+    base = write_run(tmp_path / "base", [1e-4, 1.02e-4, 0.99e-4], noise=0.0)
+    cand = write_run(tmp_path / "cand", [1e306, 1.02e306, 0.99e306], noise=0.0)
+    outcome = run_cli("compare", base, cand, "--format", "json")
+    assert outcome.code == FAILED and outcome.stderr == ""
+    doc = strict_json(outcome.stdout)
+    assert doc["points"][0]["verdict"] == "regression" and doc["points"][0]["ratio"] is None
+
+
+def test_exit_codes_stay_apart(tmp_path, sides, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the crash below leaves its traceback
+    base, cand = sides
+    assert run_cli("compare", base, cand).code == OK
+    slow = write_run(tmp_path / "slow", [12.4, 12.6, 12.55], seed=3)
+    assert run_cli("compare", base, slow).code == FAILED
+    assert run_cli("compare", base, tmp_path / "missing").code == BAD_INPUT
+
+    def crash(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")
+    monkeypatch.setattr(cmp_module, "compare", crash)
+    outcome = run_cli("compare", base, cand)
+    outcome.assert_clean(codes=(INTERNAL,))
+    assert "internal error: ZeroDivisionError" in outcome.stderr
+

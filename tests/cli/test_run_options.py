@@ -1,0 +1,211 @@
+"""`commbench run` and `commbench sweep` as the CLI wires them (commbench/cli/run.py), in-process and
+with the measuring functions replaced by stand-ins (nothing is launched): a typer signature made
+from the option table, which options were given, --resume refusing an option it would ignore, the
+spec and launcher arguments handed to run_sweep, the OK / FAILED summary and its exit code, and the
+sweep's refusals before anything runs."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import typer
+
+from cli_inprocess import run_cli
+from synthetic_runs import write_run
+
+from commbench import options
+from commbench.cli import run as cli_run
+from commbench.errors import BAD_INPUT, FAILED, InputError, OK
+from commbench.run import api
+from commbench.run.api import RunResult
+
+
+# --- the signature from the table, and what was given --------------------------------------------------
+
+def test_with_options_gives_typer_one_parameter_per_option():
+    table = (options.BY_NAME["nprocs"], options.BY_NAME["label"], options.BY_NAME["graph"])
+    extra = (inspect.Parameter("flag", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool),)
+
+    @cli_run.with_options(table, extra)
+    def command(ctx, **values):
+        return values
+
+    params = inspect.signature(command).parameters
+    assert list(params) == ["ctx", "nprocs", "label", "graph", "flag"]
+    assert params["ctx"].annotation is typer.Context
+    assert params["nprocs"].annotation == Optional[int] and params["label"].annotation is str
+    assert params["nprocs"].default.param_decls == ("-n", "--nprocs")
+    assert params["graph"].default.param_decls == ("--graph/--no-graph",) and params["graph"].default.default is True
+    assert command.__annotations__["flag"] is bool
+
+
+def _given(*argv) -> list[str]:
+    table = tuple(options.BY_NAME[n] for n in ("nprocs", "label", "graph", "quiet"))
+    seen = {}
+    app = typer.Typer()
+
+    @app.command()
+    @cli_run.with_options(table)
+    def command(ctx: typer.Context, **values):
+        seen["given"] = cli_run.given(ctx, table)
+
+    typer.main.get_command(app).main(list(argv), standalone_mode=False)
+    return seen["given"]
+
+
+def test_given_names_the_options_on_the_command_line_even_at_their_default():
+    assert _given() == []
+    assert _given("-n", "4", "--label", "") == ["nprocs", "label"]  # "" is the default, but given
+    assert _given("--no-graph", "--quiet") == ["graph", "quiet"]
+
+
+# --- --resume ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,flags", [("collective", "-c/--collective"), ("graph", "--graph/--no-graph"),
+                                        ("in_place", "--in-place"), ("json_rows", None), ("launcher_args", None)])
+def test_resume_refuses_what_would_set_the_recorded_spec(name, flags):
+    if flags is None:
+        cli_run._check_resume(["resume", name, "quiet", "oversubscribe"])  # taken
+        return
+    with pytest.raises(InputError, match=f"^--resume measures with the options recorded with the run: {flags} would "
+                                         "be ignored; leave it out \\(a new run takes it\\)$"):
+        cli_run._check_resume(["resume", "quiet", name, "label"])  # the first one ignored is named
+
+
+def test_resume_refuses_repeat_first():
+    with pytest.raises(InputError, match="^--resume takes the jobs per point recorded with the run: leave out "
+                                         "--repeat$"):
+        cli_run._check_resume(["label", "repeat"])
+
+
+# --- `commbench run` with stand-ins for the measurement -------------------------------------------------------
+
+@pytest.fixture
+def measured(tmp_path, monkeypatch):
+    """run_sweep and resume_sweep replaced: they note what they were given and return a result over a
+    real folder (rows and wrong elements as the test sets them)."""
+    calls = []
+    folder = write_run(tmp_path / "run", [10.0])
+    outcome = {"rows": [{}, {}], "skipped": [{"reason": "r"}], "wrong": 0, "out_dir": folder}
+
+    def result():
+        return RunResult(Path(outcome["out_dir"]), rows=outcome["rows"], skipped=outcome["skipped"],
+                         wrong=outcome["wrong"], status="completed")
+
+    def run_sweep(spec, launcher_args=None, on_event=None, argv=None, repeat=1):
+        calls.append(("run", spec, launcher_args, repeat))
+        on_event({"event": "done"})
+        return result()
+
+    def resume_sweep(out_dir, launcher_args=None, on_event=None, argv=None, oversubscribe=False):
+        calls.append(("resume", out_dir, launcher_args, oversubscribe))
+        return result()
+
+    monkeypatch.setattr(api, "run_sweep", run_sweep)
+    monkeypatch.setattr(api, "resume_sweep", resume_sweep)
+    return calls, outcome
+
+
+def test_run_hands_the_spec_and_launcher_arguments_to_run_sweep(measured):
+    calls, _ = measured
+    outcome = run_cli("run", "-n", "3", "--backend", "gloo", "-c", "all_gather", "--sizes", "8,1K", "--repeat", "2",
+                      "--launcher-args", "--bind-to 'core x'", "--in-place", "--label", "L")
+    assert outcome.code == OK, outcome.stderr
+    (kind, spec, launcher_args, repeat), = calls
+    assert (kind, launcher_args, repeat) == ("run", ["--bind-to", "core x"], 2)
+    assert (spec.nprocs, spec.backends, spec.collectives, spec.sizes, spec.in_place, spec.label) == (
+        3, ["gloo"], ["all_gather"], [8, 1024], [True], "L")
+
+
+def test_the_summary_says_ok_or_failed(measured):
+    calls, result = measured
+    ok = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8")
+    assert ok.code == OK
+    assert ok.stderr.splitlines()[-1] == f"OK: 2 points measured, 1 skipped; results in {result['out_dir']}"
+    result["wrong"] = 5
+    failed = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8")
+    assert failed.code == FAILED
+    assert failed.stderr.splitlines()[-1] == (f"FAILED: 5 wrong elements; 2 points measured, 1 skipped; results in "
+                                              f"{result['out_dir']}")
+
+
+def test_nothing_measured_is_an_error_naming_the_reasons(measured, tmp_path):
+    _, result = measured
+    result.update(out_dir=tmp_path / "empty", rows=[], skipped=[{"reason": "no GPU"}, {"reason": "no GPU"},
+                                                                 {"reason": "too large"}])
+    outcome = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8")
+    outcome.assert_clean()
+    assert outcome.code == BAD_INPUT and outcome.stderr == (
+        "commbench: error: nothing measured: all 3 points were skipped (no GPU; too large)\n")
+
+
+def test_resume_passes_launcher_arguments_only_when_given_again(measured, tmp_path):
+    calls, _ = measured
+    assert run_cli("run", "--resume", tmp_path / "r").code == OK
+    assert run_cli("run", "--resume", tmp_path / "r", "--launcher-args", "-x A", "--oversubscribe").code == OK
+    assert calls == [("resume", str(tmp_path / "r"), None, False), ("resume", str(tmp_path / "r"), ["-x", "A"], True)]
+    refused = run_cli("run", "--resume", tmp_path / "r", "-n", "8")
+    refused.assert_clean()
+    assert refused.code == BAD_INPUT and "-n/--nprocs would be ignored" in refused.stderr and len(calls) == 2
+
+
+def test_bad_options_are_refused_before_run_sweep(measured):
+    calls, _ = measured
+    for args, message in ((["--in-place", "--both"], "choose one of --in-place, --out-of-place and --both"),
+                          (["--launcher-args", "'unclosed"], "invalid launcher arguments \"'unclosed\""),
+                          (["-c", "all_to_all"], "unknown collective 'all_to_all'")):
+        outcome = run_cli("run", "-n", "2", "--backend", "gloo", *args)
+        outcome.assert_clean()
+        assert outcome.code == BAD_INPUT and message in outcome.stderr, (args, outcome.stderr)
+    assert calls == []
+
+
+# --- `commbench sweep` ----------------------------------------------------------------------------------------
+
+def _suite(tmp_path, extra: str = "") -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\ndefaults:\n  nprocs: 2\n  backend: gloo\n  sizes: 8\nruns:\n  - label: a\n"
+                    f"  - label: b\n{extra}")
+    return path
+
+
+def test_a_suite_with_launcher_arguments_needs_them_allowed(tmp_path, monkeypatch):
+    monkeypatch.setattr(api, "run_suite", lambda *a, **k: pytest.fail("ran"))
+    suite = _suite(tmp_path, "    launcher_args: --hostfile /etc/hosts\n  - label: c\n    launcher_args: -x A\n")
+    outcome = run_cli("sweep", suite, "--out", tmp_path / "o")
+    outcome.assert_clean()
+    assert outcome.code == BAD_INPUT and outcome.stderr == (
+        f"commbench: error: {suite}: run 'b' passes the launcher arguments [--hostfile /etc/hosts] (and 1 more runs), "
+        "which can start any program: check them, then add --allow-launcher-args\n")
+
+
+def test_resuming_a_sweep_needs_its_folder(tmp_path):
+    outcome = run_cli("sweep", _suite(tmp_path), "--resume")
+    assert outcome.code == BAD_INPUT and outcome.stderr == (
+        "commbench: error: --resume needs --out, the folder of the sweep to finish\n")
+
+
+def test_a_sweep_reports_each_failed_run_and_fails(tmp_path, monkeypatch):
+    seen = {}
+
+    def run_suite(loaded, folder, resume=False, on_run=None, on_event=None):
+        seen.update(labels=[r.label for r in loaded.runs], folder=folder, resume=resume)
+        on_run("a", "running")
+        return [("a", RunResult(Path(folder) / "a", wrong=0), None), ("b", None, "rank 1 died\nsecond line")]
+
+    monkeypatch.setattr(api, "run_suite", run_suite)
+    outcome = run_cli("sweep", _suite(tmp_path), "--out", tmp_path / "o", "--resume")
+    assert outcome.code == FAILED
+    assert seen == {"labels": ["a", "b"], "folder": str(tmp_path / "o"), "resume": True}
+    assert outcome.stderr.splitlines() == ["== s / a: running", "run b failed: rank 1 died / second line",
+                                           f"FAILED: 2 runs, 1 failed, 0 wrong elements; results in {tmp_path / 'o'}"]
+
+
+def test_a_sweep_that_went_well_is_ok_under_its_default_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(api, "run_suite", lambda loaded, folder, **k: [("a", RunResult(Path(folder)), None)])
+    outcome = run_cli("sweep", _suite(tmp_path), cwd=tmp_path)
+    assert outcome.code == OK
+    assert outcome.stderr.startswith("OK: 1 runs, 0 failed, 0 wrong elements; results in results/s-")
