@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-PALETTE = qualitative.Plotly  # plotly's own colours, in its order
-
 from commbench.analysis.report.page import esc
+
+PALETTE = qualitative.Plotly  # plotly's own colours, in its order
 
 SERIES = ["run", "backend", "algorithm", "dtype", "op", "mode", "world_size"]
 
