@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import os
 from pathlib import Path
 
@@ -125,7 +126,12 @@ READERS = (("report", "-o", "{out}/report.html"), ("compare", "{d}"), ("topo-com
 
 
 def read_with(command, d: Path, out: Path):
-    """One reader of d (compare: d against itself), its output under out."""
+    """One reader of d (compare: d against a copy of it, as damaged), its output under out."""
+    if command[0] == "compare":
+        twin = out / "twin"
+        if not twin.exists():
+            shutil.copytree(d, twin, symlinks=True)
+        command = (command[0], str(twin))
     args = [a.format(out=out, d=d) for a in command]
     cmd, rest = (args[:2], args[2:]) if args[0] == "model" else (args[:1], args[1:])
     return run_cli(*cmd, d, *rest, cwd=out)

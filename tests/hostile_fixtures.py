@@ -208,6 +208,11 @@ def copy(name: str, dst: str | None = None) -> Step:
     return step
 
 
+def twin(name: str) -> tuple[Step, Step]:
+    """A fixture and an identical copy of it named TWIN (compare refuses a folder compared with itself)."""
+    return copy(name), copy(name, "TWIN")
+
+
 def write(rel: str, content) -> Step:
     """A file; content is text, bytes, or a function of the scratch folder giving either. "{S}" in
     text becomes the scratch folder's path."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -134,6 +135,7 @@ class Comparison:
     candidates: list[str] = field(default_factory=list)  # all, in time order
     context: list[list[context.Change]] = field(default_factory=list)  # per candidate: what differs
     strict: bool = False
+    allow_missing: bool = False  # points of the baseline the candidate lacks do not fail the gate
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
@@ -143,8 +145,12 @@ class Comparison:
         return self.count("regression") > 0
 
     @property
+    def missing_fails(self) -> bool:
+        return bool(self.missing) and not self.allow_missing
+
+    @property
     def exit_code(self) -> int:
-        return int(self.regressed or (self.strict and self.count("inconclusive") > 0))
+        return int(self.regressed or (self.strict and self.count("inconclusive") > 0) or self.missing_fails)
 
     def jobs_text(self) -> str:
         def span(values):
@@ -191,6 +197,10 @@ class Comparison:
                        "point): smaller ones go unseen")
         if self.strict and open_:
             out.append("--strict: inconclusive points fail the comparison")
+        if self.missing_fails:
+            out.append(f"{len(self.missing)} point(s) of the baseline missing in the candidate fail the comparison "
+                       "(a point that was not measured is no point that did not regress): measure them, or "
+                       "--allow-missing")
         return out
 
     def detectable(self) -> list[float]:
@@ -219,19 +229,24 @@ def _judge(key: tuple, base_jobs, cand_jobs, threshold: float) -> Verdict:
 
 
 def compare(baseline: str | Path, candidates: str | Path | list, threshold: float = 0.05,
-            strict: bool = False) -> Comparison:
+            strict: bool = False, allow_missing: bool = False) -> Comparison:
     """Verdicts of the last candidate against the baseline, with each point's history over every
-    candidate (in the order given)."""
+    candidate (in the order given). allow_missing: baseline points the last candidate lacks do not
+    fail it (they are listed either way)."""
     if not 0 < threshold < 1:
         raise InputError(f"invalid threshold {threshold}: give a fraction between 0 and 1 (e.g. 5%)")
     candidates = [candidates] if isinstance(candidates, (str, Path)) else list(candidates)
     if not candidates:
         raise InputError("give a candidate result folder after the baseline")
     base = load_side(baseline)
+    same = [c for c in candidates if os.path.realpath(c) == os.path.realpath(baseline)]
+    if same:
+        raise InputError(f"the candidate {str(same[0])!r} is the baseline itself: compare two different result folders")
     sides = [load_side(c) for c in candidates]
     last = sides[-1]
     result = Comparison(str(baseline), last.path, threshold, candidates=[s.path for s in sides],
-                        context=[context.changes(base.metas, s.metas) for s in sides], strict=strict)
+                        context=[context.changes(base.metas, s.metas) for s in sides], strict=strict,
+                        allow_missing=allow_missing)
     for key, base_jobs in base.points.items():
         if key not in last.points:
             result.missing.append({k: _plain(v) for k, v in zip(KEY, key, strict=True)})
@@ -328,7 +343,8 @@ def to_markdown(cmp: Comparison) -> str:
                    f"{v.ratio:.3f} | {ci} | {_fmt(v.p_value, '.2g')} | {v.jobs[0]}/{v.jobs[1]} |"
                    + (f" {_trend(v)} |" if trend else "") + f" {_md(v.note)} |")
     if cmp.missing:
-        out += ["", f"Missing in candidate: {len(cmp.missing)} points"]
+        out += ["", f"Missing in candidate: {len(cmp.missing)} points" + ("" if cmp.allow_missing else " (they fail the "
+                                                                          "comparison; --allow-missing accepts them)")]
     return "\n".join(out)
 
 
@@ -347,6 +363,7 @@ def to_json(cmp: Comparison) -> str:
     doc = {"baseline": cmp.baseline, "candidate": cmp.candidate, "candidates": cmp.candidates,
            "threshold": cmp.threshold, "summary": cmp.summary(), "advice": cmp.advice(),
            "regressed": cmp.regressed, "inconclusive": cmp.count("inconclusive"), "strict": cmp.strict,
+           "allow_missing": cmp.allow_missing,
            "exit_code": cmp.exit_code,
            "context": [{"candidate": p, "changes": [asdict(c) for c in ch]}
                        for p, ch in zip(cmp.candidates, cmp.context, strict=True)],
@@ -356,9 +373,10 @@ def to_json(cmp: Comparison) -> str:
 
 def to_junit(cmp: Comparison) -> str:
     failing = {"regression"} | ({"inconclusive"} if cmp.strict else set())
+    missing_fail = cmp.missing_fails
     suite = ET.Element("testsuite", name=cmp.TITLE, tests=str(len(cmp.verdicts) + len(cmp.missing)),
-                       failures=str(sum(v.verdict in failing for v in cmp.verdicts)),
-                       skipped=str(len(cmp.missing) + (0 if cmp.strict else cmp.count("inconclusive"))))
+                       failures=str(sum(v.verdict in failing for v in cmp.verdicts) + (len(cmp.missing) * missing_fail)),
+                       skipped=str(len(cmp.missing) * (not missing_fail) + (0 if cmp.strict else cmp.count("inconclusive"))))
     for v in cmp.verdicts:
         case = ET.SubElement(suite, "testcase", classname=inline(f"commbench.{v.key['collective']}"),
                              name=inline(v.name()))
@@ -372,7 +390,7 @@ def to_junit(cmp: Comparison) -> str:
                           type="inconclusive").text = detail
     for m in cmp.missing:
         case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(_strict(m)))
-        ET.SubElement(case, "skipped", message="missing in the candidate")
+        ET.SubElement(case, "failure" if missing_fail else "skipped", message="missing in the candidate")
     return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True)
 
 

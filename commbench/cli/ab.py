@@ -127,6 +127,8 @@ _EXTRA = (
                              "junit, .json json, else text); repeatable: a CI job's summary and its test report.")),
     inspect.Parameter("strict", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
         False, "--strict", help="Exit 1 on inconclusive points too.")),
+    inspect.Parameter("allow_missing", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--allow-missing", help="Points only one side can run do not fail the comparison (else they do).")),
 )
 
 
@@ -157,7 +159,7 @@ def ab(ctx: typer.Context, **values):
     result = run_ab(*sides, threshold=fraction, budget_s=budget, max_rounds=values["rounds"],
                     min_rounds=values["min_rounds"], grain=values["grain"],
                     launcher_args=options.launcher_argv(values["launcher_args"]), out_dir=values["out"],
-                    strict=values["strict"], on_event=renderer, argv=sys.argv)
+                    strict=values["strict"], allow_missing=values["allow_missing"], on_event=renderer, argv=sys.argv)
     for path, fmt in outputs.items():
         write_text(path, FORMATS[fmt](result.comparison) + "\n", "--output")
     print(FORMATS[values["fmt"]](result.comparison))

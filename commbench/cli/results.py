@@ -72,7 +72,8 @@ def topo_compare(
 
 
 @app.command(help=f"Regression verdicts, job by job (run both sides with --repeat {options.MIN_JOBS} or more): exit 1 "
-                  "on any regression (--strict: or inconclusive point), 0 otherwise, 2 on unusable input.")
+                  "on any regression or point the candidate lacks (--strict: or inconclusive point; --allow-missing: "
+                  "not on missing points), 0 otherwise, 2 on unusable input.")
 def compare(
     baseline: str = typer.Argument(..., help="Baseline result folder (a run, or a sweep)."),
     candidates: list[str] = typer.Argument(..., help="Candidate result folder(s); several in time order (nightly "
@@ -84,6 +85,8 @@ def compare(
                                                         "interval straddling the threshold)."),
     html: Optional[str] = typer.Option(None, "--html", help="Also write an HTML page: context changes, verdicts "
                                                             "and each point's history with its 95% band."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Points of the baseline the candidate lacks "
+                                                                      "do not fail the comparison (else they do)."),
 ):
     from commbench.analysis.compare import FORMATS, compare as run_compare
 
@@ -95,7 +98,7 @@ def compare(
             output_file(path, what, inputs=inputs)
     if output and html and os.path.realpath(output) == os.path.realpath(html):
         raise InputError(f"-o and --html name the same file {output!r}")
-    result = run_compare(baseline, candidates, fraction, strict=strict)
+    result = run_compare(baseline, candidates, fraction, strict=strict, allow_missing=allow_missing)
     text = FORMATS[fmt](result)
     if output:
         write_text(output, text + "\n", "-o")

@@ -99,6 +99,7 @@ class Compared:
     title: str
     key: dict
     skip: str | None = None  # why it cannot run (a side cannot measure it)
+    skipped_by: tuple = ()  # the sides that cannot (one of two: the point is missing from the comparison)
     batch: int | None = None  # calls per sample, both sides (fixed at the first round)
     samples: dict = field(default_factory=lambda: {"A": {}, "B": {}})  # side -> (round, pair) -> µs per call
     open: bool = True  # measured on (not settled by a verdict)
@@ -255,6 +256,9 @@ class AbComparison(Comparison):
 
     def advice(self) -> list[str]:
         out = [f"skipped: {name} ({why})" for name, why in self.skipped]
+        if self.missing_fails:
+            out.append(f"{len(self.missing)} point(s) one side cannot run fail the comparison (--allow-missing "
+                       "accepts them)")
         if self.reach:
             res = [r for r, _ in self.reach]
             det = [d for _, d in self.reach]
@@ -353,7 +357,7 @@ class _Measure:
             info.update(got.get("prepared", {}))
         skips = [f"side {s}: {info[s]['skip']}" for s in sides if "skip" in info.get(s, {})]
         if skips:
-            c.skip = "; ".join(skips)
+            c.skip, c.skipped_by = "; ".join(skips), tuple(s for s in sides if "skip" in info.get(s, {}))
             self._finish(c, sides)
             return False
         for s in sides:
@@ -462,7 +466,7 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
 
 def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFAULT_BUDGET_S,
            max_rounds: int = DEFAULT_MAX_ROUNDS, min_rounds: int = 1, grain: str = "auto",
-           launcher_args: list[str] | None = None,
+           launcher_args: list[str] | None = None, allow_missing: bool = False,
            out_dir: str | None = None, strict: bool = False, on_event: Callable[[dict], None] | None = None,
            relay: Callable[[launch.Line], None] | None = None, argv: list[str] | None = None) -> AbResult:
     """Compare side B against side A (module docstring). Raises InputError before anything starts,
@@ -527,6 +531,8 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
     if gate.open and rounds != max_rounds:  # the budget ended the rounds: one last look at what there is
         gate.look([c.blocks(launch_pairs) for c in measured], last=True)
     comparison = _comparison(a, b, compared, measured, gate, threshold, strict, chosen, rounds, seconds, m.facts)
+    comparison.allow_missing = allow_missing
+    comparison.missing = [dict(c.key, skipped_by=list(c.skipped_by)) for c in compared if len(c.skipped_by) == 1]
     write_text(folder.dir / AB_JSON, to_json(comparison) + "\n", AB_JSON)
     return AbResult(folder.dir, comparison, chosen, rounds, seconds, folder.wrong)
 

@@ -7,19 +7,24 @@ import os
 import pytest
 
 from hostile_contract import case, meets_contract
-from hostile_fixtures import copy, mkdir, params, truncate, write
-from commbench.errors import BAD_INPUT, OK
+from hostile_fixtures import copy, mkdir, params, truncate, twin, write
+from commbench.errors import BAD_INPUT, FAILED, OK
 
 CASES = [
-    case(3, "compare-o-proc", "compare SYN SYN -o /proc/nope.txt", copy("SYN")),
+    case(3, "compare-o-proc", "compare SYN TWIN -o /proc/nope.txt", *twin("SYN")),
     case(3, "compare-missing-candidate", "compare SYN nope", copy("SYN")),
     case(3, "compare-file-as-folder", "compare SYN file.txt", copy("SYN"), write("file.txt", "hello\n")),
     case(3, "compare-empty-folder", "compare SYN empty", copy("SYN"), mkdir("empty")),
-    case(3, "compare-threshold-nan", "compare SYN SYN --threshold nan", copy("SYN")),
-    case(3, "compare-threshold-negative", "compare SYN SYN --threshold -5%", copy("SYN")),
-    case(3, "compare-format-unknown", "compare SYN SYN --format xml", copy("SYN")),
-    case(3, "compare-no-common-points", "compare SYN TOPO", copy("SYN"), copy("TOPO"), expect=(OK, BAD_INPUT),
-         note="nothing in common: no regression (OK) or unusable (BAD_INPUT); never FAILED"),
+    case(3, "compare-threshold-nan", "compare SYN TWIN --threshold nan", *twin("SYN")),
+    case(3, "compare-threshold-negative", "compare SYN TWIN --threshold -5%", *twin("SYN")),
+    case(3, "compare-format-unknown", "compare SYN TWIN --format xml", *twin("SYN")),
+    case(3, "compare-few-common-points", "compare SYN TOPO", copy("SYN"), copy("TOPO"), expect=(FAILED,),
+         note="4 points in common, 28 of the baseline's missing in the candidate: a point not measured fails"),
+    case(3, "compare-few-common-points-allowed", "compare SYN TOPO --allow-missing", copy("SYN"), copy("TOPO"),
+         expect=(OK,), note="--allow-missing: the 4 points in common decide (all inconclusive: 1 job a side)"),
+    case(3, "compare-with-itself", "compare SYN SYN", copy("SYN"),
+         note="a folder compared with itself can only say 'unchanged': refused"),
+    case(3, "compare-with-itself-by-another-path", "compare SYN ./SYN/", copy("SYN")),
     case(3, "report-missing", "report nope -o r.html"),
     case(3, "model-fit-native-only", "model fit BASE -o m.json", copy("BASE"),
          note="no points the model fits: unusable data"),

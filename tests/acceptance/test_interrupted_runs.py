@@ -11,7 +11,7 @@ import pytest
 
 from hostile_contract import (HUNG_UP, INTERRUPTED, PIPE_CLOSED, TERMINATED, Outcome, Sig, case, count_rows,
                               meets_contract)
-from hostile_fixtures import copy, json_lines, params, write
+from hostile_fixtures import copy, json_lines, params, twin, write
 from commbench.errors import OK
 from commbench.results import RESULTS_CSV, RUN_JSON
 
@@ -76,7 +76,7 @@ CASES = [
     case(7, "report-sigint-midway", "report SYN -o r.html", copy("SYN"), expect=(OK, INTERRUPTED),
          outputs=("r.html",), sig=Sig(signal.SIGINT, after_s=1.0, group=True),
          note="timing: lands while the report is built on an idle machine; OK if it was written first"),
-    case(7, "compare-stdout-closed", "compare SYN SYN", copy("SYN"), expect=(OK, PIPE_CLOSED), head=1,
+    case(7, "compare-stdout-closed", "compare SYN TWIN", *twin("SYN"), expect=(OK, PIPE_CLOSED), head=1,
          note="`compare | head -1`: OK if the whole verdict fit the pipe first"),
 ]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hostile_contract import Outcome, case, meets_contract
-from hostile_fixtures import OSU, PREDICT, TINY_SUITE, copy, device, mkdir, params, write
+from hostile_fixtures import OSU, PREDICT, TINY_SUITE, copy, device, mkdir, params, twin, write
 from commbench.errors import BAD_INPUT, OK
 
 
@@ -41,9 +41,9 @@ CASES = [
     case(4, "report-o-directory", "report SYN -o d", copy("SYN"), mkdir("d")),
     case(4, "report-o-missing-folder", "report SYN -o missing/r.html", copy("SYN"), expect=(OK, BAD_INPUT),
          outputs=("missing",), note="create the folder (OK) or refuse (BAD_INPUT)"),
-    case(4, "compare-o-directory", "compare SYN SYN -o d", copy("SYN"), mkdir("d")),
-    case(4, "compare-o-own-results-csv", "compare SYN SYN -o SYN/results.csv", copy("SYN")),
-    case(4, "compare-o-null-device", "compare SYN SYN -o null", copy("SYN"), device("null", 1, 3), expect=(OK,),
+    case(4, "compare-o-directory", "compare SYN TWIN -o d", *twin("SYN"), mkdir("d")),
+    case(4, "compare-o-own-results-csv", "compare SYN TWIN -o SYN/results.csv", *twin("SYN")),
+    case(4, "compare-o-null-device", "compare SYN TWIN -o null", *twin("SYN"), device("null", 1, 3), expect=(OK,),
          checks=(still_device("null"),), note="valid: a private /dev/null takes anything, and stays a device"),
     case(4, "model-fit-o-proc", "model fit SYN -o /proc/nope.json", copy("SYN")),
     case(4, "model-fit-o-own-results-csv", "model fit SYN -o SYN/results.csv", copy("SYN")),

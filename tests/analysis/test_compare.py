@@ -115,8 +115,10 @@ def test_context_changes_are_printed_above_the_verdicts(tmp_path):
                  "launcher: mpirun -> srun", "env NCCL_ALGO: (unset) -> Ring"):
         assert line in context, context
     assert "python" not in context and "OMPI_MCA_btl" not in context  # unchanged facts are not listed
-    same = commbench("compare", base, base, check_rc=OK).stdout
-    assert "context changes" not in same
+    twin = write_run(tmp_path / "twin", QUIET, seed=3)  # measured under the same facts as base
+    assert "context changes" not in commbench("compare", base, twin, check_rc=OK).stdout
+    itself = commbench("compare", base, base, check_rc=BAD_INPUT).stderr
+    assert "is the baseline itself" in itself and len(itself.strip().splitlines()) == 1
 
 
 def test_old_folders_load_one_folder_per_job(tmp_path):
@@ -152,12 +154,30 @@ def test_junit_inconclusive_is_skipped_unless_strict(tmp_path):
     rows = (partial / "results.csv").read_text().splitlines()
     (partial / "results.csv").write_text("\n".join(rows[:-1]) + "\n")
     report = tmp_path / "junit.xml"
-    commbench("compare", base, partial, "--format", "junit", "-o", report, check_rc=OK)
+    commbench("compare", base, partial, "--format", "junit", "-o", report, "--allow-missing", check_rc=OK)
     suite = ET.parse(report).getroot()
     assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
-    commbench("compare", base, partial, "--format", "junit", "-o", report, "--strict", check_rc=FAILED)
+    commbench("compare", base, partial, "--format", "junit", "-o", report, "--strict", "--allow-missing",
+              check_rc=FAILED)
     suite = ET.parse(report).getroot()
     assert (suite.get("skipped"), suite.get("failures")) == ("1", "1")
+
+
+def test_a_point_the_candidate_lacks_fails_the_gate_unless_allowed(tmp_path):
+    """A point that was not measured is no point that did not regress."""
+    base = write_run(tmp_path / "base", [10.0], seed=1)
+    partial = write_run(tmp_path / "cand", [10.0], seed=2)
+    rows = (partial / "results.csv").read_text().splitlines()
+    (partial / "results.csv").write_text("\n".join(rows[:-1]) + "\n")  # one job: its last point is gone
+    report = tmp_path / "junit.xml"
+    proc = commbench("compare", base, partial, "--format", "junit", "-o", report, check_rc=FAILED)
+    suite = ET.parse(report).getroot()
+    assert suite.get("failures") == "1" and suite.find("testcase[@classname='commbench.missing']/failure") is not None
+    text = commbench("compare", base, partial, check_rc=FAILED).stdout
+    assert "missing in candidate:" in text and "fail the comparison" in text
+    doc = json.loads(commbench("compare", base, partial, "--format", "json", "--allow-missing", check_rc=OK).stdout)
+    assert doc["allow_missing"] is True and len(doc["missing"]) == 1 and doc["exit_code"] == OK
+    assert proc.stdout.startswith("<?xml")  # what --format says goes to stdout too
 
 
 @needs_mpirun

@@ -46,10 +46,11 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     one = write_run(tmp_path / "one", [10.0])
     rows = (one / "results.csv").read_text().splitlines()
     (one / "results.csv").write_text("\n".join(rows[:-1]) + "\n")  # its 64 KiB point: baseline only
-    outcome = run_cli("compare", base, one)
-    assert outcome.code == OK and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
+    outcome = run_cli("compare", base, one)  # a point the candidate lacks fails the gate
+    assert outcome.code == FAILED and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
         in outcome.stdout
-    doc = strict_json(run_cli("compare", base, one, "--format", "json").stdout)
+    assert run_cli("compare", base, one, "--allow-missing").code == OK
+    doc = strict_json(run_cli("compare", base, one, "--format", "json", "--allow-missing").stdout)
     assert doc["points"][0]["ci_low"] is None and doc["points"][0]["history"][0]["level"][1] is None
 
 

@@ -151,6 +151,20 @@ def test_wrong_results_on_one_side_fail(job, tmp_path):
     assert "FAILED" in proc.stderr and "wrong elements" in proc.stderr
 
 
+@needs_mpirun
+def test_a_point_only_one_side_can_run_fails_unless_allowed(job, tmp_path):
+    """tree has no all-gather: side B skips that point, so the gate lacks it and fails (exit 1) with
+    the point listed; --allow-missing lets the points both sides ran decide."""
+    args = ["-n", "2", "--sizes", "64", "--out-of-place", "--quiet", "-c", "all_reduce,all_gather",
+            "--args-a", "-a native", "--args-b", "-a tree", "--rounds", "1"]
+    proc, _, doc = _ab(tmp_path, *args, rc=FAILED)
+    assert [m["collective"] for m in doc["missing"]] == ["all_gather"] and doc["missing"][0]["skipped_by"] == ["B"]
+    assert "tree has no all-gather" in proc.stdout + proc.stderr
+    assert any("one side cannot run fail the comparison" in a for a in doc["advice"]) and doc["exit_code"] == FAILED
+    _, _, doc = _ab(tmp_path, *args, "--allow-missing", name="allowed")
+    assert doc["allow_missing"] is True and len(doc["missing"]) == 1 and doc["exit_code"] == int(doc["regressed"])
+
+
 def _no_ranks_left(out: Path) -> bool:
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return str(out) not in ps
