@@ -43,3 +43,14 @@ DTYPES: dict[str, DType] = {
 }
 
 OPS = ("sum", "prod", "min", "max", "avg")
+
+# other tools' names for the types above (nccl-tests' -d, C and MPI spellings), accepted wherever a
+# dtype is given (commbench.spec.resolve_names) and mapped to commbench's name
+DTYPE_ALIASES: dict[str, str] = {
+    "float": "float32", "fp32": "float32", "f32": "float32",
+    "double": "float64", "fp64": "float64", "f64": "float64",
+    "half": "float16", "fp16": "float16", "f16": "float16",
+    "bf16": "bfloat16",
+    "int": "int32", "long": "int64",
+    "char": "int8",
+}

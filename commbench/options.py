@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from commbench.binaries import find_binary
-from commbench.dtypes import DTYPES, OPS
+from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
@@ -94,7 +94,8 @@ def _names(values, last="or") -> str:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("collective", str, ",".join(COLLECTIVES), f"Comma list: {', '.join(COLLECTIVES)}.", "-c", is_list=True),
+    Option("collective", str, ",".join(COLLECTIVES), f"Comma list: {', '.join(COLLECTIVES)} (nccl-tests', NCCL's and "
+           "OSU's names too: allreduce, all-reduce, AllReduce, osu_allreduce, ...).", "-c", is_list=True),
     Option("backend", str, "auto", f"Comma list: {', '.join(BACKENDS)} (auto: mpi if installed, else gloo).",
            is_list=True),
     Option("min_bytes", str, "8", "Smallest size (K/M/G/T binary suffixes).", "-b"),
@@ -110,7 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),
     Option("channels", int, None, "Channels of ring_kernel / tree_kernel per call (threads on the CPU, blocks on a "
            "GPU; default: one per MB, at most cores / ranks on the CPU)."),
-    Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)}.", "-d", is_list=True),
+    Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)} (nccl-tests' names too: "
+           f"{', '.join(f'{a}={c}' for a, c in DTYPE_ALIASES.items() if a.isalpha())}).", "-d", is_list=True),
     Option("op", str, "sum", f"Comma list: {', '.join(OPS)} (all-gather ignores it).", "-o", is_list=True),
     Option("mode", str, "both", f"Buffers: {_names(MODES)}.", cli=False),
     Option("in_place", bool, False, "Only in-place buffers.", spec=None, suite=False, sets_mode="in-place"),
@@ -165,6 +167,23 @@ SUITE_FIELDS = {o.name: o for o in OPTIONS if o.suite}
 MODE_SWITCHES = tuple(o for o in OPTIONS if o.sets_mode)
 # the defaults SweepSpec.from_options starts from (keyword -> default)
 SPEC_DEFAULTS = {o.spec: o.default for o in OPTIONS if o.spec}
+# `commbench sweep SUITE`'s options that replace a field of every run of the suite (`sweep ci -n 4`);
+# not the label, which names each run's folder
+SWEEP_OPTIONS = tuple(o for o in CLI_OPTIONS if (o.suite or o.sets_mode) and o.name != "label")
+_SIZE_RANGE = ("min_bytes", "max_bytes", "step_factor")
+
+
+def suite_overrides(values: dict, chosen: list[str]) -> dict:
+    """The suite fields that `sweep`'s options given on the command line (`chosen`, by name) set in
+    every run: a buffer switch sets `mode`; -b/-e/-f without --sizes set a run's sizes by range, so
+    they drop the suite's explicit `sizes` (None)."""
+    given_values = {name: values[name] for name in chosen}
+    fields = {k: v for k, v in given_values.items() if not BY_NAME[k].sets_mode}
+    if len(fields) < len(given_values):
+        fields["mode"] = cli_fields(given_values)["mode"]
+    if set(_SIZE_RANGE) & set(fields) and "sizes" not in fields:
+        fields["sizes"] = None
+    return fields
 
 
 def cli_fields(values: dict) -> dict:

@@ -61,9 +61,10 @@ def output_file(path, what: str = "output", inputs=()) -> Path:
     return p
 
 
-def output_folder(path, what: str = "--out") -> Path:
+def output_folder(path, what: str = "--out", probe: bool = True) -> Path:
     """Check that a folder can be made (or used) at path: not a file, and the nearest existing
-    folder above it takes new entries. Returns the path."""
+    folder above it takes new entries (probe: tried now; else by `probe_folder` once the caller's
+    own checks passed, since a probe writes into that folder). Returns the path."""
     p = Path(path)
     if str(path).strip() == "":
         raise InputError(f"{what}: an empty folder name")
@@ -72,8 +73,14 @@ def output_folder(path, what: str = "--out") -> Path:
     base = _existing_ancestor(p)
     if not base.is_dir():
         raise InputError(f"{what} {str(path)!r} is inside {str(base)!r}, which is a file")
-    _probe(base, what, path)
+    if probe:
+        _probe(base, what, path)
     return p
+
+
+def probe_folder(path, what: str = "--out") -> None:
+    """Can a file be made in path, or in its nearest existing folder (InputError if not)?"""
+    _probe(_existing_ancestor(Path(path)), what, path)
 
 
 def _special(p: Path) -> bool:

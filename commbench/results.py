@@ -58,6 +58,9 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("busbw_gbps", "algbw x bus_factor, GB/s"),
     ("bus_factor", "the collective's bus factor for world_size"),
     ("wrong", "wrong output elements summed over ranks (0 = correct, empty = not checked)"),
+    ("background_cores", "cores' worth of CPU time other processes took on the ranks' machines while the point was "
+                         "measured (mean per machine; empty: /proc/stat unreadable) (commbench.rank.load)"),
+    ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),
     ("library_choice", "--nccl-tuning: NCCL's algorithm/protocol pairs, most frequent first"),
     ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),
     ("power_w_max", "--power: the sum of each GPU's peak (W)"),
@@ -100,7 +103,7 @@ KINDS = {
     "algbw_gbps": AMOUNT, "busbw_gbps": AMOUNT, "bus_factor": AMOUNT, "wrong": COUNT, "power_w_avg": AMOUNT,
     "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "cpu_power_w_avg": AMOUNT,
     "cpu_energy_j": AMOUNT, "cpu_energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
-    "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE,
+    "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE, "background_cores": AMOUNT,
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")

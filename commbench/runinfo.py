@@ -3,6 +3,7 @@ variables, command line and git revision."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -85,15 +86,17 @@ def software_versions(libraries: dict) -> dict:
         "cpu_count": os.cpu_count(),
     }
     versions.update(libraries)
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")  # imported by a run that uses it (gloo, nccl, cuda); else not imported
+    if torch is not None:           # here for its version: that costs a second or more of every start
         versions.setdefault("torch", torch.__version__)
         if torch.cuda.is_available():
             versions["cuda_runtime"] = torch.version.cuda
             versions["cuda_driver"] = _driver_version()
-    except ImportError:
-        pass
+    else:
+        try:
+            versions.setdefault("torch", importlib.metadata.version("torch"))
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return versions
 
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from commbench import plugins
-from commbench.dtypes import DTYPES, OPS
+from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
@@ -89,22 +89,49 @@ def split_list(text: str | list[str] | None) -> list[str]:
     return [p.strip() for part in parts for p in str(part).split(",") if p.strip()]
 
 
-def _choose(kind: str, values: list[str], accepted, normalize=lambda s: s.lower()) -> list[str]:
+def _key(name: str) -> str:
+    """How names are compared: case, '-' and '_' do not count (all-reduce, AllReduce, all_reduce)."""
+    return str(name).lower().replace("-", "").replace("_", "")
+
+
+def collective_aliases() -> dict[str, str]:
+    """Other tools' names for the registered collectives -> commbench's: nccl-tests' (all_reduce,
+    all_reduce_perf), NCCL's (AllReduce) and OSU's (osu_allreduce), from each collective's own facts."""
+    aliases = {}
+    for c in COLLECTIVES.values():
+        for alias in (c.nccl_tests_name, c.nccl_tests_name and f"{c.nccl_tests_name}_perf", c.nccl_function,
+                      c.osu_title and f"osu_{c.osu_title.lower()}"):
+            if alias:
+                aliases[alias] = c.name
+    return aliases
+
+
+def resolve_names(kind: str, values, accepted, aliases: dict[str, str] | None = None) -> list[str]:
+    """Names as given (a list, or comma text) -> the accepted names they mean, in order, without
+    repeats. Case, '-' and '_' do not count, and `aliases` (other tools' spellings) map to their
+    accepted name; anything else is an InputError listing the accepted names, with "did you mean"
+    for a near miss."""
+    import difflib
+
+    accepted = list(accepted)
+    values = split_list(values)
     if not values:
         raise InputError(f"no {kind} given (accepted: {', '.join(accepted)})")
-    lookup = {normalize(a): a for a in accepted}
+    spelled = {_key(a): a for a in (aliases or {})} | {_key(a): a for a in accepted}  # key -> a name as written
+    meaning = {_key(a): c for a, c in (aliases or {}).items()} | {_key(a): a for a in accepted}
     chosen = []
     for v in values:
-        key = normalize(v)
-        if key not in lookup:
-            raise InputError(f"unknown {kind} {v!r} (accepted: {', '.join(accepted)})")
-        if lookup[key] not in chosen:
-            chosen.append(lookup[key])
+        key = _key(v)
+        if key not in meaning:
+            near = difflib.get_close_matches(key, list(meaning), n=1, cutoff=0.75)
+            hint = ""
+            if near:
+                name, canonical = spelled[near[0]], meaning[near[0]]
+                hint = f"; did you mean {name}{f' ({canonical})' if canonical != name else ''}?"
+            raise InputError(f"unknown {kind} {str(v)[:40]!r} (accepted: {', '.join(accepted)}){hint}")
+        if meaning[key] not in chosen:
+            chosen.append(meaning[key])
     return chosen
-
-
-def _collective_key(s: str) -> str:
-    return s.lower().replace("-", "").replace("_", "")
 
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
@@ -121,7 +148,7 @@ class SweepSpec:
         parse_size(_D["min_bytes"]), parse_size(_D["max_bytes"]), _D["step_factor"]))
     dtypes: list[str] = field(default_factory=lambda: split_list(_D["dtype"]))
     ops: list[str] = field(default_factory=lambda: split_list(_D["op"]))
-    in_place: list[bool] = field(default_factory=lambda: [False])
+    in_place: list[bool] = field(default_factory=lambda: list(MODES[_D["mode"]]))  # the CLI's: both
     nprocs: int = DEFAULT_NPROCS
     launcher: str = _D["launcher"]
     device: str = _D["device"]
@@ -155,12 +182,12 @@ class SweepSpec:
 
     def validate(self) -> "SweepSpec":
         plugins.check()  # a plugin that failed to import would show as an unknown name below
-        self.collectives = _choose("collective", self.collectives, COLLECTIVES, _collective_key)
-        self.backends = _choose("backend", [default_backend() if b.strip().lower() == "auto" else b
-                                            for b in self.backends], BACKENDS)
-        self.algorithms = _choose("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
-        self.dtypes = _choose("dtype", self.dtypes, DTYPES)
-        self.ops = _choose("op", self.ops, OPS)
+        self.collectives = resolve_names("collective", self.collectives, COLLECTIVES, collective_aliases())
+        self.backends = resolve_names("backend", [default_backend() if b.strip().lower() == "auto" else b
+                                            for b in split_list(self.backends)], BACKENDS)
+        self.algorithms = resolve_names("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
+        self.dtypes = resolve_names("dtype", self.dtypes, DTYPES, DTYPE_ALIASES)
+        self.ops = resolve_names("op", self.ops, OPS)
         if self.launcher not in LAUNCHERS:
             raise InputError(f"unknown launcher {self.launcher!r} (accepted: {', '.join(LAUNCHERS)})")
         if self.device not in DEVICES:
@@ -222,6 +249,13 @@ class SweepSpec:
         return self
 
     def _validate_sizes(self) -> None:
+        """Sizes as the CLI takes them: ints, or text such as '1K' (a list, or comma text)."""
+        if isinstance(self.sizes, (str, int)):
+            self.sizes = [self.sizes]
+        if any(isinstance(s, str) for s in self.sizes):
+            self.sizes = sorted(set(_parse_sizes([p for s in self.sizes for p in split_list(str(s))])))
+        if isinstance(self.segment_bytes, str):
+            self.segment_bytes = parse_size(self.segment_bytes)
         if not self.sizes:
             raise InputError("no sizes given")
         _check_size_count(len(self.sizes))

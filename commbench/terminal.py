@@ -1,9 +1,13 @@
 """Text from files and users made safe for a terminal or a CI log: control characters (ANSI/OSC
 escape sequences, carriage returns, bidirectional overrides, invisible format characters) shown
-as escapes, never sent raw."""
+as escapes, never sent raw; and what the terminal's encoding cannot take (a label "é" under
+PYTHONIOENCODING=ascii or a C locale) shown as an escape (\xe9), never an error: standard output
+and error are set to escape it when this module is imported (the CLI imports it first)."""
 
 from __future__ import annotations
 
+import codecs
+import sys
 import unicodedata
 
 _UNSAFE = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format characters, lone surrogates, line and paragraph separators
@@ -33,3 +37,22 @@ def inline(text) -> str:
     every other character escaped (line breaks, tabs, unassigned and private code points too)."""
     text = str(text)
     return text if text.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def escape_unencodable(*streams) -> None:
+    """Make text streams (default: sys.stdout and sys.stderr) whose encoding is not a Unicode one
+    write what it cannot encode as backslash escapes instead of raising UnicodeEncodeError."""
+    for stream in streams or (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or ""
+        try:
+            unicode = codecs.lookup(encoding).name.startswith("utf")
+        except LookupError:
+            unicode = False
+        if not unicode and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError, AttributeError):
+                pass
+
+
+escape_unencodable()

@@ -23,9 +23,10 @@ SAMPLES = [4e-6, 5e-6, 6e-6]  # seconds per call: every point's three samples
 
 
 def spec_of(tmp_path, **kw) -> SweepSpec:
-    """A small valid MPI spec (two collectives, two sizes: four points) with a run folder under tmp_path."""
+    """A small valid MPI spec (two collectives, two sizes, out-of-place: four points) with a run folder
+    under tmp_path."""
     fields = dict(backends=["mpi"], collectives=["all_reduce", "all_gather"], sizes=[8, 64], nprocs=2, iters=3,
-                  run_id="r1", out_dir=str(tmp_path / "run"))
+                  in_place=[False], run_id="r1", out_dir=str(tmp_path / "run"))
     return SweepSpec(**(fields | kw)).validate()
 
 

@@ -72,10 +72,17 @@ def _background(meta: dict) -> dict[tuple[int, int], float]:
 
 
 def load_side(path: str | Path) -> Side:
+    """Every job of every run under path. A run found twice (the same run id in two folders: a copy)
+    is refused: its jobs would count as independent measurements (three copies of one run gave
+    intervals of zero width and p = 0)."""
     points: dict[tuple, dict[tuple, list]] = {}
-    metas, busy = [], {}
+    metas, busy, runs = [], {}, {}
     for d in run_dirs(path):
         rows, meta = load_run(d, samples=True)
+        for run_id in sorted(set(rows.run_id.astype(str))):
+            if runs.setdefault(run_id, d) != d:
+                raise InputError(f"{str(path)!r} holds run {run_id[:60]!r} twice ({str(runs[run_id])!r} and {str(d)!r}): "
+                                 "a copy would count as more jobs; give each run once")
         if meta.get("kind") == "ab":
             raise InputError(f"{str(d)!r} holds a `commbench ab` comparison (its verdicts: ab.json), not a run to "
                              "compare: compare takes the folders of commbench run or sweep")
@@ -218,11 +225,26 @@ def _side_jobs(jobs) -> tuple[np.ndarray, float | None, int, bool]:
     return medians, background, sum(len(s) for s, _ in jobs), min(len(s) for s, _ in jobs) < FEW_SAMPLES
 
 
+def duplicated(jobs) -> int:
+    """Jobs whose samples (two or more) are an earlier job's, value for value: copies, which the
+    interval would count as independent measurements."""
+    seen, copies = set(), 0
+    for samples, _ in jobs:
+        if len(samples) < 2:
+            continue
+        digest = np.asarray(samples, float).tobytes()
+        copies += digest in seen
+        seen.add(digest)
+    return copies
+
+
 def _judge(key: tuple, base_jobs, cand_jobs, threshold: float) -> Verdict:
     bm, bb, bs, bfew = _side_jobs(base_jobs)
     cm, cb, cs, cfew = _side_jobs(cand_jobs)
     j = verdicts.judge(bm, cm, threshold, (bb, cb))
-    note = "; ".join(n for n in (j.note, "few samples per job" if bfew or cfew else "") if n)
+    copies = [f"{n} job(s) of the {side} duplicated (identical samples)"
+              for side, n in (("baseline", duplicated(base_jobs)), ("candidate", duplicated(cand_jobs))) if n]
+    note = "; ".join(n for n in (j.note, "few samples per job" if bfew or cfew else "", *copies) if n)
     return Verdict({k: _plain(v) for k, v in zip(KEY, key, strict=True)}, j.verdict, verdicts.level(bm)[0],
                    verdicts.level(cm)[0], j.ratio, j.ci_low, j.ci_high, j.p_value, j.jobs, (bs, cs),
                    j.repeat_needed, note)

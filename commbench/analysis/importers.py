@@ -18,10 +18,17 @@ sizes), sizes 1 B .. MAX_SIZE_BYTES (commbench.options: the largest size a run t
 all-to-all print them where -b is below ranks x element size) measured nothing and is left out.
 nccl-tests' correctness column is its #wrong (elements, "%5g") or, in older versions, its `error`
 (the largest |result - expected|, "%5.0le": an error beyond its tolerance counts as 1 wrong), or
-N/A (not checked). A file, its points and its samples are bounded (MAX_INPUT_BYTES,
-MAX_IMPORT_POINTS, MAX_IMPORT_SAMPLES) so a huge or hostile file costs a bounded time and memory.
+N/A (not checked). A file, its points and its samples are bounded (commbench.analysis.limits:
+IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES) so a huge or hostile file costs a bounded time and
+memory; a FIFO or device is refused before it is opened.
+
+Strict by line: a line that starts like a result (a digit, a sign, a point, any Unicode digit) is
+one, and must read as one (sizes plain ASCII digits, times 1e-6 .. MAX_TIME_US µs); a second run or
+test in the file (a second device list, '# nThread' line, result table or OSU title), a rank listed
+twice or a result measured twice is refused, never merged. Other lines (a log's noise) are left.
 Anything else is one InputError, "<file> line N: <problem>" (a JSON report: "<file> result N:
-<problem>").
+<problem>"). lenient: result lines that do not read are left out and counted (meta
+"skipped_lines"); a second run or a repeated result is refused all the same.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from commbench.analysis import limits
 from commbench.errors import InputError
 from commbench.metrics import summarize
 from commbench.options import MAX_SIZE_BYTES
@@ -48,13 +56,11 @@ ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, 
             "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 OSU_TYPES = {"MPI_CHAR": "int8", "MPI_INT": "int32", "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
 
-# The importers' own limits (a run's are commbench.options'; the largest size is shared)
-MAX_INPUT_BYTES = 8 * 2**20  # a benchmark's output is kilobytes; a JSON report with per-iteration times a few MB
-MAX_IMPORT_POINTS = 2048  # result rows (size x buffer mode) of one imported file
-MAX_IMPORT_SAMPLES = 200_000  # per-iteration times of one JSON report, all its points together
-MAX_JSON_VALUES = MAX_IMPORT_SAMPLES + 100 * MAX_IMPORT_POINTS  # separators counted before a report is parsed (memory)
+# The importers' own bounds (the file's size, points and samples: commbench.analysis.limits; a run's:
+# commbench.options'; the largest size is shared)
 MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
 MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
+MIN_TIME_US = 1e-6  # a picosecond: below any call (and above the subnormals that divide to infinity)
 MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
 _WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -86,15 +92,24 @@ def _bad(where, why) -> InputError:
     return InputError(f"{where}: {why}")
 
 
+def max_json_values() -> int:
+    """Separators counted before a report is parsed (memory): its samples and about 100 per point."""
+    return limits.IMPORT_SAMPLES.value() + 100 * limits.IMPORT_POINTS.value()
+
+
 def read_input(path) -> str:
-    """An import file's text: UTF-8, at most MAX_INPUT_BYTES."""
+    """An import file's text: a regular file (a FIFO or device is refused, not waited on), UTF-8,
+    within IMPORT_BYTES (its size from stat, before it is read)."""
+    from commbench.analysis.load import regular_file
+
+    where = Path(path)
+    size = limits.IMPORT_BYTES.check(str(path), regular_file(where.parent, where.name, inside=False).st_size)
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_INPUT_BYTES + 1)
+            data = f.read(size + 1)
     except OSError as exc:
         raise InputError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise _bad(path, f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not one benchmark's output")
+    limits.IMPORT_BYTES.check(str(path), len(data))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -102,14 +117,14 @@ def read_input(path) -> str:
 
 
 def _lines(text: str):
-    """(number, line) per line of text, lazily (a file of many short lines is no list of them); a
+    """(number, line, where it starts) per line of text, lazily (a file of many short lines is no list of them); a
     line longer than MAX_LINE is None, never copied."""
     start, number = 0, 0
     while start < len(text):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         number += 1
-        yield number, text[start:end] if end - start <= MAX_LINE else None
+        yield number, text[start:end] if end - start <= MAX_LINE else None, start
         start = end + 1
 
 
@@ -130,8 +145,8 @@ def _number(value, what: str, where: str, zero_ok: bool = False) -> float:
         x = math.nan
     if zero_ok and not (math.isfinite(x) and x >= 0):
         raise _bad(where, f"{what} is {_show(value)}: expected a finite number >= 0")
-    if not zero_ok and not 0 < x <= MAX_TIME_US:  # NaN fails too
-        raise _bad(where, f"{what} is {_show(value)}: expected a time in µs, > 0 and at most {MAX_TIME_US:g}")
+    if not zero_ok and not MIN_TIME_US <= x <= MAX_TIME_US:  # NaN fails too
+        raise _bad(where, f"{what} is {_show(value)}: expected a time in µs from {MIN_TIME_US:g} to {MAX_TIME_US:g}")
     return x
 
 
@@ -156,12 +171,39 @@ def _word(value, what: str, where: str) -> str:
 
 
 def _too_many(path) -> InputError:
-    return _bad(path, f"more than {MAX_IMPORT_POINTS} results: not one benchmark's output")
+    return limits.IMPORT_POINTS.refusal(str(path))
+
+
+def _looks_like_result(token: str) -> bool:
+    """A line's first word starts like a number: a digit (any script's), a sign or a point."""
+    return bool(token) and (token[0] in "+-." or token[0].isdigit() or token[0].isnumeric())
+
+
+class _Lines:
+    """Result lines that do not read: an InputError (strict), or left out and counted (lenient)."""
+
+    def __init__(self, lenient: bool):
+        self.lenient, self.skipped = lenient, 0
+
+    def bad(self, error: InputError) -> None:
+        if not self.lenient:
+            raise error
+        self.skipped += 1
+
+    def meta(self) -> dict:
+        return {"skipped_lines": self.skipped} if self.lenient else {}
+
+
+def _once(seen: dict, key, where: str, first: str, what: str) -> None:
+    """A result measured once: the same key a second time is an InputError naming both places."""
+    if key in seen:
+        raise _bad(where, f"{what} again (first at {seen[key]}): two runs in one file? import each on its own")
+    seen[key] = first
 
 
 # --- nccl-tests ---------------------------------------------------------------------------------
 
-_DEVICE = re.compile(r"#[ \t]+Rank[ \t]+[0-9]+[ \t]+(?:Group[ \t]+[0-9]+[ \t]+)?"  # older versions: no Group
+_DEVICE = re.compile(r"#[ \t]+Rank[ \t]+([0-9]{1,9})[ \t]+(?:Group[ \t]+[0-9]+[ \t]+)?"  # older versions: no Group
                      r"Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+[0-9]+[ \t]+\[[^\]]*\][ \t]+(.*)")
 _VERSION = re.compile(r"# nccl-tests version (\S+).*nccl-library=([0-9]+)")
 # Older nccl-tests: a result's `error` is beyond tolerance when above DeltaMaxValue(type) x (ranks - 1)
@@ -230,54 +272,80 @@ def _table_header(parts: list[str]) -> tuple[tuple[str, ...], bool] | None:
 _NO_HEADER = {12: (("size", "count", "type", "redop"), False), 13: (("size", "count", "type", "redop", "root"), False)}
 
 
-def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | None = None) -> Imported:
-    hosts, gpus, ranks, meta, results, zero_sizes, header = set(), set(), 0, {}, [], 0, None
-    for lineno, line in _lines(text):
-        if line is None:
+def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | None = None,
+                          lenient: bool = False) -> Imported:
+    hosts, gpus, ranks, meta, results, zero_sizes, header = set(), set(), {}, {}, [], 0, None
+    check, seen = _Lines(lenient), {}
+    for lineno, line, at in _lines(text):
+        where = f"{path} line {lineno}"
+        if line is None:  # a log's long line is left; a result line is never that long
+            head = text[at:at + 64].lstrip()
+            if head.split()[:1] and _looks_like_result(head.split()[0]):
+                check.bad(_bad(where, f"a result line longer than {MAX_LINE} characters: {head!r:.40}"))
             continue
         line = line.strip()
         device = _DEVICE.fullmatch(line)
         if device:
-            ranks += 1
-            hosts.add(device.group(1))
-            gpus.add(device.group(2).strip())
-        elif line.startswith("# nThread ") and "nccl_tests_config" not in meta:
+            if results:
+                raise _bad(where, "a device list after the results: a second run's output? import each on its own")
+            _once(ranks, device.group(1), where, f"line {lineno}", f"rank {device.group(1)} listed")
+            hosts.add(device.group(2))
+            gpus.add(device.group(3).strip())
+        elif line.startswith("# nThread "):
+            if "nccl_tests_config" in meta:
+                raise _bad(where, "a second '# nThread' line: a second run's output? import each on its own")
             meta["nccl_tests_config"] = line[2:]
         elif _VERSION.match(line) and "nccl_tests_version" not in meta:
             meta["nccl_tests_version"], meta["nccl_version"] = _VERSION.match(line).groups()
         else:
             parts = line.split()
-            header = _table_header(parts) or header
-            # the header's columns (without one: size count type redop [root]) then 2 x (time algbw busbw
-            # #wrong); a line cut short is left out
+            found = _table_header(parts)
+            if found and results:
+                raise _bad(where, "a second result table: a second run's output? import each on its own")
+            header = found or header
+            if not parts or parts[0].startswith("#") or " NCCL " in f" {line} " or not _looks_like_result(parts[0]):
+                continue  # a comment, or a log's line (NCCL INFO, a launcher's)
+            # the header's columns (without one: size count type redop [root]) then 2 x (time algbw busbw #wrong)
             layout = header or _NO_HEADER.get(len(parts))
-            if layout and len(parts) == len(layout[0]) + 8 and parts[0].isascii() and parts[0].isdigit():
-                if _zero_size(parts[0]):
-                    zero_sizes += 1
-                    continue
-                if len(results) >= MAX_IMPORT_POINTS // 2:
-                    raise _too_many(path)
-                results.append((lineno, parts, layout))
+            if not (layout and len(parts) == len(layout[0]) + 8 and parts[0].isascii() and parts[0].isdigit()):
+                check.bad(_bad(where, f"not a result line of the table ({len(parts)} fields): {line!r:.80}"))
+                continue
+            if _zero_size(parts[0]):
+                zero_sizes += 1
+                continue
+            if len(results) >= limits.IMPORT_POINTS.value() // 2:
+                raise _too_many(path)
+            results.append((lineno, parts, layout))
     if not ranks:
         raise _bad(path, "no '#  Rank N [Group N] Pid N on HOST device' lines: not nccl-tests output, or cut short")
     collective = collective or _nccl_tests_collective(text)
     if collective is None:
         raise _bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
-    imp = Imported("nccl-tests", collective, ranks, "nccl",
+    imp = Imported("nccl-tests", collective, len(ranks), "nccl",
                    meta={"hosts": sorted(hosts), "gpus": sorted(gpus), **meta})
     for lineno, parts, (prefix, error_column) in results:
         where = f"{path} line {lineno}"
         columns, body = dict(zip(prefix, parts)), parts[len(prefix):]
-        for in_place, (t, algbw, busbw, wrong) in ((0, body[0:4]), (1, body[4:8])):
-            _number(algbw, "algbw", where, zero_ok=True)
-            _number(busbw, "busbw", where, zero_ok=True)
-            point = _nccl_point(where, columns["size"], columns["count"], columns["type"], columns.get("redop", "none"),
-                                in_place, t, None)
-            point["wrong"] = _nccl_wrong(wrong, point["dtype"], ranks, error_column, where)
-            imp.points.append(point)
+        try:
+            points = []
+            for in_place, (t, algbw, busbw, wrong) in ((0, body[0:4]), (1, body[4:8])):
+                _number(algbw, "algbw", where, zero_ok=True)
+                _number(busbw, "busbw", where, zero_ok=True)
+                point = _nccl_point(where, columns["size"], columns["count"], columns["type"],
+                                    columns.get("redop", "none"), in_place, t, None)
+                point["wrong"] = _nccl_wrong(wrong, point["dtype"], len(ranks), error_column, where)
+                points.append(point)
+        except InputError as exc:
+            check.bad(exc)
+            continue
+        _once(seen, tuple(columns.get(k) for k in ("size", "type", "redop", "root")), where, f"line {lineno}",
+              f"size {columns['size']} ({columns['type']}) measured")
+        imp.points += points
+    imp.meta.update(check.meta())
     if not imp.points:
         raise _bad(path, "no result lines found in the nccl-tests output"
-                         + (f" (only {zero_sizes} of size 0, which measure nothing)" if zero_sizes else ""))
+                         + (f" (only {zero_sizes} of size 0, which measure nothing)" if zero_sizes else "")
+                         + (f" ({check.skipped} left out)" if check.skipped else ""))
     return imp
 
 
@@ -286,18 +354,19 @@ def _plain_meta(value):
     return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
-def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | None = None) -> Imported:
-    if sum(map(text.count, ",[{")) > MAX_JSON_VALUES:  # before parsing: bounded memory
-        raise _bad(path, f"more than {MAX_JSON_VALUES} JSON values: not one nccl-tests report")
+def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | None = None,
+                          lenient: bool = False) -> Imported:
+    if sum(map(text.count, ",[{")) > max_json_values():  # before parsing: bounded memory
+        raise _bad(path, f"more than {max_json_values()} JSON values: not one nccl-tests report")
     try:
         doc = json.loads(text)
         results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []
         if not (isinstance(results, list) and all(isinstance(r, dict) for r in results) and isinstance(config, dict)
                 and isinstance(args, list) and isinstance(config.get("devices") or [], list)):
             raise TypeError("results, config, args or devices have the wrong type")
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {exc})") from None
-    if len(results) > MAX_IMPORT_POINTS // 2:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # ValueError: 5000 digits
+        raise _bad(path, f"not an nccl-tests JSON report ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+    if len(results) > limits.IMPORT_POINTS.value() // 2:
         raise _too_many(path)
     program = " ".join(map(str, args))
     collective = collective or _nccl_tests_collective(
@@ -309,18 +378,24 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
         raise _bad(path, "the report lists no devices")
     if not all(isinstance(d, dict) for d in devices) or len(devices) > MAX_IMPORT_RANKS:
         raise _bad(path, f"the report's devices are not up to {MAX_IMPORT_RANKS} objects")
+    seen_ranks: dict = {}
+    for i, d in enumerate(devices, 1):
+        rank = d.get("rank", i - 1)
+        _once(seen_ranks, json.dumps(rank) if isinstance(rank, int) else repr(rank), f"{path} device {i}",
+              f"device {i}", f"rank {_show(rank)} listed")
     imp = Imported("nccl-tests", collective, len(devices), "nccl",
                    meta={"hosts": sorted({str(d.get("hostname", "?")) for d in devices}),
                          "gpus": sorted({str(d.get("device_info", "?")) for d in devices}),
                          "nccl_version": _plain_meta(doc.get("nccl_version")), "command_line": [str(a) for a in args],
                          "start_time": _plain_meta(doc.get("start_time")), "end_time": _plain_meta(doc.get("end_time"))})
-    samples = 0
-    zero_sizes = 0
+    samples, zero_sizes, seen = 0, 0, {}
     for i, r in enumerate(results, 1):
         where = f"{path} result {i}"
         if _zero_size(r.get("size")):
             zero_sizes += 1
             continue
+        _once(seen, json.dumps([r.get(k) for k in ("size", "type", "redop", "root")], default=str)[:200], where,
+              f"result {i}", f"size {_show(r.get('size'))} ({_show(r.get('type'))}) measured")
         for in_place, key in ((0, "out_of_place"), (1, "in_place")):
             body, per_iter = r.get(key), r.get(f"{key}_per_iter") or {}
             if not body:
@@ -331,8 +406,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
             if times is not None and not isinstance(times, list):
                 raise _bad(where, f"{key}_per_iter times_us is not a list")
             samples += len(times or ())
-            if samples > MAX_IMPORT_SAMPLES:
-                raise _bad(path, f"more than {MAX_IMPORT_SAMPLES} per-iteration times")
+            if samples > limits.IMPORT_SAMPLES.value():
+                raise limits.IMPORT_SAMPLES.refusal(str(path))
             for bw in ("alg_bw", "bus_bw"):
                 if bw in body:
                     _number(body[bw], bw, where, zero_ok=True)
@@ -345,11 +420,12 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     return imp
 
 
-def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = None) -> Imported:
+def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = None,
+                     lenient: bool = False) -> Imported:
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        return parse_nccl_tests_json(text, path, collective)
-    return parse_nccl_tests_text(text, path, collective)
+        return parse_nccl_tests_json(text, path, collective, lenient)
+    return parse_nccl_tests_text(text, path, collective, lenient)
 
 
 # --- OSU ------------------------------------------------------------------------------------------
@@ -361,7 +437,7 @@ def _osu_columns(line: str, where: str) -> list[str]:
     return columns
 
 
-def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imported:
+def parse_osu(text: str, path: str = "<input>", world: int | None = None, lenient: bool = False) -> Imported:
     title, titles = re.search(r"^# OSU MPI (\w+) Latency Test", text, re.M), _osu_titles()
     if not title or title.group(1).lower() not in titles:
         raise _bad(path, f"not OSU {' / '.join(n.replace('_', '-') for n in titles.values())} latency output "
@@ -376,40 +452,59 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None) -> Imp
     osu_type = _word(dtype_m.group(1), "Datatype", path) if dtype_m else None
     dtype = OSU_TYPES.get(osu_type, osu_type) if osu_type else "int8"
     imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": osu_type})
-    columns = None
-    for lineno, line in _lines(text):
+    columns, titles_seen, check, seen = None, 0, _Lines(lenient), {}
+    for lineno, line, at in _lines(text):
         where = f"{path} line {lineno}"
         if line is None:
             raise _bad(where, f"longer than {MAX_LINE} characters: not OSU output")
+        if re.match(r"# OSU MPI", line):
+            titles_seen += 1
+            if titles_seen > 1:
+                raise _bad(where, f"a second test's output ({line[2:].strip()!r:.60}): import each test on its own")
         if line.startswith("# Size"):
+            if columns is not None:
+                raise _bad(where, "a second result table: a second test's output? import each on its own")
             columns = _osu_columns(line, where)
             continue
         parts = line.split()
-        if not parts or line.startswith("#") or not (parts[0].isascii() and parts[0].isdigit()):
+        if not parts or line.startswith("#") or not _looks_like_result(parts[0]):
+            continue  # a comment, or a launcher's line
+        try:
+            point = _osu_point(parts, columns, coll, world, dtype, line, where)
+        except InputError as exc:
+            check.bad(exc)
             continue
-        if columns is None or len(parts) != len(columns):
-            raise _bad(where, f"result line does not match the header: {line.strip()!r:.80}")
-        if len(imp.points) >= MAX_IMPORT_POINTS:
+        _once(seen, point["size_bytes"], where, f"line {lineno}", f"Size {parts[0]} measured")
+        if len(imp.points) >= limits.IMPORT_POINTS.value():
             raise _too_many(path)
-        values = dict(zip(columns, parts, strict=True))
-        size = _integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)
-        size = _integer(coll.size_for_input(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
-        avg = _number(values["Avg Latency(us)"], "Avg Latency(us)", where)
-        validation = values.get("Validation")
-        if validation is not None and validation.lower() not in ("pass", "fail"):
-            raise _bad(where, f"Validation is {_show(validation)}: expected Pass or Fail")
-        point = {"size_bytes": size, "count": size // ITEMSIZE.get(dtype, 1), "dtype": dtype,
-                 "op": "sum" if coll.reduces else "none", "in_place": 0, "time_us": avg,
-                 "wrong": None if validation is None else int(validation.lower() == "fail"), "samples": [avg],
-                 "iterations": _integer(values["Iterations"], "Iterations", where, 1, 2**40)
-                 if "Iterations" in values else None}
-        if "Min Latency(us)" in values or "Max Latency(us)" in values:  # over ranks of each rank's average
-            point["rank_min_us"] = _number(values.get("Min Latency(us)"), "Min Latency(us)", where)
-            point["rank_max_us"] = _number(values.get("Max Latency(us)"), "Max Latency(us)", where)
         imp.points.append(point)
+    imp.meta.update(check.meta())
     if not imp.points:
-        raise _bad(path, "no result lines found in the OSU output")
+        raise _bad(path, "no result lines found in the OSU output"
+                         + (f" ({check.skipped} left out)" if check.skipped else ""))
     return imp
+
+
+def _osu_point(parts: list[str], columns, coll, world: int, dtype: str, line: str, where: str) -> dict:
+    """One OSU result line, checked."""
+    if columns is None or len(parts) != len(columns):
+        raise _bad(where, f"result line does not match the header: {line.strip()!r:.80}")
+    values = dict(zip(columns, parts, strict=True))
+    size = _integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)
+    size = _integer(coll.size_for_input(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
+    avg = _number(values["Avg Latency(us)"], "Avg Latency(us)", where)
+    validation = values.get("Validation")
+    if validation is not None and validation.lower() not in ("pass", "fail"):
+        raise _bad(where, f"Validation is {_show(validation)}: expected Pass or Fail")
+    point = {"size_bytes": size, "count": size // ITEMSIZE.get(dtype, 1), "dtype": dtype,
+             "op": "sum" if coll.reduces else "none", "in_place": 0, "time_us": avg,
+             "wrong": None if validation is None else int(validation.lower() == "fail"), "samples": [avg],
+             "iterations": _integer(values["Iterations"], "Iterations", where, 1, 2**40)
+             if "Iterations" in values else None}
+    if "Min Latency(us)" in values or "Max Latency(us)" in values:  # over ranks of each rank's average
+        point["rank_min_us"] = _number(values.get("Min Latency(us)"), "Min Latency(us)", where)
+        point["rank_max_us"] = _number(values.get("Max Latency(us)"), "Max Latency(us)", where)
+    return point
 
 
 # --- writing ------------------------------------------------------------------------------------

@@ -2,19 +2,26 @@
 `run --resume`): rows checked against the schema (commbench.results) like command-line input,
 run.json, and on request the samples. An unusable folder is one InputError, "<folder>: <problem>"
 naming the first bad row. Folders of every format version up to commbench.results.FORMAT_VERSION
-load (version 1: no format_version in run.json)."""
+load (version 1: no format_version in run.json). Nothing is parsed before its size is known to be
+within commbench.analysis.limits (run_dirs' survey; each reader for its own file), no link is
+followed out of a folder, and only regular files are opened (regular_file)."""
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import stat
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from commbench.analysis import limits
 from commbench.errors import InputError
 from commbench.rank.collectives import COLLECTIVES
 from commbench.results import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAY_BE_EMPTY, POSITIVE, REQUIRED, RESULTS_CSV,
@@ -26,7 +33,6 @@ _EXACT = 2**53  # integers past this are not exact as numbers
 _WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1", TIME: "a time in µs (a finite number > 0)",
          AMOUNT: "a finite number >= 0"}
 # run.json fields that readers use, and the JSON type each has where present
-MAX_RUN_JSON_BYTES = 32 << 20  # a run's record: its spec (10,000 sizes), ranks, jobs and skips fit many times
 _META_TYPES = {"run_id": str, "label": str, "status": str, "spec": dict, "versions": dict, "environment": dict,
                "rank0_environment": dict, "ranks": list, "jobs": list, "command_line": list, "launcher_args": list,
                "hosts": list, "gpus": list}
@@ -34,18 +40,126 @@ _JSON_NAMES = {str: "a string", dict: "an object", list: "a list"}
 
 
 def run_dirs(path: str | Path) -> list[Path]:
-    """A run folder, or every run folder below a folder (a sweep)."""
+    """A run folder, or every run folder below a folder (a sweep), found without following a link
+    (a link to a folder inside the path is left to the folder itself; one to outside, or a loop, is
+    refused) and within the limits (commbench.analysis.limits): folder depth, folders walked, run
+    folders, and what their files hold (survey), all before a file is parsed."""
     p = Path(path)
     if not p.exists():
+        if os.path.lexists(p):
+            raise InputError(f"{str(p)!r} is a link that leads nowhere (a loop, or a missing target)")
         raise InputError(f"{str(p)!r} does not exist")
     if not p.is_dir():
         raise InputError(f"{str(p)!r} is not a folder (give a run folder, or a sweep holding runs)")
-    if (p / RESULTS_CSV).exists():
-        return [p]
-    found = sorted(d.parent for d in p.rglob(RESULTS_CSV))
+    found = [p] if os.path.lexists(p / RESULTS_CSV) else _walk(p)
     if not found:
         raise InputError(f"{str(p)!r} holds no results.csv")
+    survey(str(p), found)
     return found
+
+
+def _walk(top: Path) -> list[Path]:
+    """The folders below top that hold a results.csv, sorted; no link followed."""
+    root, found, todo, walked = os.path.realpath(top), [], [(top, 0)], 0
+    depth, folders, runs = limits.DEPTH.value(), limits.FOLDERS.value(), limits.RUNS.value()
+    while todo:
+        d, level = todo.pop()
+        walked += 1
+        if walked > folders:
+            raise limits.FOLDERS.refusal(str(top))
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            raise InputError(f"{str(d)!r}: {exc.strerror or exc}") from None
+        for entry in entries:
+            if entry.name == RESULTS_CSV and d != top:
+                found.append(Path(d))
+                if len(found) > runs:
+                    raise limits.RUNS.refusal(str(top))
+            if entry.is_symlink():
+                _link(Path(entry.path), root)
+            elif entry.is_dir(follow_symlinks=False):
+                if level + 1 > depth:
+                    raise limits.DEPTH.refusal(f"{str(top)!r} ({entry.path[:80]!r}...)")
+                todo.append((Path(entry.path), level + 1))
+    return sorted(found)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _link(link: Path, root: str) -> None:
+    """A link met while walking: to a folder inside root, left (the folder is read where it is); to
+    outside, or a loop, refused; to nothing or to a file, left."""
+    try:
+        target = os.stat(link)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{str(link)!r} is a link loop") from None
+        return  # leads nowhere
+    if stat.S_ISDIR(target.st_mode) and not _inside(os.path.realpath(link), root):
+        raise InputError(f"{str(link)!r} links to a folder outside {root!r}: readers follow no link out of a folder "
+                         "(give that folder itself)")
+
+
+def _count_lines(path: Path, limit: limits.Limit, subject: str) -> int:
+    """Line ends in a file, read in 1 MiB pieces, refused as soon as they pass the limit."""
+    lines, most = 0, limit.value() + 1  # + 1: the header
+    with open(path, "rb") as f:
+        while block := f.read(limits.MIB):
+            lines += block.count(b"\n")
+            if lines > most:
+                raise limit.refusal(subject, lines - 1)
+    return lines
+
+
+PARQUET_FOOTER_MAX = 16 << 20  # a samples file's metadata is kilobytes
+
+
+def parquet_rows(d: Path, name: str) -> tuple[int, int]:
+    """(rows, columns) of a Parquet file from its metadata alone (a footer larger than
+    PARQUET_FOOTER_MAX is refused before it is read)."""
+    import importlib
+
+    pq = read_file(d, name, lambda: importlib.import_module("pyarrow.parquet"))  # not installed: unreadable
+    path = d / name
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() < 12:
+            raise InputError(f"{d}: unreadable {name} (too short for Parquet)")
+        f.seek(-8, os.SEEK_END)
+        tail = f.read(8)
+    if tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") > PARQUET_FOOTER_MAX:
+        raise InputError(f"{d}: unreadable {name} (no Parquet footer, or one over {PARQUET_FOOTER_MAX >> 20} MiB)")
+    meta = read_file(d, name, lambda: pq.read_metadata(path))
+    return meta.num_rows, meta.num_columns
+
+
+def survey(subject: str, folders: list[Path]) -> None:
+    """Every limit on what the folders' files hold, checked before one is parsed: each file a regular
+    file inside its folder and within FILE_BYTES; together within READ_BYTES, ROWS and SAMPLES
+    (a Parquet file's rows from its metadata, a CSV file's by counting line ends)."""
+    total, rows, samples = 0, 0, 0
+    for d in folders:
+        for name in (RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET):
+            if not os.path.lexists(d / name):
+                continue
+            total += file_size(d, name)
+            limits.READ_BYTES.check(subject, total)
+            if name == SAMPLES_PARQUET:
+                samples += parquet_rows(d, name)[0]
+            else:
+                count = max(_count_lines(d / name, limits.ROWS if name == RESULTS_CSV else limits.SAMPLES,
+                                         f"{d}: {name}") - 1, 0)
+                rows, samples = (rows + count, samples) if name == RESULTS_CSV else (rows, samples + count)
+            limits.ROWS.check(subject, rows)
+            limits.SAMPLES.check(subject, samples)
+
+
+def file_size(d: Path, name: str, limit: limits.Limit = limits.FILE_BYTES) -> int:
+    """The size of a file of the folder: a regular file inside it (regular_file), within the limit."""
+    return limit.check(f"{d}: {name}", regular_file(d, name).st_size)
 
 
 def read_csv(source, **options) -> pd.DataFrame:
@@ -63,15 +177,40 @@ def samples_csv(source) -> pd.DataFrame:
 
 
 def _sample_files(d: Path, strict: bool):
-    """(file name, its samples) per samples file of the folder; strict: CSV read as the checks read it."""
-    found = False
-    for name, reader in ((SAMPLES_PARQUET, pd.read_parquet), (SAMPLES_CSV, samples_csv if strict else read_csv)):
-        if (d / name).exists():
-            regular_file(d, name)
-            found = True
-            yield name, read_file(d, name, lambda: reader(d / name))
+    """(file name, its samples) per samples file of the folder, each within the limits before it is read;
+    strict: CSV read as the checks read it. Samples in both files (a conversion to Parquet cut short
+    between writing the Parquet file and removing the CSV) are read once: the Parquet file's win, and
+    the CSV file's samples of a (run, point, job) the Parquet file holds are left out."""
+    found = []
+    if os.path.lexists(d / SAMPLES_PARQUET):
+        file_size(d, SAMPLES_PARQUET)
+        rows, columns = parquet_rows(d, SAMPLES_PARQUET)
+        limits.SAMPLES.check(f"{d}: {SAMPLES_PARQUET}", rows)
+        limits.COLUMNS.check(f"{d}: {SAMPLES_PARQUET}", columns)
+        found.append((SAMPLES_PARQUET, read_file(d, SAMPLES_PARQUET, lambda: pd.read_parquet(d / SAMPLES_PARQUET))))
+    if os.path.lexists(d / SAMPLES_CSV):
+        data = read_bytes(d, SAMPLES_CSV)
+        limits.SAMPLES.check(f"{d}: {SAMPLES_CSV}", max(data.count(b"\n") - 1, 0))
+        header_names(d, SAMPLES_CSV, data)
+        reader = samples_csv if strict else read_csv
+        part = read_file(d, SAMPLES_CSV, lambda: reader(io.BytesIO(data)))
+        found.append((SAMPLES_CSV, _not_in(part, found[0][1]) if found else part))
     if not found:
         raise InputError(f"{d}: no samples ({SAMPLES_PARQUET} or {SAMPLES_CSV})")
+    yield from found
+
+
+_SAMPLE_KEYS = ("run_id", "point", "job", "side", "round")  # a point's samples of one job (ab: of a side and round)
+
+
+def _not_in(csv_part: pd.DataFrame, parquet: pd.DataFrame) -> pd.DataFrame:
+    """csv_part's samples but those of a (run, point, job) that the Parquet samples hold."""
+    keys = [k for k in _SAMPLE_KEYS if k in csv_part and k in parquet]
+    if not keys or csv_part.empty or parquet.empty:
+        return csv_part
+    def index(frame):
+        return pd.MultiIndex.from_frame(frame[keys].astype(str))
+    return csv_part[~index(csv_part).isin(index(parquet).unique())].reset_index(drop=True)
 
 
 def read_samples(d: str | Path) -> pd.DataFrame:
@@ -79,10 +218,38 @@ def read_samples(d: str | Path) -> pd.DataFrame:
     return pd.concat([samples for _, samples in _sample_files(Path(d), strict=False)], ignore_index=True)
 
 
-def regular_file(d: Path, name: str) -> None:
-    """A file a reader opens must be a regular file (not a folder, a FIFO or a device, which block or never end)."""
-    if not (d / name).is_file():
-        raise InputError(f"{d}: {name} is not a regular file")
+def regular_file(d: Path, name: str, inside: bool = True) -> os.stat_result:
+    """A file a reader opens must be a regular file (not a folder, a FIFO or a device, which block or
+    never end) and, in a result folder (inside), not a link to outside the folder. Its stat. A file
+    named on the command line (not inside) is refused as "cannot read '<path>': ..."."""
+    p = Path(d) / name
+    where = f"{d}: {name}" if inside else f"cannot read {str(p)!r}"
+    try:
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            if inside and not _inside(os.path.realpath(p), os.path.realpath(d)):
+                raise InputError(f"{d}: {name} links to outside the folder (readers follow no link out of a folder)")
+            st = os.stat(p)
+    except OSError as exc:  # a loop, a dangling link, no permission
+        raise InputError(f"{where}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{d}: {name} is not a regular file" if inside else
+                         f"{where}: not a regular file (a FIFO, device or folder is not read)")
+    return st
+
+
+def read_bytes(d: Path, name: str, limit: limits.Limit = limits.FILE_BYTES) -> bytes:
+    """A file of the folder, whole: a regular file inside it, its size within the limit before it is read."""
+    size = file_size(d, name, limit)
+    with open(d / name, "rb") as f:
+        return read_file(d, name, lambda: f.read(size + 1))[:size]
+
+
+def header_names(d: Path, name: str, data: bytes) -> list[str]:
+    """The names of a CSV file's header (its first line), at most COLUMNS of them, in linear time."""
+    first = data.split(b"\n", 1)[0]
+    limits.COLUMNS.check(f"{d}: {name}", first.count(b",") + 1)
+    return read_file(d, name, lambda: next(csv.reader([first.decode("utf-8")]), []))
 
 
 def read_file(d: Path, name: str, reader):
@@ -114,12 +281,10 @@ def read_meta(d: str | Path) -> dict:
     from commbench.spec import SweepSpec
 
     d = Path(d)
-    if not (d / RUN_JSON).exists():
+    if not os.path.lexists(d / RUN_JSON):
         return {}
-    regular_file(d, RUN_JSON)
-    if (d / RUN_JSON).stat().st_size > MAX_RUN_JSON_BYTES:
-        raise InputError(f"{d}: {RUN_JSON} is larger than {MAX_RUN_JSON_BYTES >> 20} MiB, more than any run records")
-    meta = read_file(d, RUN_JSON, lambda: json.loads((d / RUN_JSON).read_bytes()))
+    data = read_bytes(d, RUN_JSON, limits.RUN_JSON_BYTES)
+    meta = read_file(d, RUN_JSON, lambda: json.loads(data))
     if not isinstance(meta, dict):
         raise InputError(f"{d}: {RUN_JSON} is not a JSON object")
     try:  # JSON's \ud800 escapes decode to lone surrogates, which no file or terminal takes
@@ -196,10 +361,10 @@ def parse_results(d: Path, data: bytes) -> pd.DataFrame:
     Text columns are read as text, the others as numbers where every cell is one."""
     if b"\0" in data:
         raise InputError(f"{d}: unreadable {RESULTS_CSV} (not text: it holds NUL bytes)")
-    header = read_file(d, RESULTS_CSV, lambda: next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8")]), []))
+    header = header_names(d, RESULTS_CSV, data)
     if data and not "".join(header).strip():
         raise InputError(f"{d}: {RESULTS_CSV} does not start with its header (its first line is blank)")
-    twice = sorted({c for c in header if header.count(c) > 1})
+    twice = sorted(c for c, n in Counter(header).items() if n > 1)
     if twice:
         raise InputError(f"{d}: {RESULTS_CSV} names columns twice: {', '.join(twice)}")
     text = {c: str for c in header if c not in KINDS}
@@ -215,10 +380,19 @@ def parse_results(d: Path, data: bytes) -> pd.DataFrame:
 
 
 def read_results(d: Path) -> pd.DataFrame:
-    regular_file(d, RESULTS_CSV)
-    rows = parse_results(d, read_file(d, RESULTS_CSV, lambda: (d / RESULTS_CSV).read_bytes()))
+    """results.csv within the limits (its bytes, rows and columns counted before it is parsed), checked
+    (parse_results), with rows and no point measured twice by one job (a row copied)."""
+    data = read_bytes(d, RESULTS_CSV)
+    limits.ROWS.check(f"{d}: {RESULTS_CSV}", max(data.count(b"\n") - 1, 0))
+    rows = parse_results(d, data)
     if rows.empty:
         raise InputError(f"{d}: {RESULTS_CSV} holds no rows")
+    keys = ["run_id", "point"] + [k for k in ("job", *AB_KEYS) if k in rows]
+    twice = rows.duplicated(keys).to_numpy()
+    if twice.any():
+        i = int(np.argmax(twice))
+        raise InputError(f"{d}: {RESULTS_CSV} row {i + 1} measures what an earlier row does (the same "
+                         f"{', '.join(keys)}): a copied row")
     return rows
 
 
@@ -239,32 +413,66 @@ def _with_samples(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
                                       zip(*(rows[c] for c in keys), rows.time_us, strict=True)])
 
 
-def load_run(d: str | Path, samples: bool = False) -> tuple[pd.DataFrame, dict]:
-    """One run folder: its rows (with `run`, the run's name, and sample_values if samples) and
-    its run.json ({} when it has none)."""
+def load_run(d: str | Path, samples: bool = False, name: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """One run folder: its rows (with `run`, the run's name: `name`, else its label, run id or
+    folder name; `folder`, the folder; and sample_values if samples) and its run.json ({} when
+    it has none)."""
     d = Path(d)
     meta = read_meta(d)
+    return _rows(d, meta, samples, name or _own_name(d, meta)), meta
+
+
+def _rows(d: Path, meta: dict, samples: bool, name: str) -> pd.DataFrame:
     rows = read_results(d)
-    name = str(meta.get("label") or meta.get("run_id") or d.name)
     runs = name + " " + rows.side.astype(str) if "side" in rows else name  # ab: each side a run of its own
-    rows = rows.assign(run=runs, op=rows.op.fillna("none"),
+    rows = rows.assign(run=runs, folder=str(d), op=rows.op.fillna("none"),
                        run_id=rows.run_id.astype(str),
                        job=rows.job.fillna(1).astype(int) if "job" in rows else 1)  # job: 1..N (--repeat)
     for col in OPTIONAL_STATS:
         if col not in rows:
             rows[col] = float("nan")
-    return (_with_samples(d, rows) if samples else rows), meta
+    return _with_samples(d, rows) if samples else rows
+
+
+def _own_name(d: Path, meta: dict) -> str:
+    return str(meta.get("label") or meta.get("run_id") or d.name)
+
+
+def run_names(folders: list[Path], metas: list[dict]) -> list[str]:
+    """A name per run that no other run of the list has, for the report's legends and tables: the
+    label, else the folder's name (which a person chose, or is the run id); runs that share one
+    (two `sweep ci` folders, each with a run labelled "native") are told apart by the end of their
+    folder path, as short as tells each apart ("ci_a/native", "ci_b/native"; "nightly (run1)"
+    where the folder is not named for the label), and a name still shared (the same folder given
+    twice) gets a number ("#2")."""
+    own = [str(m.get("label") or Path(d).name or m.get("run_id")) for d, m in zip(folders, metas, strict=True)]
+    names = list(own)
+    for name in set(own):
+        same = [i for i, o in enumerate(own) if o == name]
+        if len(same) < 2:
+            continue
+        parts = [Path(folders[i]).resolve().parts for i in same]
+        for i, p in zip(same, parts, strict=True):
+            others = {q for q in parts if q != p}  # the same folder twice: told apart below
+            depth = next((d for d in range(1, len(p)) if all(q[-d:] != p[-d:] for q in others)), len(p))
+            tail = str(Path(*p[-depth:]))
+            names[i] = tail if p[-1] == name else f"{name} ({tail})"
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            names[i] = f"{name} #{seen[name]}"
+    return names
 
 
 def load_runs(paths, samples: bool = False) -> tuple[pd.DataFrame, list[tuple[str, dict]]]:
-    """Every run under paths (run folders or sweeps): all rows, and (folder, run.json) per run."""
-    frames, metas = [], []
-    for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        for d in run_dirs(path):
-            rows, meta = load_run(d, samples)
-            frames.append(rows)
-            metas.append((str(d), meta))
+    """Every run under paths (run folders or sweeps): all rows, each run's named apart from the
+    others (run_names), and (folder, run.json) per run."""
+    folders = [d for path in ([paths] if isinstance(paths, (str, Path)) else paths) for d in run_dirs(path)]
+    metas = [read_meta(d) for d in folders]
+    names = run_names(folders, metas)
+    frames = [_rows(d, meta, samples, name) for d, meta, name in zip(folders, metas, names, strict=True)]
     rows = pd.concat(frames, ignore_index=True)
     if "energy_j" in rows and "energy_j_per_byte" not in rows:
         rows["energy_j_per_byte"] = rows.energy_j / rows.size_bytes
-    return rows, metas
+    return rows, [(str(d), meta) for d, meta in zip(folders, metas, strict=True)]

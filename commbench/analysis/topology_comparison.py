@@ -50,27 +50,79 @@ def topology_comparison(rows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def table_rows(comparison: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Header and text cells for a terminal or HTML table."""
-    variants = [c.split(":", 1)[1] for c in comparison.columns if c.startswith("time_us:")]
-    header = ["collective", "placement", "nodes×G", "size"] + [f"{v} ms" for v in variants]
-    header += [f"{v} ×" for v in variants if v != REFERENCE and f"speedup:{v}" in comparison]
-    header += [f"{v} MB" for v in variants]
-    body = []
-    for _, r in comparison.iterrows():
-        cells = [r.collective, r.placement or "-", f"{int(r.nodes)}×{_int(r.ranks_per_node)}", _size(r.size_bytes)]
-        cells += [_num(r[f"time_us:{v}"] / 1e3, 2) for v in variants]
-        cells += [_num(r[f"speedup:{v}"], 2) for v in variants if v != REFERENCE and f"speedup:{v}" in comparison]
-        for v in variants:
-            measured = r.get(f"internode_bytes_measured:{v}", float("nan"))
-            expected = r.get(f"internode_bytes_expected:{v}", float("nan"))
-            cells.append(f"{_num(measured / 1e6, 1)} ({_num(expected / 1e6, 1)})")
-        body.append(cells)
-    return header, body
+def variants_of(comparison: pd.DataFrame) -> list[str]:
+    return [c.split(":", 1)[1] for c in comparison.columns if c.startswith("time_us:")]
 
 
-def _num(x, digits):
-    return "-" if x is None or pd.isna(x) else f"{x:.{digits}f}"
+def group_tables(comparison: pd.DataFrame) -> list[dict]:
+    """The comparison as text tables that fit 100 columns, one per group (collective, backend,
+    dtype, op, mode, nodes x ranks per node, placement, label): `title`; `header` and `body`
+    (size, then each variant's time in µs with its speedup over the flat ring as a ratio);
+    `bytes_header` and `bytes_body` (inter-node bytes per call, measured (expected)), empty
+    where no variant counted any."""
+    variants = variants_of(comparison)
+    tables = []
+    for key, group in comparison.groupby([c for c in GROUP if c in comparison], sort=False, dropna=False):
+        g = dict(zip([c for c in GROUP if c in comparison], key if isinstance(key, tuple) else (key,)))
+        header = ["size"] + [_wrap(v) for v in variants]
+        body, bytes_body = [], []
+        for _, r in group.iterrows():
+            body.append([_size(r.size_bytes)] + [_time(r, v) for v in variants])
+            bytes_body.append([_size(r.size_bytes)] + [_mb(r, v) for v in variants])
+        counted = any(pd.notna(r.get(f"internode_bytes_{k}:{v}", float("nan")))
+                      for _, r in group.iterrows() for v in variants for k in ("measured", "expected"))
+        tables.append({"title": _title(g), "header": header, "body": body,
+                       "bytes_header": ["size"] + [_wrap(v) for v in variants] if counted else [],
+                       "bytes_body": bytes_body if counted else []})
+    return tables
+
+
+def _wrap(name: str) -> str:
+    """A variant's name as a column header, one line per word: hierarchical_kernel -> hierarchical_ / kernel."""
+    return name.replace("_", "_\n")
+
+
+def _title(g: dict) -> str:
+    parts = [g.get("label"), g.get("collective"), g.get("backend"), g.get("dtype"),
+             None if g.get("op") in ("", "none", None) else g.get("op"),
+             None if g.get("in_place") in ("", None) else "in-place" if _true(g["in_place"]) else "out-of-place",
+             f"{_int(g.get('nodes'))} nodes × {_int(g.get('ranks_per_node'))} ranks", g.get("placement") or None]
+    return " · ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def _true(x) -> bool:
+    return str(x).strip().lower() in ("1", "true", "1.0")
+
+
+def _time(r, v: str) -> str:
+    """The variant's time in µs and, but for the flat ring itself, its speedup over it as a ratio:
+    `144800 (1.43×)` (above 1: faster than the flat ring)."""
+    speedup = r.get(f"speedup:{v}", float("nan")) if v != REFERENCE else float("nan")
+    return _us(r[f"time_us:{v}"]) + ("" if pd.isna(speedup) else f" ({speedup:.2f}×)")
+
+
+def _us(x) -> str:
+    """A time in µs with 4 significant figures or more: 0.1235, 12.35, 144.8, 206712."""
+    if x is None or pd.isna(x):
+        return "-"
+    return f"{x:.4f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.1f}" if x < 10_000 else f"{x:.0f}"
+
+
+def _mb(r, v: str) -> str:
+    measured = r.get(f"internode_bytes_measured:{v}", float("nan"))
+    expected = r.get(f"internode_bytes_expected:{v}", float("nan"))
+    return f"{_bytes(measured)} ({_bytes(expected)})"
+
+
+def _bytes(x) -> str:
+    """Bytes with a decimal suffix, 3 significant figures: 0, 512, 1.50K, 12.6M, 1.07G."""
+    if x is None or pd.isna(x):
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            v = x / scale
+            return f"{v:.2f}{unit}" if v < 10 else f"{v:.1f}{unit}" if v < 100 else f"{v:.0f}{unit}"
+    return f"{x:.0f}"
 
 
 def _int(x):

@@ -19,5 +19,8 @@ if os.path.basename(sys.argv[0]) == "commbench" or sys.argv[0].endswith(os.path.
 # registers the commands (--help lists them in registration order)
 from commbench.cli import run, ab, results, topo, model, imports  # noqa: F401, E402, I001
 from commbench.cli.app import app, main  # noqa: E402
+from commbench.cli.examples import attach  # noqa: E402
+
+attach(app)  # every command's --help ends with its examples
 
 __all__ = ["app", "main"]

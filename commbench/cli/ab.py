@@ -7,7 +7,6 @@ import inspect
 import re
 import shlex
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -15,7 +14,7 @@ from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err
-from commbench.cli.results import threshold_fraction
+from commbench.cli.results import output_format, threshold_fraction
 from commbench.cli.run import given, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text
@@ -29,28 +28,12 @@ AB_TABLE = tuple(o for o in options.CLI_OPTIONS if o.name not in NOT_AB)
 SIDE_TABLE = tuple(o for o in AB_TABLE if (o.spec is not None or o.sets_mode) and o.name != "out")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.IGNORECASE)
 
-EXAMPLES = """
-Examples:
-
-  commbench ab -n 2 -c all_reduce --args-a '-a native' --args-b '-a ring_kernel'
-  commbench ab -n 2 --env-b LD_PRELOAD=$PWD/libslow.so --format markdown
-  commbench ab -n 4 --python-a base/.venv/bin/python --python-b cand/.venv/bin/python --output ab.md --output ab.xml
-"""
-
 
 def _duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m:
         raise InputError(f"invalid --budget {text!r} (give seconds, or a number with s, m or h: 90, 10m, 1h)")
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[(m.group(2) or "s").lower()]
-
-
-SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
-
-
-def _format_of(path: str) -> str:
-    """The format an --output file's name asks for (text unless its suffix says otherwise)."""
-    return SUFFIX_FORMATS.get(Path(path).suffix.lower(), "text")
 
 
 def _env(items: list[str], flag: str) -> dict[str, str]:
@@ -124,7 +107,8 @@ _EXTRA = (
         "text", "--format", help=f"{', '.join(options.COMPARE_FORMATS)}.")),
     inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=list[str], default=typer.Option(
         [], "--output", help="Write the verdicts to this file too, in the format its name says (.md markdown, .xml "
-                             "junit, .json json, else text); repeatable: a CI job's summary and its test report.")),
+                             "junit, .json json, else --format's); repeatable: a CI job's summary and its test "
+                             "report.")),
     inspect.Parameter("strict", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
         False, "--strict", help="Exit 1 on inconclusive points too.")),
     inspect.Parameter("allow_missing", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
@@ -135,7 +119,7 @@ _EXTRA = (
 @app.command(help="Measure side A (baseline) and side B (candidate) interleaved and paired, then judge B against A "
                   "point by point: exit 1 on any regression (--strict: or inconclusive point), 0 otherwise, 2 on "
                   "unusable input. Both sides take run's options; --args-a/--args-b, --env-a/--env-b and "
-                  "--python-a/--python-b say what differs." + EXAMPLES)
+                  "--python-a/--python-b say what differs.")
 @with_options(AB_TABLE, _EXTRA)
 def ab(ctx: typer.Context, **values):
     from commbench.analysis.compare import FORMATS
@@ -145,7 +129,7 @@ def ab(ctx: typer.Context, **values):
     if values["fmt"] not in options.COMPARE_FORMATS:
         raise InputError(f"unknown format {values['fmt']!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")
     fraction, budget = threshold_fraction(values["threshold"]), _duration(values["budget"])
-    outputs = {path: _format_of(path) for path in values["output"]}
+    outputs = {path: output_format(path, values["fmt"]) for path in values["output"]}
     for path in outputs:
         output_file(path, "--output")
     common = {o.name: values[o.name] for o in AB_TABLE}

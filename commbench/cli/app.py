@@ -11,6 +11,7 @@ import traceback
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer >= 0.27.2 (pyproject): its vendored click
+from typer.core import TyperOption
 from typer.exceptions import Abort, Exit, TyperException
 from rich.console import Console
 from rich.markup import escape
@@ -20,9 +21,37 @@ import commbench
 from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
 from commbench.terminal import one_line
 
+# -h is --help in every command (subcommands inherit the root's context settings)
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+_display_type_rich = getattr(TyperOption, "display_type_rich", None)  # typer >= 0.29: the rich help's type column
+
+
+def _flag_type(self, ctx):
+    """An on/off flag takes no value: its help row shows no type (typer's rich help shows <bool>,
+    which reads as if --in-place took true or false)."""
+    return None if self.is_flag else _display_type_rich(self, ctx)
+
+
+if _display_type_rich is not None:  # older typer shows no such column
+    TyperOption.display_type_rich = _flag_type
+
+
+def old_spelling(*declarations: str) -> typer.Option:
+    """A hidden option keeping a flag's former spelling working (scripts), e.g. report's -o (now
+    --output; -o is --op wherever an op is meant). Resolve it with `pick`."""
+    return typer.Option(None, *declarations, hidden=True)
+
+
+def pick(new, old, new_flag: str, old_flag: str, default=None):
+    """The value of an option given under its new or its old (hidden) spelling; both: an error."""
+    if old is None:
+        return new
+    if new != default:
+        raise InputError(f"{old_flag} is the old spelling of {new_flag}: give one of them")
+    return old
 
 
 def _version(value: bool):
@@ -84,7 +113,7 @@ def main() -> None:
         exc.show()
         sys.exit(0)
     except TyperException as exc:
-        _one_line("commbench: error: ", exc.format_message(), exc.exit_code)
+        _one_line("commbench: error: ", _flag_value(sys.argv[1:]) or exc.format_message(), exc.exit_code)
     except JobError as exc:
         err.print(f"[bold red]commbench: failed[/]: {escape(one_line(exc))}")
         sys.exit(FAILED)
@@ -99,6 +128,29 @@ def main() -> None:
         _one_line("commbench: error: ", "out of memory", BAD_INPUT)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: one line, the traceback in a file
         _internal_error(exc)
+
+
+_TRUTH = ("true", "false", "yes", "no", "on", "off", "1", "0")
+
+
+def _flag_value(argv: list[str]) -> str | None:
+    """`--in-place true`: say that an on/off flag takes no value (click calls the value an extra
+    argument)."""
+    for flag, value in zip(argv, argv[1:]):
+        if flag.startswith("--") and "=" not in flag and value.lower() in _TRUTH:
+            command = typer.main.get_command(app)
+            params = [p for c in _leaves(command) for p in c.params if flag in p.opts + p.secondary_opts]
+            if params and all(getattr(p, "is_flag", False) for p in params):
+                off = next((o for p in params for o in p.secondary_opts), None)
+                return (f"{flag} is an on/off flag and takes no value (got {value!r}): give {flag} alone, or "
+                        + (off if off else "leave it out for off"))
+    return None
+
+
+def _leaves(command):
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _leaves(sub)
 
 
 def _interrupted() -> None:

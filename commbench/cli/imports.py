@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from commbench.cli.app import app, err
 from commbench.errors import InputError
-from commbench.rank.collectives import COLLECTIVES, lookup, names
+from commbench.rank.collectives import COLLECTIVES, names
 from commbench.terminal import printable
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",
@@ -43,21 +43,33 @@ def _import(parse, file: str, out: Optional[str], label: str, source: str) -> No
     write_import(imported, folder, file, label or imported.source, run_id)
     err.print(f"imported {len(imported.points)} points ({imported.collective}, {imported.world} ranks) into "
               f"{escape(printable(folder))}")
+    if imported.meta.get("skipped_lines"):
+        err.print(f"left out {imported.meta['skipped_lines']} result line(s) that did not read (--lenient)")
+
+
+LENIENT_HELP = ("Leave out result lines that do not read (counted) instead of refusing the file; a second run or "
+                "test is refused all the same.")
 
 
 @import_app.command("nccl-tests")
 def import_nccl_tests(
     file: str = typer.Argument(..., help="nccl-tests text output, or its JSON report (-J)."),
-    collective: Optional[str] = typer.Option(None, "--collective", help=f"{names()}, if the file does not say."),
+    collective: Optional[str] = typer.Option(None, "-c", "--collective", help=f"{names()} (or nccl-tests' and OSU's "
+                                             "names: allreduce, all_reduce_perf, ...), if the file does not say."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
     label: str = typer.Option("", "--label", help="Label of the imported run (default nccl-tests)."),
+    lenient: bool = typer.Option(False, "--lenient", help=LENIENT_HELP),
 ):
     """Import nccl-tests output (text or JSON)."""
     from commbench.analysis.importers import parse_nccl_tests
 
     if collective is not None:
-        lookup(collective)
-    _import(lambda text: parse_nccl_tests(text, file, collective), file, out, label, "nccl-tests")
+        from commbench.spec import collective_aliases, resolve_names
+
+        collective, *more = resolve_names("collective", collective, COLLECTIVES, collective_aliases())
+        if more:
+            raise InputError(f"-c/--collective: one collective, not {len(more) + 1}")
+    _import(lambda text: parse_nccl_tests(text, file, collective, lenient=lenient), file, out, label, "nccl-tests")
 
 
 @import_app.command("osu")
@@ -66,10 +78,11 @@ def import_osu(
     nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks of the OSU run (OSU does not print it)."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
     label: str = typer.Option("", "--label", help="Label of the imported run (default osu)."),
+    lenient: bool = typer.Option(False, "--lenient", help=LENIENT_HELP),
 ):
     """Import OSU Micro-Benchmarks collective latency output."""
     from commbench.analysis.importers import parse_osu
 
-    _import(lambda text: parse_osu(text, file, nprocs), file, out, label, "osu")
+    _import(lambda text: parse_osu(text, file, nprocs, lenient=lenient), file, out, label, "osu")
 
 

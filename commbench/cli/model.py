@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from commbench.cli.app import app, err
+from commbench import options
+from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
 from commbench.options import MAX_RANK_SIZES, MAX_RANKS
-from commbench.rank.collectives import lookup, names
+from commbench.rank.collectives import COLLECTIVES
+from commbench.spec import collective_aliases, resolve_names
 
 model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check it, predict cluster scale.",
                         no_args_is_help=True)
@@ -22,25 +25,32 @@ def _check_links(value: int | None) -> None:
         raise InputError(f"invalid --links-per-node {value}: it must be at least 1")
 
 
-def _fmt_param(name: str, value, rel) -> str:
-    if value is None:
-        return f"{name:12} not informed by these points"
-    if name.startswith("alpha"):
-        shown = f"{value * 1e6:.3f} µs"
+def _fmt_param(name: str, value, rel, undetermined: dict | None) -> str:
+    """One parameter of a fit: its value and 95 % interval, or why it is not determined and what
+    data would determine it."""
+    from commbench.analysis.model.determined import interval, shown
+
+    if undetermined is not None or value is None:
+        u = undetermined or {"why": "not in the model", "needs": "a refit"}
+        return f"{name:12} not determined: {u['why']}; needs {u['needs']}"
+    if name.startswith(("beta", "gamma")):
+        text = f"{shown(name, value)} ({value:.3e} s/B)"
     elif name == "mem_factor":
-        shown = f"+{100 * value:.0f} % on β_intra and γ for bytes beyond the cache"
+        text = f"{shown(name, value)} on β_intra and γ for bytes beyond the cache"
     elif name == "cache_bytes":
-        shown = f"{value / 1e6:.1f} MB per node"
+        text = f"{shown(name, value)} per node"
     else:
-        shown = f"{1 / value / 1e9:.4g} GB/s ({value:.3e} s/B)"
-    return f"{name:12} {shown}" + (f"  ± {100 * rel:.0f} %" if rel is not None else "")
+        text = shown(name, value)
+    span = interval(name, value, rel)
+    return f"{name:12} {text}" + (f"  95 % interval {span}" if span else "")
 
 
 @model_app.command("fit")
 def model_fit(
     results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
-    output: str = typer.Option("model.json", "-o", "--output", help="Where to write the fitted model."),
+    output: str = typer.Option("model.json", "--output", help="Where to write the fitted model."),
     links_per_node: int = typer.Option(1, "--links-per-node", help="Links each node has to the others (1 on the emulated cluster)."),
+    old_output: Optional[str] = old_spelling("-o"),
 ):
     """Fit α, β per link class (intra-, inter-node) and γ per backend from measured sweeps (the kernels apart)."""
     import json
@@ -50,14 +60,17 @@ def model_fit(
     from commbench.outputs import output_file, write_text
 
     _check_links(links_per_node)
-    output_file(output, "-o", inputs=results)  # before the fit, which prints
+    flag = "-o" if old_output is not None else "--output"
+    output = pick(output, old_output, "--output", "-o", default="model.json")
+    output_file(output, flag, inputs=results)  # before the fit, which prints
     fits = fit(load_rows(results), links_per_node)
     for f in fits:
         print(f"{f.group}: {f.points} points ({', '.join(f.algorithms)}); fit error median "
               f"{100 * f.median_error:.1f} %, p90 {100 * f.p90_error:.1f} %")
         for name, value in f.params.items():
             lender = f.borrowed.get(name)
-            print("  " + _fmt_param(name, value, f.rel_std.get(name)) + (f"  (the {lender} fit's)" if lender else ""))
+            print("  " + _fmt_param(name, value, f.rel_std.get(name), f.undetermined.get(name))
+                  + (f"  (the {lender} fit's)" if lender else ""))
     write_text(output, json.dumps(to_json(fits, results), indent=2, allow_nan=False), "model")
     err.print(f"model written to {escape(output)}")
 
@@ -66,7 +79,8 @@ def model_fit(
 def model_validate(
     results: list[str] = typer.Argument(..., help="Result folders."),
     links_per_node: int = typer.Option(1, "--links-per-node", help="As for fit."),
-    csv: Optional[str] = typer.Option(None, "--csv", help="Write every held-out prediction to this CSV."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write every held-out prediction to this CSV file."),
+    csv: Optional[str] = old_spelling("--csv"),
 ):
     """Held-out error: refit without one size, then without one algorithm, and predict it."""
     import pandas as pd
@@ -76,8 +90,10 @@ def model_validate(
     from commbench.outputs import csv_text, output_file, write_text
 
     _check_links(links_per_node)
+    flag = "--csv" if csv is not None else "--output"
+    csv = pick(output, csv, "--output", "--csv")
     if csv is not None:
-        output_file(csv, "--csv", inputs=results)  # before the fits, which print
+        output_file(csv, flag, inputs=results)  # before the fits, which print
     rows = load_rows(results)
     frames = []
     for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out")):
@@ -86,10 +102,12 @@ def model_validate(
         if not s:
             print(f"{what}: not enough points")
             continue
-        big = s["median_abs_error_64k_up"]
         print(f"{what}: {s['points']} held-out points, median |error| {100 * s['median_abs_error']:.1f} %, "
-              f"p90 {100 * s['p90_abs_error']:.1f} %; >= 64 KB: {s['points_64k_up']} points, median "
-              + (f"{100 * big:.1f} %" if big is not None else "-"))
+              f"p90 {100 * s['p90_abs_error']:.1f} %")
+        for band in s["bands"]:
+            print(f"  {band['band']:6} ({band['edges']}): " + (
+                f"{band['points']} points, median |error| {100 * band['median_abs_error']:.1f} %, "
+                f"p90 {100 * band['p90_abs_error']:.1f} %" if band["points"] else "no points"))
         for (group, algo), g in errors.groupby(["group", "algorithm"]):
             print(f"  {algo:14} ({group}) median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
         frames.append(errors.assign(method=by))
@@ -97,13 +115,31 @@ def model_validate(
         raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
                          "(sweep more sizes and algorithms)")
     if csv:
-        write_text(csv, csv_text(pd.concat(frames)), "--csv")
+        write_text(csv, csv_text(pd.concat(frames)), flag)
+
+
+def _with_run_options(*names: str):
+    """The command's own parameters, then `commbench run`'s options of these names, with run's
+    flags, defaults and help (commbench.options, through commbench.cli.run.with_options)."""
+    from commbench.cli.run import with_options
+
+    def wrap(func):
+        own = tuple(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(func).parameters.values()
+                    if p.kind is not p.VAR_KEYWORD and p.name != "ctx")
+        return with_options(tuple(options.BY_NAME[n] for n in names), own)(func)
+    return wrap
+
+
+# the options `model predict` shares with `commbench run`: what to predict, as run measures it
+PREDICT_RUN_OPTIONS = ("collective", "min_bytes", "max_bytes", "step_factor", "sizes", "segment_bytes")
 
 
 @model_app.command("predict")
+@_with_run_options(*PREDICT_RUN_OPTIONS)
 def model_predict(
+    ctx: typer.Context,
     nodes: int = typer.Option(..., "--nodes", help=f"Nodes (nodes x ranks per node: at most {MAX_RANKS}; "
-                              f"x the sizes: at most {MAX_RANK_SIZES})."),
+                              f"x the sizes x the collectives: at most {MAX_RANK_SIZES})."),
     ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
     model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file (all its groups), or one group (mpi/kernel)."),
@@ -111,20 +147,19 @@ def model_predict(
     inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
     reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="Without --model: reduction speed in GB/s (0: free)."),
     links_per_node: Optional[int] = typer.Option(None, "--links-per-node", help="Inter-node links per node (default: one per rank with --inter, the model's with --model)."),
-    collective: str = typer.Option("all_reduce", "-c", "--collective", help=f"{names()}."),
-    min_bytes: str = typer.Option("8", "-b", "--min-bytes"),
-    max_bytes: str = typer.Option("8G", "-e", "--max-bytes"),
-    step_factor: float = typer.Option(4.0, "-f", "--step-factor"),
-    segment_bytes: str = typer.Option("1M", "--segment-bytes", help="Pipelining unit assumed for the algorithms."),
     out: Optional[str] = typer.Option(None, "--out", help="Also write the predictions as a results folder (for report)."),
+    **values,
 ):
-    """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size."""
+    """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size.
+    Which collectives and sizes: as `commbench run` takes them (-c, -b, -e, -f, --sizes)."""
     import math
+
+    import pandas as pd
 
     from commbench.run.api import new_run_id
     from commbench.analysis.model.costs import Params, Shape
-    from commbench.analysis.model.predict import check_out, check_scale, predict, write
-    from commbench.spec import parse_size, size_range
+    from commbench.analysis.model.predict import check_out, check_scale, predict, undetermined, write
+    from commbench.spec import parse_size
 
     if nodes < 1 or ranks_per_node < 1:
         raise InputError("--nodes and --ranks-per-node must be at least 1")
@@ -134,33 +169,62 @@ def model_predict(
         raise InputError(f"invalid --reduce-bw {reduce_bw}: a reduction speed in GB/s, 0 (free) or more")
     if model is not None and reduce_bw:
         raise InputError("--reduce-bw sets the reduction speed without --model; the model file has its own")
-    lookup(collective)  # an InputError naming the accepted collectives
-    sizes = size_range(parse_size(min_bytes), parse_size(max_bytes), step_factor)
-    check_scale(nodes, ranks_per_node, len(sizes))
-    segment = parse_size(segment_bytes)
+    collectives = resolve_names("collective", values["collective"], COLLECTIVES, collective_aliases())
+    sizes = _sizes(values)
+    check_scale(nodes, ranks_per_node, len(sizes), len(collectives))
+    segment = parse_size(values["segment_bytes"])
     if out:
         check_out(out)  # before the predictions, which print
-    values, source, default_links = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
-    params = {engine: Params.from_values(v) for engine, v in values.items()}
+    values_, source, default_links, fits = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
     shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
-    table = predict(params, shape, collective, sizes, segment)
-    if table.empty:
-        raise InputError(f"the model's algorithms ({', '.join(values)}) have no {collective} at "
+    given = {f"{k}_{cls}" for cls, text in (("intra", intra), ("inter", inter)) if text is not None for k in ("alpha", "beta")}
+    notes, dropped = undetermined(fits, values_, shape, collectives, sizes, segment, given)
+    params = {engine: Params.from_values(v) for engine, v in values_.items()}
+    tables = {c: predict(params, shape, c, sizes, segment) for c in collectives}
+    tables = {c: t[[(c, a) not in dropped for a in t.algorithm]] if len(t) else t for c, t in tables.items()}
+    if all(t.empty for t in tables.values()):
+        if dropped:
+            (c, a), why = next(iter(dropped.items()))
+            raise InputError(f"cannot predict {', '.join(collectives)} (e.g. {a}): {why.replace('they depend', 'it depends', 1)}")
+        raise InputError(f"the model's algorithms ({', '.join(values_)}) have no {', '.join(collectives)} at "
                          f"{nodes} node(s) x {ranks_per_node}")
-    _print_predictions(table, shape, collective, source)
+    for note in notes:
+        print(note)
+    for why in dict.fromkeys(dropped.values()):
+        left = {c: sorted(a for (c2, a), w in dropped.items() if c2 == c and w == why) for c in collectives}
+        print(f"not predicted, as {why}: " + "; ".join(f"{c} {', '.join(a)}" for c, a in left.items() if a))
+    for c, table in tables.items():
+        if table.empty:
+            print(f"{c}: nothing predicted at {nodes} node(s) x {ranks_per_node}")
+        else:
+            _print_predictions(table, shape, c, source)
     if out:
         run_id = new_run_id()
-        write(table, out, run_id, {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
-                                   "source": source, "params": {e: p.__dict__ for e, p in params.items()},
-                                   "nodes": nodes, "ranks_per_node": ranks_per_node,
-                                   "links_per_node": shape.links_per_node})
+        write(pd.concat([t for t in tables.values() if not t.empty], ignore_index=True), out, run_id,
+              {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
+               "source": source, "params": {e: p.__dict__ for e, p in params.items()},
+               "nodes": nodes, "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
         err.print(f"predictions written to {escape(out)}")
 
 
-def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node) -> tuple[dict, str, int]:
+def _sizes(values: dict) -> list[int]:
+    """The sizes of -b/-e/-f, or of --sizes, as `commbench run` takes them."""
+    from commbench.options import MAX_SIZES
+    from commbench.spec import parse_size, size_range, split_list
+
+    if values["sizes"] is None:
+        return size_range(parse_size(values["min_bytes"]), parse_size(values["max_bytes"]), values["step_factor"])
+    items = split_list(values["sizes"])
+    if not items or len(items) > MAX_SIZES:
+        raise InputError(f"--sizes takes 1 to {MAX_SIZES} sizes")
+    return sorted({parse_size(s) for s in items})
+
+
+def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node) -> tuple[dict, str, int, dict]:
     """The parameters of `model predict` per engine (engine -> name -> value): a fitted model's
-    groups of one backend, the links given replacing theirs (without a model: the step
-    algorithms'); where they come from; and the default links per node."""
+    groups of one backend (every estimate, determined or not: `undetermined` judges them), the
+    links given replacing theirs (without a model: the step algorithms'); where they come from;
+    the default links per node; and per engine its fit (None without a model)."""
     from commbench.analysis.model.costs import Shape
     from commbench.analysis.model.fit import load_model
     from commbench.analysis.model.predict import links, predicted, runs_at
@@ -169,11 +233,13 @@ def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_no
         raise InputError("give --model, or both --intra and --inter")
     if model is not None:
         fitted = load_model(model, backend)
-        values = {f.engine: dict(f.params) for f in fitted}
+        values = {f.engine: f.estimates() for f in fitted}
+        fits = {f.engine: f for f in fitted}
         source = f"{model} ({', '.join(f.group for f in fitted)})"
         default_links = fitted[0].links_per_node
     else:
         values = {"steps": {"gamma": 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0}}
+        fits = {"steps": None}
         source, default_links = f"--reduce-bw {reduce_bw}", ranks_per_node
     for cls, text in (("intra", intra), ("inter", inter)):  # given links replace the model's
         if text is not None:
@@ -184,12 +250,7 @@ def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_no
     values = {e: v for e, v in values.items() if any(runs_at(a, shape) for a in predicted(e))}
     if not values:
         raise InputError(f"the model's algorithms do not run on {nodes} nodes (the kernels run the ranks of one node)")
-    needed = (["intra"] if ranks_per_node > 1 else []) + (["inter"] if nodes > 1 else [])
-    for cls in needed:
-        if any(v.get(f"beta_{cls}") is None for v in values.values()):
-            raise InputError(f"the model has no {cls}-node parameters (its runs had no {cls}-node links); "
-                             f"give --{cls} BANDWIDTH_GBPS,LATENCY_US")
-    return values, source, default_links
+    return values, source, default_links, {e: fits[e] for e in values}
 
 
 def _print_predictions(table, shape, collective: str, source: str) -> None:

@@ -10,10 +10,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from commbench import options
-from commbench.cli.app import app, err
+from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
 from commbench.outputs import csv_text, output_file, write_text
 from commbench.terminal import printable
+
+
+# an --output file's format from its name (compare, ab); any other name: --format's
+SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
+HTML_SUFFIXES = (".html", ".htm")  # compare: the HTML page
+
+
+def output_format(path: str, default: str) -> str:
+    """The format an --output file's name asks for: its suffix's, else `default` (--format's)."""
+    from pathlib import Path
+
+    return SUFFIX_FORMATS.get(Path(path).suffix.lower(), default)
 
 
 def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
@@ -29,7 +41,7 @@ def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
     out.print(comparison_table(comparison))
     if csv:
-        write_text(csv, csv_text(comparison), "--csv")
+        write_text(csv, csv_text(comparison), "--output")
     return True
 
 
@@ -45,12 +57,15 @@ def threshold_fraction(text: str) -> float:
 @app.command()
 def report(
     results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
-    output: str = typer.Option("report.html", "-o", "--output", help="The HTML file to write."),
+    output: str = typer.Option("report.html", "--output", help="The HTML file to write."),
     title: str = typer.Option("commbench report", "--title", help="Page title."),
+    old_output: Optional[str] = old_spelling("-o"),
 ):
     """Write one self-contained HTML report (works offline) for one or more result folders."""
     from commbench.analysis.report import build_report
 
+    output, flag = pick(output, old_output, "--output", "-o", "report.html"), "-o" if old_output else "--output"
+    output_file(output, flag, inputs=results)  # the flag typed named in a refusal
     path = build_report(results, output, title)
     err.print(f"report written to {escape(printable(path))}")
 
@@ -58,15 +73,17 @@ def report(
 @app.command("topo-compare")
 def topo_compare(
     results: list[str] = typer.Argument(..., help="Result folders (runs, or sweeps holding runs)."),
-    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this file."),
+    output: Optional[str] = typer.Option(None, "--output", help="Also write the comparison as CSV to this file."),
+    old_csv: Optional[str] = old_spelling("--csv"),
 ):
     """Per size: native vs flat ring (rank order) vs ring (topology order) vs hierarchical (and
     hierarchical_kernel: the ring kernel inside nodes), with speedups over the flat ring and
     inter-node bytes (measured and expected)."""
     from commbench.analysis.topology_comparison import VARIANTS
 
+    csv, flag = pick(output, old_csv, "--output", "--csv"), "--csv" if old_csv else "--output"
     if csv:
-        output_file(csv, "--csv", inputs=results)
+        output_file(csv, flag, inputs=results)
     if not print_comparison(results, csv):
         raise InputError(f"no multi-node points of two or more of {', '.join(VARIANTS)} in these results")
 
@@ -80,31 +97,41 @@ def compare(
                                                      "runs) give each point's history, the verdicts are the last's."),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest slowdown that counts as a regression (5% or 0.05)."),
     fmt: str = typer.Option("text", "--format", help=f"{', '.join(options.COMPARE_FORMATS)}."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the verdict to this file too."),
+    output: list[str] = typer.Option([], "--output", help="Write the verdicts to this file too, in the format its "
+                                     "name says (.md markdown, .xml junit, .json json, .html the page with each "
+                                     "point's history; else --format's); repeatable."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on inconclusive points too (too few jobs, or an "
                                                         "interval straddling the threshold)."),
-    html: Optional[str] = typer.Option(None, "--html", help="Also write an HTML page: context changes, verdicts "
-                                                            "and each point's history with its 95% band."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Points of the baseline the candidate lacks "
                                                                       "do not fail the comparison (else they do)."),
+    old_output: Optional[str] = old_spelling("-o"),  # --format's text, whatever the name
+    old_html: Optional[str] = old_spelling("--html"),
 ):
     from commbench.analysis.compare import FORMATS, compare as run_compare
 
     if fmt not in options.COMPARE_FORMATS:
         raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")
     fraction, inputs = threshold_fraction(threshold), [baseline, *candidates]
-    for path, what in ((output, "-o"), (html, "--html")):
-        if path:
-            output_file(path, what, inputs=inputs)
-    if output and html and os.path.realpath(output) == os.path.realpath(html):
-        raise InputError(f"-o and --html name the same file {output!r}")
+    outputs = [(path, "html" if path.lower().endswith(HTML_SUFFIXES) else output_format(path, fmt), "--output")
+               for path in output]
+    outputs += [(path, kind, flag) for path, kind, flag in ((old_output, fmt, "-o"), (old_html, "html", "--html"))
+                if path]
+    seen = {}  # real path -> the flag that named it
+    for path, _, flag in outputs:
+        output_file(path, flag, inputs=inputs)
+        other = seen.get(os.path.realpath(path))
+        if other:
+            raise InputError(f"{other} and {flag} name the same file {path!r}" if other != flag
+                             else f"{flag} names the same file {path!r} twice")
+        seen[os.path.realpath(path)] = flag
     result = run_compare(baseline, candidates, fraction, strict=strict, allow_missing=allow_missing)
     text = FORMATS[fmt](result)
-    if output:
-        write_text(output, text + "\n", "-o")
-    if html:
-        from commbench.analysis.report.trend import build_trend
+    for path, kind, flag in outputs:
+        if kind == "html":
+            from commbench.analysis.report.trend import build_trend
 
-        err.print(f"comparison page written to {escape(printable(build_trend(result, html)))}")
+            err.print(f"comparison page written to {escape(printable(build_trend(result, path)))}")
+        else:
+            write_text(path, (text if kind == fmt else FORMATS[kind](result)) + "\n", flag)
     print(text)
     raise typer.Exit(result.exit_code)

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 from typer._click.core import ParameterSource  # typer >= 0.27.2 (pyproject): its vendored click
+from typer.core import TyperCommand
 
 from commbench import options
 from commbench.cli.app import app, err
@@ -70,7 +71,7 @@ def run(ctx: typer.Context, **values):
         _check_resume(chosen)
     else:
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
-    renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"])
+    renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.in_place)
     try:
         if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder
             result = resume_sweep(values["resume"], launcher_args=launcher_args if "launcher_args" in chosen else None,
@@ -84,16 +85,18 @@ def run(ctx: typer.Context, **values):
 
 
 def _summarize(result, json_rows: bool) -> None:
-    """The comparison table (unless rows went to stdout as JSON) and the OK / FAILED line."""
+    """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
+    OK / FAILED line."""
     from commbench.results import RESULTS_CSV
+    from commbench.run.console import summary_text
 
     if not result.reports:
         return
-    summary = f"{len(result.rows)} points measured, {len(result.skipped)} skipped; results in {result.out_dir}"
+    summary = summary_text(result)
     if not (result.out_dir / RESULTS_CSV).exists():
         reasons = "; ".join(dict.fromkeys(s["reason"] for s in result.skipped))
         raise InputError(f"nothing measured: all {len(result.skipped)} points were skipped ({reasons})")
-    if not json_rows:
+    if not json_rows and any(int(r.get("nodes") or 1) > 1 for r in result.rows):  # one node: nothing to compare
         from commbench.cli.results import print_comparison
 
         print_comparison([str(result.out_dir)])
@@ -103,31 +106,80 @@ def _summarize(result, json_rows: bool) -> None:
     err.print(f"[green]OK[/]: {escape(summary)}")
 
 
-@app.command()
-def sweep(
-    suite: str = typer.Argument(..., help=f"A suite file, or the name of a bundled suite ({', '.join(bundled_suites())})."),
-    out: Optional[str] = typer.Option(None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/)."),
-    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others."),
-    quiet: bool = typer.Option(False, "--quiet", help="Print only each run's summary."),
-    allow_launcher_args: bool = typer.Option(False, "--allow-launcher-args", help="Run the suite's launcher_args "
-                                             "(they reach mpirun/torchrun/srun, which can start any program)."),
-):
-    """Run every run of a suite (validated whole before anything starts)."""
+class _SweepCommand(TyperCommand):
+    """`sweep --help` lists the bundled suites with what each measures, read only when help is shown."""
+
+    def format_help(self, ctx, formatter):
+        from rich.markup import escape as rich_escape
+
+        from commbench.run.suites import bundled_summaries
+
+        if not getattr(self, "_listed", False):
+            listed = "\n".join(f"  {name:13} {rich_escape(text)}" for name, text in bundled_summaries().items())
+            self.epilog = f"Bundled suites:\n\n{listed}\n\n{self.epilog or ''}"
+            self._listed = True
+        return super().format_help(ctx, formatter)
+
+
+_SWEEP_EXTRA = (
+    inspect.Parameter("suite", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Argument(
+        None, show_default=False, help="A suite file, or the name of a bundled suite (listed below).")),
+    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
+        None, "--out", help="Sweep folder; each run goes to <out>/<label>/ (default results/<suite>-<UTC time>/).")),
+    inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others.")),
+    inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--quiet", help="Print only each run's summary.")),
+    inspect.Parameter("allow_launcher_args", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--allow-launcher-args", help="Run the suite's launcher_args (they reach mpirun/torchrun/srun, which "
+                                             "can start any program).")),
+    inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--dry-run", "--list", help="Print the suite's runs and points (every option applied) and run "
+                                           "nothing; without SUITE, list the bundled suites.")),
+)
+
+
+@app.command(cls=_SweepCommand, help="Run every run of a suite (validated whole before anything starts). Run "
+                                     "options given here replace that field in every run (sweep ci -n 4).")
+@with_options(options.SWEEP_OPTIONS, _SWEEP_EXTRA)
+def sweep(ctx: typer.Context, **values):
+    from commbench.run.suites import bundled_summaries, load_suite
+
+    suite, out, resume, quiet = values["suite"], values["out"], values["resume"], values["quiet"]
+    if suite is None:
+        if not values["dry_run"]:
+            raise InputError(f"give a SUITE: a suite file, or one of {', '.join(bundled_suites())} "
+                             "(commbench sweep --list says what each measures)")
+        for name, text in bundled_summaries().items():
+            print(f"{name:13} {text}")
+        return
+    chosen = given(ctx, options.SWEEP_OPTIONS)
+    if resume and chosen:
+        flags = "/".join(options.BY_NAME[chosen[0]].flags)
+        raise InputError(f"--resume finishes the sweep with the suite's fields: {flags} would be ignored; leave it out")
+    overrides = options.suite_overrides(values, chosen)
+    loaded = load_suite(suite, overrides)
+    if values["dry_run"]:
+        from commbench.cli.points import print_suite
+
+        print_suite(loaded)
+        return
+    given_args = [] if "launcher_args" in overrides else [(r.label, shlex.join(r.launcher_args))
+                                                          for r in loaded.runs if r.launcher_args]
+    if given_args and not values["allow_launcher_args"]:  # a suite is data: what it would run is shown, then confirmed
+        label, args = given_args[0]
+        raise InputError(f"{loaded.path}: run {label!r} passes the launcher arguments [{args[:300]}]"
+                         f"{f' (and {len(given_args) - 1} more runs)' if len(given_args) > 1 else ''}, which can "
+                         "start any program: check them, then add --allow-launcher-args")
     from commbench.run.api import new_run_id, run_suite
     from commbench.run.console import Renderer
-    from commbench.run.suites import load_suite
 
-    loaded = load_suite(suite)
-    given = [(r.label, shlex.join(r.launcher_args)) for r in loaded.runs if r.launcher_args]
-    if given and not allow_launcher_args:  # a suite is data: what it would run is shown, then confirmed
-        label, args = given[0]
-        raise InputError(f"{loaded.path}: run {label!r} passes the launcher arguments [{args[:300]}]"
-                         f"{f' (and {len(given) - 1} more runs)' if len(given) > 1 else ''}, which can start any "
-                         "program: check them, then add --allow-launcher-args")
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the sweep to finish")
     folder = out or f"results/{loaded.name}-{new_run_id()}"
-    renderer = Renderer(quiet=quiet)
+    from commbench.rank.plan import build_plan
+
+    renderer = Renderer(quiet=quiet, suite_points=sum(len(build_plan(r.spec)) * r.repeat for r in loaded.runs))
 
     def on_run(label, what):
         renderer.close()
@@ -141,7 +193,9 @@ def sweep(
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
     for label, error in failed:
         err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")
-    summary = f"{len(outcomes)} runs, {len(failed)} failed, {wrong} wrong elements; results in {folder}"
+    flagged = sum(r.unreliable for _, r, _ in outcomes if r is not None)
+    summary = (f"{len(outcomes)} runs, {len(failed)} failed, {wrong} wrong elements"
+               f"{f', {flagged} points unreliable (see the ! lines)' if flagged else ''}; results in {folder}")
     if failed or wrong:
         err.print(f"[bold red]FAILED[/]: {escape(summary)}")
         raise typer.Exit(1)

@@ -172,12 +172,7 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     adaptive = iters is None
     if adaptive:
         iters = choose_iterations(per_call, min_time, min_iters, max_iters)
-    if batch is None:  # automatic; adapting, also small enough that min_iters samples fit in max_iters
-        batch = choose_batch(per_call) if not adaptive else min(choose_batch(per_call), max(1, max_iters // min_iters))
-    batch = max(1, min(batch, iters))
-    n_samples = math.ceil(iters / batch)  # at least the iterations asked for
-    if adaptive:
-        n_samples = max(n_samples, min_iters)
+    n_samples, batch, note = sample_plan(iters, batch, per_call, adaptive, min_iters, max_iters)
 
     if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
         time.sleep(1e6)
@@ -185,7 +180,34 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     traffic = None if link_counter is None else link_bytes(comm, point.fn, link_counter, batch)
     energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))
     wrong = point.check()
-    return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, point.notes)
+    notes = point.notes + ((note,) if note else ())
+    return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, notes)
+
+
+def sample_plan(iters: int, batch: int | None, per_call: float, adaptive: bool, min_iters: int,
+                max_iters: int) -> tuple[int, int, str]:
+    """(samples, calls per sample, a note or "") so that samples x batch is the count to time.
+    A fixed count (--iters) is timed exactly: the batch a sample needs (>= 100 us) becomes the nearest
+    divisor of the count within a factor 2 of it (the larger of two as near). Only where there is none
+    (a prime count: the batch within that factor that adds the fewest calls) or --batch does not
+    divide it are the calls rounded up to whole batches, and a note says so (the row's `iterations` is always the calls timed).
+    Adapting, whole batches of at least min_iters samples and never more than max_iters calls."""
+    if adaptive:
+        batch = batch or min(choose_batch(per_call), max(1, max_iters // min_iters))
+        batch = max(1, min(batch, iters))
+        n_samples = max(min_iters, min(math.ceil(iters / batch), max_iters // batch))
+        return n_samples, batch, ""
+    given = batch is not None
+    want = max(1, min(batch if given else choose_batch(per_call), iters))
+    if not given and iters % want:  # the batch within a factor 2 that adds the fewest calls (none: a divisor)
+        want = min(range(max(1, (want + 1) // 2), min(iters, 2 * want) + 1),
+                   key=lambda b: (math.ceil(iters / b) * b - iters, abs(b - want), -b))
+    n_samples = math.ceil(iters / want)
+    if n_samples * want == iters:
+        return n_samples, want, ""
+    why = f"--batch {want} does not divide it" if given else "it has no divisor near the batch a sample needs"
+    return n_samples, want, (f"--iters {iters}: {why}, so some points time more calls, in whole batches "
+                             "(the iterations column counts the calls timed)")
 
 
 def agree(comm: Communicator, loop: Loop) -> tuple[Loop, tuple[str, ...]]:

@@ -29,7 +29,7 @@ from commbench.dtypes import DTYPES
 from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
-from commbench.rank import harness, machine, nccl_log, power, timers, topology, traffic, world
+from commbench.rank import harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import Communicator, open_backend
 from commbench.rank.collectives import COLLECTIVES
@@ -122,6 +122,7 @@ class Session:
     counter: Callable[[], int] | None
     meter: object | None = None
     power_note: str | None = None
+    load: load.LoadMeter | None = None
     warned: list[str] = field(default_factory=list)
 
     @property
@@ -167,6 +168,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                                     [f["launcher_node"] for f in facts])
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
+    s.load = load.open_meter(control)
     power_facts = None
     if spec.power:
         s.meter, power_facts = power.open_meters(control, spec.device, info.hostname)
@@ -182,12 +184,27 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
             "planned_points": len(s.plan), "machines": machines, "harness_floor_us": harness_floor(spec, comms),
             "power": None if not spec.power else {"measured": s.meter is not None, "reason": s.power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
-                                                  "peak_source": power_facts["gpu"]["peak_source"], **power_facts}})
+                                                  "peak_source": power_facts["gpu"]["peak_source"], **power_facts},
+            "load": load_facts(s.load)})
+        if s.load.ranks > s.load.cores:
+            emit("warning", text=oversubscribed(s.load))
         emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
              already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
              note=s.power_note)
     control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
     return s
+
+
+def load_facts(meter: load.LoadMeter) -> dict:
+    """run.json's "load": how crowded the machines are and what flags a point (commbench.rank.load)."""
+    return {"ranks_per_machine": meter.ranks, "cores_per_machine": meter.cores,
+            "oversubscribed": meter.ranks > meter.cores, "busy_cores_flag": load.BUSY_CORES,
+            "spread_flag": load.SPREAD, "min_window_s": load.MIN_WINDOW_S}
+
+
+def oversubscribed(meter: load.LoadMeter) -> str:
+    return (f"oversubscribed: {meter.ranks} ranks on a machine of {meter.cores} cores take turns on them, so the times "
+            "include waiting for a core (fewer ranks, or more machines, measure the collective alone)")
 
 
 def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, float]:
@@ -267,15 +284,18 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         emit("start", point=point.as_dict())
     if s.tuning is not None:
         s.tuning.read()  # what NCCL logged before this point
+    s.load.start()
     m = harness.measure(comm, bound.coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                         spec.min_time, spec.min_iters, spec.max_iters, spec.batch, bound.binder, s.counter, s.meter,
                         spec.timer, spec.graph)
+    busy, _ = load.background(comm, s.load.stop())
     for note in notes_of(s, bound, m.notes):
         if s.rank == 0:
             emit("warning", text=note)
     if s.rank == 0:
-        row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device,
-                       **_extra_columns(s, point, counts, m, bound.algo, dtype))
+        why = load.reasons(s.load, busy, m.samples_s * 1e6)
+        row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device, background_cores=busy,
+                       unreliable=why, **_extra_columns(s, point, counts, m, bound.algo, dtype))
         samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])

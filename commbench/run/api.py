@@ -14,20 +14,19 @@ import os
 import platform
 import secrets
 import shlex
-import shutil
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import interrupts, runinfo
+from commbench import interrupts, outputs, runinfo
 from commbench.errors import InputError, JobError
 from commbench.options import MAX_REPEAT
 from commbench.rank import backends, topology
 from commbench.rank.plan import build_plan
 from commbench.results import RESULTS_CSV
-from commbench.run import emulate, launch, processes, watchdog
+from commbench.run import emulate, folder_lock, launch, processes, watchdog
 from commbench.run.folder import RunFolder, check_place
 from commbench.spec import SweepSpec
 
@@ -38,6 +37,7 @@ class RunResult:
     rows: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
+    unreliable: int = 0  # rows flagged unreliable (commbench.rank.load), counted like wrong
     status: str = "running"
     reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
@@ -51,8 +51,11 @@ def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
     spec.validate()
     _check_runnable(spec)
     spec.run_id = spec.run_id or new_run_id()
-    out = check_place(spec.out_dir or Path(results_root) / spec.run_id)
-    RunFolder(out).check_new()
+    out = check_place(spec.out_dir or Path(results_root) / spec.run_id, probe=False)
+    # before the probe, which would write into a folder that is not a run's; the lock is rank 0's to take (a
+    # job started by the user: its other ranks write nothing, and would find rank 0 holding it)
+    RunFolder(out).check_new(others=topology.detect().rank == 0)
+    outputs.probe_folder(out)
     spec.out_dir = str(out)
     return spec
 
@@ -82,12 +85,48 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
         return jobs.run(spec, repeat, launcher_args, on_event, relay, argv)
     spec = prepare(spec)
     launcher = launch.resolve_launcher(spec)
-    commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
     folder = RunFolder(spec.out_dir)
-    if launcher != "none" or topology.detect().rank == 0:
-        folder.create({"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
-                       **runinfo.parent_info(argv or sys.argv)})
-    return _launch(spec, folder, launcher, commands, launcher_args or [], on_event, relay)
+    writer = launcher != "none" or topology.detect().rank == 0
+    try:
+        with _claim(folder, writer):  # the lock, before the first file (the ranks' spec) is written
+            if writer:
+                folder.check_new()  # again, holding it: another run may have come first
+            commands = launch.build_commands(spec, launcher, launcher_args or []) if launcher != "none" else []
+        if writer:
+            folder.create({"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
+                           **runinfo.parent_info(argv or sys.argv)})
+        return _launch(spec, folder, launcher, commands, launcher_args or [], on_event, relay)
+    finally:
+        folder.release()
+
+
+class _claim:
+    """Hold the folder's lock (RunFolder.lock: the folder made if need be) for the writer (writer:
+    False, nothing); an InputError inside (the launch refused) removes what taking it made (the lock
+    file, the folders made for it), so a refused run leaves nothing behind."""
+
+    def __init__(self, folder: RunFolder, writer: bool = True):
+        self.folder, self.writer = folder, writer
+
+    def __enter__(self):
+        if self.writer:
+            d = self.folder.dir
+            self.made = [p for p in (d, *d.parents) if not os.path.lexists(p)]
+            self.had_lock = os.path.lexists(d / folder_lock.LOCK_NAME)
+            self.folder.lock()
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if self.writer and kind is not None and issubclass(kind, InputError):
+            try:
+                if not self.had_lock:
+                    os.unlink(self.folder.dir / folder_lock.LOCK_NAME)
+                for p in self.made:
+                    p.rmdir()
+            except OSError:
+                pass
+            self.folder.release()
+        return False
 
 
 def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
@@ -102,17 +141,41 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
     folder, meta, spec, launcher_args = resumable(out_dir, launcher_args)
     spec.oversubscribe = spec.oversubscribe or oversubscribe
     launcher = launch.resolve_launcher(spec)
-    commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
-    folder.repair()  # checked above: only now is anything written
-    resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
-                                          "command_line": argv or sys.argv}]
-    if launcher != "none" or topology.detect().rank == 0:
-        folder.update({"resumes": resumes})
-    if meta.get("repeat", 1) != 1:  # several jobs a point (commbench.run.jobs)
-        from commbench.run import jobs
+    writer = launcher != "none" or topology.detect().rank == 0
+    seen = _state(folder.dir)
+    try:
+        with _claim(folder, writer):  # held to the end; nothing is written before it is taken
+            if writer and _state(folder.dir) != seen:
+                raise InputError(f"{str(folder.dir)!r} changed while it was being checked: another commbench "
+                                 "wrote it; resume it once that one has stopped")
+            commands = launch.build_commands(spec, launcher, launcher_args) if launcher != "none" else []
+        if writer:
+            folder.repair()  # checked above: only now is anything written
+        resumes = meta.get("resumes", []) + [{"time": runinfo.utc_now(), "points_before": len(spec.done_points),
+                                              "command_line": argv or sys.argv}]
+        if writer:
+            folder.update({"resumes": resumes})
+        if meta.get("repeat", 1) != 1:  # several jobs a point (commbench.run.jobs)
+            from commbench.run import jobs
 
-        return jobs.resume(spec, meta, launcher_args, on_event, relay)
-    return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
+            return jobs.resume(spec, meta, launcher_args, on_event, relay)
+        return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
+    finally:
+        folder.release()
+
+
+def _state(d: Path) -> list:
+    """What a resume's checks read, as (size, mtime) of each of the run's files (a change between the
+    checks and the lock: another writer)."""
+    out = []
+    for name in folder_lock.OWN_FILES:
+        try:
+            st = os.lstat(d / name)
+            if name != folder_lock.LOCK_NAME:
+                out.append((name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            pass
+    return out
 
 
 # run.json fields a resume uses, and what each must be where present
@@ -137,6 +200,9 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
     out = Path(out_dir)
     if not out.is_dir():
         raise InputError(f"{str(out)!r} {'is not a folder' if out.exists() else 'does not exist'}: nothing to resume")
+    if topology.detect().rank == 0:  # a run still being written: refused however its run.json reads
+        folder_lock.check_free(out)
+    folder_lock.own_files(out)  # a resume writes into them: none may be a link
     record = out / "run.json"
     if not record.exists():
         raise InputError(f"{str(out)!r} holds no run.json: nothing to resume")
@@ -239,6 +305,13 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         except OSError:
             pass
         raise JobError(error) from None
+    except Exception as exc:  # anything else (a bug, a callback's error): the run still ends with a status
+        job.kill()
+        try:
+            _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
+        except OSError:
+            pass
+        raise
     finally:
         if any(p.poll() is None for p in job.procs):
             job.kill()
@@ -280,7 +353,7 @@ def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
 
 def _finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:
     """Record how the run ended; totals count every row of the run (a resumed run included)."""
-    result.status, result.wrong = status, folder.wrong
+    result.status, result.wrong, result.unreliable = status, folder.wrong, folder.unreliable
     with interrupts.deferred():
         folder.finish(status, error)
 
@@ -321,13 +394,18 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     """Run every run of a suite into out_dir/<label>/ (a run that fails does not stop the others).
     resume: keep completed runs, resume cut-short ones, run missing ones. Returns
     (label, result, error) per run."""
-    out = check_place(out_dir, sweep=True)
+    out = check_place(out_dir, sweep=True, probe=False)
     if not resume and any(out.glob(f"*/{RESULTS_CSV}")):
         raise InputError(f"{str(out)!r} already holds a sweep (use --resume to finish it, or another --out)")
+    folder_lock.sweep_folder(out, {run.label for run in suite.runs}, resume)
+    outputs.probe_folder(out)
     complete = set()  # labels of runs a resume keeps
     for run in suite.runs:  # every run must be able to start (or resume) before anything starts
         folder = out / run.label
         try:
+            if folder.is_symlink():
+                raise InputError(f"its folder {str(folder)!r} is a link (to {os.readlink(folder)!r}): a sweep writes "
+                                 "its runs only into folders of its own")
             if resume and (folder / "run.json").exists():
                 if RunFolder(folder).read_meta().get("status") == "completed":
                     complete.add(run.label)
@@ -344,8 +422,16 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
         except InputError as exc:
             raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
-    if not (out / "suite.yaml").exists():
-        shutil.copyfile(suite.path, out / "suite.yaml")
+    lock = folder_lock.acquire(out)  # one sweep writes a sweep folder; each run locks its own folder too
+    try:
+        if not os.path.lexists(out / folder_lock.SUITE_YAML):
+            outputs.write_text(out / folder_lock.SUITE_YAML, Path(suite.path).read_text(encoding="utf-8"), "suite.yaml")
+        return _run_each(suite, out, resume, complete, on_run, on_event)
+    finally:
+        folder_lock.release(lock)
+
+
+def _run_each(suite, out: Path, resume: bool, complete: set, on_run, on_event) -> list:
     outcomes = []
     for run in suite.runs:
         folder = out / run.label

@@ -1,5 +1,8 @@
-"""Terminal output: a rich progress bar over the whole sweep and, per group of points, an
-nccl-tests-like table streamed row by row. Fed with rank 0's events; never measures.
+"""Terminal output: a rich progress bar over the whole sweep (and the suite) and, per group of
+points, a table in nccl-tests' layout (commbench.run.tables: out-of-place and in-place of a size on
+one line) streamed as lines complete, with the average bus bandwidth and the unreliable points
+under it; under --repeat, one line per job's table and then one table of the jobs' medians. Fed
+with rank 0's events; never measures.
 
 Every text from outside (hosts, labels, notes, reasons, warnings, names read from result files)
 is shown through `_safe`: control characters escaped (commbench.terminal.printable) and rich
@@ -13,47 +16,69 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from commbench.run import tables
+from commbench.run.tables import MODES
 from commbench.terminal import printable
-
-HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} {'time(us)':>11} {'algbw(GB/s)':>12} "
-          f"{'busbw(GB/s)':>12} {'#wrong':>7} {'iters':>6}")  # iters: timed calls
 
 
 def _safe(text) -> str:
     return escape(printable(text))
 
 
-def group_title(p: dict, world: int | None = None) -> str:
-    mode = "in-place" if p["in_place"] else "out-of-place"
+def group_title(p: dict, world: int | None = None, mode: bool = True) -> str:
+    """The point's group: collective, backend, algorithm, dtype, op, mode (unless mode=False: a
+    table of both modes), ranks."""
     parts = [p["collective"], p["backend"], p["algorithm"], p["dtype"]]
     if p.get("op") not in (None, "none"):
         parts.append(p["op"])
-    parts.append(mode)
+    if mode:
+        parts.append(MODES[bool(p["in_place"])])
     if world:
         parts.append(f"{world} ranks")
-    return " · ".join(parts)
+    return " · ".join(map(str, parts))
 
 
-def format_row(row: dict) -> str:
-    line = (f"{row['size_bytes']:>12} {row['count']:>12} {_safe(row['dtype']):>9} {_safe(row['op']):>6} "
-            f"{row['time_us']:>11.2f} {row['algbw_gbps']:>12.3f} {row['busbw_gbps']:>12.3f} "
-            f"{row['wrong']:>7} {row['iterations']:>6}")
-    return f"[bold red]{line}[/]" if int(row["wrong"]) else line
+def _key(p: dict) -> tuple:
+    """A table's rows: one backend, collective, algorithm, dtype and op (both modes)."""
+    return (p["backend"], p["collective"], p["algorithm"], p["dtype"], p.get("op") or "none")
+
+
+def format_line(halves: list[dict | None], kind: str = "run") -> str:
+    text = tables.line(halves, kind, _safe)
+    return f"[bold red]{text}[/]" if tables.is_wrong(halves) else text
+
+
+class _Table:
+    """The open table: its rows, and the out-of-place rows waiting for their in-place half."""
+
+    def __init__(self, key: tuple, job):
+        self.key, self.job = key, job
+        self.modes: tuple[bool, ...] | None = None  # None: not known yet (only out-of-place rows so far)
+        self.pending: list[dict] = []
+        self.rows: list[dict] = []
+        self.in_place_seen = False
 
 
 class Renderer:
     """Callable on each event. quiet: only the summary; json_rows: rows as JSON on stdout and
-    the human view on stderr."""
+    the human view on stderr. modes: the buffer modes the run measures (spec.in_place), where the
+    caller knows them; else an out-of-place row waits for its in-place half (the plan measures a
+    table's out-of-place sizes first) or for the table's end. suite_points: the points of a whole
+    suite, for a second progress bar over the suite."""
 
-    def __init__(self, quiet: bool = False, json_rows: bool = False):
+    def __init__(self, quiet: bool = False, json_rows: bool = False, modes=None, suite_points: int | None = None):
         self.quiet, self.json_rows = quiet, json_rows
+        self.modes = tuple(sorted({bool(m) for m in modes})) if modes else None
         self.console = Console(stderr=json_rows, highlight=False, soft_wrap=True)
         self.progress: Progress | None = None
         self.task = None
-        self.group = None
         self.world = None
         self.skip_reported: set = set()
-        self.repeat = 1  # jobs per point (--repeat): rows are then grouped by job too
+        self.repeat = 1  # jobs per point (--repeat): per-job tables are one line each, then one median table
+        self.table: _Table | None = None
+        self.rows: list[dict] = []  # this run's rows (the median tables of --repeat)
+        self.flagged = 0  # rows flagged unreliable, this run
+        self.suite_points, self.suite_done, self.suite_task = suite_points, 0, None
 
     def _print(self, text: str) -> None:
         if not self.quiet:
@@ -62,21 +87,10 @@ class Renderer:
     def __call__(self, event: dict) -> None:
         kind = event["event"]
         if kind == "ready":
-            self.world = event["world_size"]
-            self.repeat = event.get("repeat", 1)
-            hosts = ", ".join(map(str, event["hosts"]))
-            resumed = f", {event['already']} measured before" if event.get("already") else ""
-            self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
-                        f"({_safe(hosts)}), {event['total']} points{resumed}")
-            if event.get("note"):
-                self._print(f"[yellow]{_safe(event['note'])}[/]")
-            if not self.quiet and self.console.is_terminal:
-                self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                         console=self.console, transient=True)
-                self.progress.start()
-                self.task = self.progress.add_task("sweep", total=event["total"], completed=event.get("already", 0))
+            self._ready(event)
         elif kind == "start":
+            if self.table is not None and _key(event["point"]) != self.table.key:
+                self._end_table()
             if self.progress:
                 self.progress.update(self.task, description=_safe(group_title(event["point"])))
         elif kind == "skip":
@@ -86,47 +100,183 @@ class Renderer:
                 self._print(f"[yellow]skipped[/] {_safe(group_title(event['point']))}: {_safe(event['reason'])}")
             self._advance()
         elif kind == "row":
-            row = event["row"]
             if self.json_rows:
-                print(json.dumps(row), flush=True)
-            group = (row["backend"], row["collective"], row["algorithm"], row["dtype"], row["op"], row["in_place"],
-                     row.get("job"))
-            if group != self.group:
-                self.group = group
-                job = f" · job {row.get('job')} of {self.repeat}" if self.repeat > 1 else ""
-                self._print(f"\n[bold]# {_safe(group_title(row, self.world) + job)}[/]\n#{HEADER[1:]}")
-            self._print(format_row(row))
+                print(json.dumps(event["row"]), flush=True)
+            self._row(event["row"])
             self._advance()
         elif kind == "warning":
             (self.progress.console if self.progress else self.console).print(  # --quiet too
                 f"[yellow]warning[/]: {_safe(event['text'])}")
-        elif kind in ("done", "error"):
+        elif kind == "done":
+            self._end_table()
+            if self.repeat > 1:
+                self._median_tables()
             self.close()
+        elif kind == "error":
+            self.close()
+
+    def _ready(self, event: dict) -> None:
+        self._end_table()
+        self.world, self.repeat, self.rows, self.flagged = event["world_size"], event.get("repeat", 1), [], 0
+        hosts = ", ".join(map(str, event["hosts"]))
+        resumed = f", {event['already']} measured before" if event.get("already") else ""
+        self._print(f"[bold]commbench[/]: {event['world_size']} ranks on {event['nodes']} node(s) "
+                    f"({_safe(hosts)}), {event['total']} points{resumed}")
+        if event.get("note"):
+            self._print(f"[yellow]{_safe(event['note'])}[/]")
+        if not self.quiet and self.console.is_terminal:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            if self.suite_points:
+                self.suite_task = self.progress.add_task("suite", total=self.suite_points, completed=self.suite_done)
+            self.task = self.progress.add_task("sweep", total=event["total"], completed=event.get("already", 0))
+
+    # --- tables ---------------------------------------------------------------------------
+
+    def _row(self, row: dict) -> None:
+        self.rows.append(row)
+        self.flagged += bool(row.get("unreliable"))
+        key, in_place = _key(row), bool(row["in_place"])
+        t = self.table
+        if t is not None and (key != t.key or row.get("job") != t.job or
+                              (t.modes is not None and in_place not in t.modes)):
+            self._end_table()
+        if self.table is None:
+            self.table = _Table(key, row.get("job"))
+            if self.modes and in_place in self.modes:
+                self._open(self.table, self.modes, row)
+        t = self.table
+        t.rows.append(row)
+        if not in_place and (t.modes is None or (len(t.modes) == 2 and not t.in_place_seen)):
+            t.pending.append(row)  # until its in-place half comes, or the table ends
+            return
+        if t.modes is None:
+            self._open(t, (False, True) if t.pending else (True,), row)
+        t.in_place_seen |= in_place
+        if len(t.modes) == 1:
+            self._line([row])
+        elif not in_place:  # out-of-place after in-place began: a line of its own
+            self._line([row, None])
+        else:
+            match = next((i for i, r in enumerate(t.pending) if r["size_bytes"] == row["size_bytes"]), None)
+            if match is None:  # its out-of-place half was not measured
+                self._line([None, row])
+                return
+            for earlier in t.pending[:match]:  # their in-place halves were not measured
+                self._line([earlier, None])
+            self._line([t.pending[match], row])
+            del t.pending[:match + 1]
+
+    def _open(self, t: _Table, modes: tuple[bool, ...], row: dict) -> None:
+        t.modes = modes
+        if self.repeat > 1:
+            return
+        title = group_title(row, self.world, mode=len(modes) == 1)
+        self._print(f"\n[bold]# {_safe(title)}[/]")
+        for text in tables.header(modes):
+            self._print(text)
+
+    def _line(self, halves: list[dict | None]) -> None:
+        if self.repeat == 1:
+            self._print(format_line(halves))
+
+    def _end_table(self) -> None:
+        t, self.table = self.table, None
+        if t is None:
+            return
+        if t.modes is None:  # only out-of-place rows came
+            self._open(t, (False,), t.rows[0])
+        for row in t.pending:
+            self._line([row] if len(t.modes) == 1 else [row, None])
+        t.pending = []
+        if self.repeat > 1:  # one line per job's table; the median table comes at the end
+            mean = sum(float(r["busbw_gbps"]) for r in t.rows) / len(t.rows)
+            flagged = sum(bool(r.get("unreliable")) for r in t.rows)
+            self._print(f"job {t.job} of {self.repeat} · {_safe(group_title(t.rows[0], mode=len(t.modes) == 1))}: "
+                        f"{len(t.rows)} points, avg busbw {mean:.3f} GB/s"
+                        + (f", [yellow]{flagged} unreliable[/]" if flagged else ""))
+            return
+        self._footer(t.rows)
+
+    def _footer(self, rows: list[dict]) -> None:
+        for i, text in enumerate(tables.footer(rows)):
+            self._print(_safe(text) if i == 0 else f"[yellow]{_safe(text)}[/]")
+
+    def _median_tables(self) -> None:
+        """--repeat: one table per group, each point the median of its jobs, with their spread."""
+        points = tables.aggregate(self.rows)
+        groups: dict[tuple, list[dict]] = {}
+        for r in points:
+            groups.setdefault(_key(r), []).append(r)
+        for rows in groups.values():
+            lines = tables.pair(rows)
+            modes = tuple(sorted({bool(r["in_place"]) for r in rows}))
+            title = group_title(rows[0], self.world, mode=len(modes) == 1)
+            jobs = max(r["jobs"] for r in rows)
+            self._print(f"\n[bold]# {_safe(title)} · median of {jobs} jobs[/]")
+            for text in tables.header(modes, "median"):
+                self._print(text)
+            for halves in lines:
+                self._print(format_line(halves, "median"))
+            self._footer(rows)
 
     def _advance(self) -> None:
         if self.progress:
             self.progress.advance(self.task)
+            if self.suite_task is not None:
+                self.progress.advance(self.suite_task)
+        self.suite_done += 1
 
     def close(self) -> None:
+        self._end_table()
         if self.progress:
             self.progress.stop()
             self.progress = None
+            self.suite_task = None
+
+
+def summary_text(result) -> str:
+    """The run's closing summary (after OK / FAILED): points measured, how many flagged unreliable,
+    skipped, and where the results are."""
+    flagged = getattr(result, "unreliable", None)  # the whole run's (a resumed one too), where counted
+    if flagged is None:
+        flagged = sum(bool(r.get("unreliable")) for r in result.rows)
+    unreliable = f" ({flagged} unreliable: see the ! lines)" if flagged else ""
+    return (f"{len(result.rows)} points measured{unreliable}, {len(result.skipped)} skipped; "
+            f"results in {result.out_dir}")
 
 
 def comparison_table(comparison):
-    """The topology comparison (commbench.analysis.topology_comparison) as a rich table."""
+    """The topology comparison (commbench.analysis.topology_comparison) as rich tables that fit 100
+    columns: per group, each variant's time (µs) and its speedup over the flat ring, then the inter-node bytes per call where they were counted."""
+    from rich import box
+    from rich.console import Group
+
+    from commbench.analysis.topology_comparison import group_tables
+
+    parts = []
+    for t in group_tables(comparison):
+        parts.append(_table(f"{t['title']}\ntime per call in µs (speedup over the flat ring)", t["header"], t["body"],
+                            box))
+        if t["bytes_header"]:
+            parts.append(_table("inter-node bytes per call, measured (expected)", t["bytes_header"], t["bytes_body"],
+                                box))
+    return Group(*parts)
+
+
+def _table(title: str, header: list[str], body: list[list[str]], box):
+    """The title on a line of its own (not wrapped to the table's width), then the table."""
+    from rich.console import Group
     from rich.table import Table
 
-    from commbench.analysis.topology_comparison import table_rows
-
-    header, body = table_rows(comparison)
-    table = Table(title="topology variants: time, speedup over the flat ring (rank order), inter-node MB per call "
-                        "measured (expected)", title_justify="left")
-    for i, name in enumerate(header):
-        table.add_column(_safe(name), justify="left" if i < 3 else "right")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
+    for name in header:
+        table.add_column(_safe(name), justify="right", overflow="fold")
     for cells in body:
         table.add_row(*map(_safe, cells))
-    return table
+    return Group(f"\n[bold]{_safe(title)}[/]", table)
 
 
 class AbRenderer:

@@ -3,29 +3,34 @@
 Rows and samples are appended, flushed and fsync'ed as each arrives (samples first, so a row on
 disk always has its samples), so a crash, kill or Ctrl-C leaves valid files holding every row
 received so far; `repair` makes such a folder resumable. run.json is replaced atomically on each
-change. Rank 0's events become files through `record`.
+change (on a full disk, where no new file fits, rewritten in the room it already has). Rank 0's
+events become files through `record`. One writer per folder, and only into a folder of its own
+(commbench.run.folder_lock): `create` takes the folder's lock, `release` gives it back.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from commbench import runinfo
 from commbench.errors import InputError
-from commbench.outputs import output_folder
+from commbench.outputs import output_folder, probe_folder
 from commbench.results import (COLUMNS, FORMAT_VERSION, REQUIRED, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
                                SAMPLES_PARQUET)
+from commbench.run import folder_lock
 
 
 def _header(path: Path) -> list[str] | None:
     if not path.exists() or path.stat().st_size == 0:
         return None
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         return next(csv.reader(f), None)
 
 
@@ -33,7 +38,8 @@ def _append(path: Path, columns, rows) -> None:
     """Rows under the file's own header: a run resumed by a newer commbench keeps the columns it
     started with (a column added since stays out of that file)."""
     header = _header(path)
-    with open(path, "a", newline="") as f:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)  # no link followed
+    with open(fd, "a", newline="", encoding="utf-8", errors="backslashreplace") as f:
         writer = csv.DictWriter(f, fieldnames=header or columns, extrasaction="ignore")
         if header is None:
             writer.writeheader()
@@ -91,6 +97,27 @@ def _same_width(d: Path, name: str, data: bytes) -> None:
                              "commbench wrote")
 
 
+def _rewrite_in_place(path: Path, text: bytes) -> bool:
+    """Write text over a regular file whose blocks already hold that much (no new block needed, so a
+    full disk takes it); False when it does not fit or is no such file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) and len(text) <= st.st_blocks * 512):
+            return False
+        os.pwrite(fd, text, 0)
+        os.ftruncate(fd, len(text))
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _cut(path: Path, size: int) -> None:
     """Cut a file to its whole lines (size: their length)."""
     if path.exists() and path.stat().st_size > size:
@@ -120,6 +147,11 @@ def is_run_folder(d: Path) -> bool:
                 return True
     except (OSError, csv.Error):
         pass
+    return has_run_json(d)
+
+
+def has_run_json(d: Path) -> bool:
+    """Does d hold a run.json commbench wrote (a JSON object naming a run id or format version)?"""
     try:
         with open(d / RUN_JSON, "rb") as f:
             head = f.read(1 << 20)
@@ -140,13 +172,15 @@ def _run_below(path: Path, depth: int = 3) -> Path | None:
     return None
 
 
-def check_place(path, sweep: bool = False, what: str = "--out") -> Path:
+def check_place(path, sweep: bool = False, what: str = "--out", probe: bool = True) -> Path:
     """An output folder that readers (report, compare, model: commbench.analysis.load.run_dirs)
     will find whole, checked before anything starts: usable (commbench.outputs.output_folder);
     not inside a run folder, since a reader takes a folder holding results.csv as one run and
     looks no further; a sweep's folder not a run folder itself; a new run's folder not above run
     folders, which its results.csv would hide. Returns the path."""
-    p = output_folder(path, what)
+    p = output_folder(path, what, probe=False)
+    if (p.absolute().parent / "suite.yaml").is_file():  # in a sweep's folder: not while another sweep writes it
+        folder_lock.check_free(p.absolute().parent)
     for parent in p.absolute().parents:
         if is_run_folder(parent):
             raise InputError(f"{what} {str(path)!r} is inside the run folder {str(parent)!r}, where report and "
@@ -158,6 +192,8 @@ def check_place(path, sweep: bool = False, what: str = "--out") -> Path:
     if below is not None:
         raise InputError(f"{what} {str(path)!r} holds run folders ({str(below)!r}): a run's results there would "
                          "hide them from report and compare; choose a folder of its own")
+    if probe:  # the caller's own checks first (probe=False), where a folder may be refused before a probe writes in it
+        probe_folder(path, what)
     return p
 
 
@@ -171,6 +207,7 @@ class RunFolder:
         self.dir = Path(path)
         self.rows = 0
         self.wrong = 0
+        self.unreliable = 0  # rows flagged unreliable (commbench.rank.load)
         self.skipped: list[dict] = []
         self.warnings: list[str] = []
         self._samples: dict[int, list[float]] = {}  # samples events of the point whose row is next
@@ -178,20 +215,49 @@ class RunFolder:
         self.job = 1  # the job number stamped on rows and samples (commbench.run.jobs: --repeat)
         self.measured: set[tuple[int, str]] = set()  # (point, job) with a row, once `repair` has read them
         self.run_ids: set[str] = set()  # the run ids of the rows on disk, once `check` has read them
+        self._lock = None  # folder_lock.acquire's token while this object holds the folder
 
     # --- run.json -------------------------------------------------------------------------------
     def has_results(self) -> bool:
         return (self.dir / RESULTS_CSV).exists()
 
-    def check_new(self) -> None:
-        if self.has_results():
+    def check_new(self, others: bool = True) -> None:
+        """A new run's folder: none yet, or one of its own (folder_lock.foreign_entry), and (others)
+        not being written by another process; nothing written."""
+        if others and self.dir.is_dir():
+            folder_lock.check_free(self.dir)
+        if self.has_results() or (self.dir / RESULTS_CSV).is_symlink():
             raise InputError(f"output folder {str(self.dir)!r} already holds results (choose another --out)")
+        if not self.dir.is_dir():
+            return
+        other = folder_lock.foreign_entry(self.dir, has_run_json)
+        if other is not None:
+            raise InputError(f"output folder {str(self.dir)!r} is not a commbench run folder and not empty (it holds "
+                             f"{other!r}): a run is written only into a new or empty folder (choose another --out)")
+
+    def lock(self) -> None:
+        """Make the folder (parents too) and hold its lock (folder_lock.acquire) until `release`."""
+        if self._lock is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock = folder_lock.acquire(self.dir)
+
+    def release(self) -> None:
+        lock, self._lock = self._lock, None
+        folder_lock.release(lock)
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit the kernel drops the lock anyway
+            pass
 
     def create(self, meta: dict) -> None:
-        """Start a new folder: refuse one that holds results, write run.json with the format version."""
+        """Start a new folder: refuse one that is not new (check_new), hold its lock, then check again
+        (another writer may have come first) and write run.json, a new one, with the format version."""
         self.check_new()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.update({"format_version": FORMAT_VERSION, **meta})
+        self.lock()
+        self.check_new()
+        self.update({"format_version": FORMAT_VERSION, **meta}, fresh=True)
 
     def read_meta(self) -> dict:
         """run.json, checked by the one reader (commbench.analysis.load.read_meta); an InputError
@@ -202,18 +268,33 @@ class RunFolder:
             raise InputError(f"{str(self.dir)!r} holds no {RUN_JSON}")
         return read_meta(self.dir)
 
-    def update(self, patch: dict) -> dict:
-        """Merge patch into run.json and replace the file atomically (temp file + rename)."""
+    def update(self, patch: dict, fresh: bool = False) -> dict:
+        """Merge patch into run.json (fresh: replace it) and replace the file atomically (temp file +
+        rename; the temp file removed if that fails). On a full disk, where no temp file fits, the
+        file is rewritten in place when the new text fits in the room it has (so a run's status is
+        recorded however it ends)."""
         path = self.dir / RUN_JSON
-        data = json.loads(path.read_text()) if path.exists() else {}
+        data = {} if fresh or not path.exists() else json.loads(path.read_text(encoding="utf-8"))
         data.update(patch)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".run.json.")
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        text = json.dumps(data, indent=2, sort_keys=True, default=str).encode()
+        fd, tmp = None, None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".run.json.")
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                fd = None
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            tmp = None
+        except OSError as exc:
+            if fd is not None:
+                os.close(fd)
+            if tmp is not None:
+                os.unlink(tmp)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _rewrite_in_place(path, text):
+                raise
         return data
 
     # --- rows and samples -----------------------------------------------------------------------
@@ -233,6 +314,7 @@ class RunFolder:
         _append(self.dir / RESULTS_CSV, self.columns, [row])
         self.rows += 1
         self.wrong += _wrong(row.get("wrong"))
+        self.unreliable += bool(row.get("unreliable"))
 
     def finalize(self) -> str:
         """Convert samples.csv to Parquet when pyarrow is installed; returns the samples file."""
@@ -298,6 +380,7 @@ class RunFolder:
         jobs = rows.job.fillna(1).astype(int) if "job" in rows else [1] * len(rows)
         self.measured = set(zip(points, jobs))  # (point, job): a row per job of a point
         self.rows, self.wrong = len(rows), int(rows.wrong.fillna(0).sum())
+        self.unreliable = int(rows.unreliable.fillna("").astype(str).str.len().gt(0).sum()) if "unreliable" in rows else 0
         self.run_ids = set(rows.run_id.astype(str)) if "run_id" in rows else set()
         return set(points), results, samples
 
@@ -314,14 +397,18 @@ class RunFolder:
             header = next(csv.reader(io.StringIO(text, newline="")), None) or list(SAMPLE_COLUMNS)
             keep = [row for row in csv.DictReader(io.StringIO(text, newline="")) if _job_key(row) in self.measured]
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".samples.")
-            with os.fdopen(fd, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=header)
-                writer.writeheader()
-                writer.writerows(keep)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, samples)
+            try:
+                with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+                    writer = csv.DictWriter(f, fieldnames=header)
+                    writer.writeheader()
+                    writer.writerows(keep)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, samples)
+            except BaseException:
+                os.unlink(tmp)
+                raise
         return done
 
     # --- rank 0's events --------------------------------------------------------------------------
@@ -344,10 +431,12 @@ class RunFolder:
                 return False
             self.add(event["row"], samples)
         elif kind == "done":
-            self.update({"skipped": self.skipped, "samples_file": self.finalize(), "wrong_total": self.wrong})
+            self.update({"skipped": self.skipped, "samples_file": self.finalize(), "wrong_total": self.wrong,
+                         "unreliable_points": self.unreliable})
         return True
 
     def finish(self, status: str, error: str | None) -> None:
         """Record how the run ended; totals count every row of the run (a resumed run included)."""
         self.update({"status": status, "error": error, "end_time": runinfo.utc_now(),
-                     "points_measured": self.rows, "wrong_total": self.wrong})
+                     "points_measured": self.rows, "wrong_total": self.wrong,
+                     "unreliable_points": self.unreliable})

@@ -39,7 +39,7 @@ from commbench.run.jobs import check_repeat
 from commbench.spec import SweepSpec
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a run's label and the suite's name: they name folders
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a run's label and the suite's name: they name folders
 MAX_SUITE_BYTES = 64 * 1024  # the suite file (the bundled ones are under 2 KB; 1000 runs of one line fit)
 MAX_RUNS = 1000  # runs of one suite
 MAX_DEPTH = 8  # levels of YAML nesting (a suite needs 4: the file, runs, a run, a list)
@@ -66,6 +66,27 @@ def bundled_suites() -> list[str]:
     return sorted(f.stem for f in SUITES_DIR.glob("*.yaml")) if SUITES_DIR.is_dir() else []
 
 
+def summary(description: str) -> str:
+    """A suite description's first sentence (what `sweep --help` and `sweep --list` show)."""
+    text = " ".join(description.split())
+    end = text.find(". ")
+    return text if end < 0 else text[:end + 1]
+
+
+def bundled_summaries() -> dict[str, str]:
+    """Each bundled suite's name -> the first sentence of its description (read, not validated:
+    a suite that cannot be read says so in its place)."""
+    out = {}
+    for name in bundled_suites():
+        try:
+            doc = _read_yaml(SUITES_DIR / f"{name}.yaml")
+            description = doc.get("description") if isinstance(doc, dict) else None
+            out[name] = summary(description) if isinstance(description, str) else "(no description)"
+        except InputError as exc:
+            out[name] = f"(cannot be read: {exc})"
+    return out
+
+
 def find_suite(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_file():
@@ -86,11 +107,11 @@ def _field_value(where: str, key: str, value):
     if option.is_list and isinstance(value, list):
         if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
             raise InputError(f"{where}.{key}: list items must be names or sizes")
-        return ",".join(str(v) for v in value)
+        return ",".join(getattr(v, "text", str(v)) for v in value)
     if kind is str and isinstance(value, (str, int)) and not isinstance(value, bool):
-        return str(value)
+        return getattr(value, "text", str(value))
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return int(value)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if kind is bool and isinstance(value, bool):
@@ -100,13 +121,48 @@ def _field_value(where: str, key: str, value):
                      f"got {value!r:.60}")
 
 
+class SourceInt(int):
+    """An integer as the suite file wrote it (`text`): `label: 0777` names the folder 0777, and sizes
+    are read by the CLI's own parser from the digits as written."""
+
+    def __new__(cls, text: str):
+        value = super().__new__(cls, int(text, 10))
+        value.text = text
+        return value
+
+
+# What a plain scalar may mean, in the CLI's syntax only (YAML 1.1 would also read 010 as octal 8,
+# 1:20 as sexagesimal 80, 0x10 as 16, yes/no/on/off as booleans and 2024-01-01 as a date): anything
+# else is text, which the field's own parser then takes or refuses as the command line would.
+_SCALARS = (
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", r"^[-+]?[0-9]+$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$", "-+0123456789."),
+)
+
+
 def _read_yaml(path: Path):
     """The suite file's YAML document, within MAX_SUITE_BYTES and MAX_DEPTH, without anchors or
-    aliases: refused while it is read, before any of it is built."""
+    aliases or a key given twice (refused while it is read, before any of it is built), its plain
+    scalars read in the CLI's syntax (_SCALARS)."""
+    import re as regex
+
     import yaml
 
     class Loader(yaml.SafeLoader):
         depth = 0
+        yaml_implicit_resolvers: dict = {}
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int)) and key in seen:
+                    raise InputError(f"{path}: line {key_node.start_mark.line + 1}: {str(key)[:40]!r} is given twice "
+                                     "(a later one would silently replace the first)")
+                seen.add(key)
+            return super().construct_mapping(node, deep)
 
         def compose_node(self, parent, index):
             event = self.peek_event()
@@ -121,6 +177,9 @@ def _read_yaml(path: Path):
             finally:
                 self.depth -= 1
 
+    for tag, pattern, first in _SCALARS:
+        Loader.add_implicit_resolver(tag, regex.compile(pattern), list(first))
+    Loader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: SourceInt(loader.construct_scalar(node)))
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_SUITE_BYTES + 1)
@@ -141,7 +200,9 @@ def _read_yaml(path: Path):
         raise InputError(f"{path}: not valid YAML ({' '.join(str(exc).split())[:200]})") from None
 
 
-def load_suite(name_or_path: str) -> Suite:
+def load_suite(name_or_path: str, overrides: dict | None = None) -> Suite:
+    """The suite, every run validated; `overrides` (option name -> value, from `sweep`'s command line:
+    commbench.options.suite_overrides) replace those fields in every run."""
     path = find_suite(name_or_path)
     doc = _read_yaml(path)
     if not isinstance(doc, dict):
@@ -151,9 +212,9 @@ def load_suite(name_or_path: str) -> Suite:
         raise InputError(f"{path}: unknown top-level field {str(unknown[0])[:40]!r} "
                          "(accepted: name, description, defaults, runs)")
     name, description = doc.get("name"), doc.get("description")
-    if type(name) is int:  # name: 2024
-        name = str(name)
-    if name is not None and not (isinstance(name, str) and _LABEL.match(name)):
+    if isinstance(name, int) and not isinstance(name, bool):  # name: 2024 (or 0777, as written)
+        name = getattr(name, "text", str(name))
+    if name is not None and not (isinstance(name, str) and _LABEL.fullmatch(name)):
         raise InputError(f"{path}: name {str(name)[:40]!r} must be 1-64 letters, digits, '.', '_' or '-' "
                          "(it names the sweep's folder)")
     if description is not None and not isinstance(description, str):
@@ -172,8 +233,10 @@ def load_suite(name_or_path: str) -> Suite:
         if not isinstance(run, dict):
             raise InputError(f"{where}: each run is a mapping of fields")
         fields = base | {k: _field_value(where, k, v) for k, v in run.items()}
+        if overrides:
+            fields |= {k: v if v is None else _field_value("the command line", k, v) for k, v in overrides.items()}
         label = fields.get("label") or f"run{i}"
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             raise InputError(f"{where}.label: {label[:70]!r} must be 1-64 letters, digits, '.', '_' or '-' "
                              "(it names a folder)")
         if label in labels:
@@ -186,6 +249,7 @@ def load_suite(name_or_path: str) -> Suite:
             spec = SweepSpec.from_options(**spec_arguments(fields))
             argv = launcher_argv(launcher_args)
         except InputError as exc:
-            raise InputError(f"{where} ({label}): {exc}") from None
+            given = ", with the options given on the command line" if overrides else ""
+            raise InputError(f"{where} ({label}){given}: {exc}") from None
         out.append(SuiteRun(label, spec, argv, repeat))
     return Suite(name or path.stem, description or "", path, out)

@@ -1,6 +1,7 @@
 """The report page (commbench/analysis/report/page.py): esc() for every string from outside, the
 sortable table of every point (numbers right-aligned with their exact value to sort by, wrong rows
 marked, the job and library-choice columns only when they say something), each run's environment,
+charts under their own titles and notes, the table of contents, plotly.js once (the basic bundle),
 the self-contained document, and the page written whole; build_report assembling them from result
 folders."""
 
@@ -14,8 +15,9 @@ import pytest
 from synthetic_runs import write_run
 
 from commbench.analysis.report import build_report
-from commbench.analysis.report.page import (SORT_JS, STYLE, TABLE_COLUMNS, _cell, document, environment_table, esc,
-                                            points_table, write_page)
+from commbench.analysis.report.page import (BASIC_BUNDLE, SORT_JS, STYLE, TABLE_COLUMNS, _cell, anchor, chart,
+                                            document, environment_table, esc, plotly_js, points_table, section, toc,
+                                            write_page)
 from commbench.errors import InputError
 
 EVIL = '<script>alert("x")</script>\x1b[2J\u202e'
@@ -143,11 +145,16 @@ def test_a_report_of_two_folders(tmp_path):
     b = write_run(tmp_path / "b", [10.0], run_id="rb")
     out = build_report([str(a), str(b)], tmp_path / "r.html", title="nightly <b>")
     page = out.read_text()
-    assert "<title>nightly &lt;b&gt;</title>" in page and "all 8 points correct" in page
-    assert re.findall(r"<h2>(.*?)</h2>", page) == ["Correctness", "all_reduce", "Every point", "Environment"]
+    assert "<title>nightly &lt;b&gt;</title>" in page
+    assert "all 4 points correct</span> (every job checked: 8 measurements)" in page
+    headings = ["Summary", "all_reduce", "Every point", "Environment"]
+    assert re.findall(r'<h2 id="[^"]+">(.*?)</h2>', page) == headings
+    assert re.findall(r'<li><a href="#([^"]+)">(.*?)</a></li>', page) == [(anchor(h), h) for h in headings]
     assert page.count('class="plotly-graph-div"') == 2  # bandwidth and latency; no other algorithm, no power
+    assert re.findall(r"<figcaption>(.*?)<span", page) == ["all_reduce: bus bandwidth", "all_reduce: latency"]
     assert len(_body_rows(page.split('id="points"')[1])) == 8 and "<th>job</th>" in page
     assert re.findall(r"<h3>(.*?)</h3>", page) == [esc(EVIL), "b"]
+    assert page.count("Plotly=") == 1 and len(page) < len(plotly_js()) + 200_000  # plotly.js once
     assert "<script>alert" not in page and "\x1b" not in page
     figures = [json.loads(s) for s in re.findall(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', page, re.S)]
     assert [len(f) for f in figures] == [2, 2]  # a line per run in each chart
@@ -163,3 +170,44 @@ def test_a_report_counts_wrong_points_and_checks_its_output_first(tmp_path):
     assert page.count('<tr class="wrong">') == 2
     with pytest.raises(InputError, match="is one of the inputs"):
         build_report(str(run), run / "results.csv")
+
+
+def _plot_arguments(html: str) -> list:
+    """The arguments of a chart's Plotly.newPlot call: id, data, layout, config."""
+    text, found, decoder = html.split("Plotly.newPlot(", 1)[1], [], json.JSONDecoder()
+    for _ in range(4):
+        value, end = decoder.raw_decode(text.lstrip(" \n,"))
+        found.append(value)
+        text = text.lstrip(" \n,")[end:]
+    return found
+
+
+def test_a_chart_has_its_title_and_note_above_it_not_in_the_plot():
+    """plotly draws a title at the top of the plot, where its toolbar (the modebar) covers it."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=[1], y=[2])).update_layout(title="a &lt;b&gt;", meta={"note": EVIL})
+    html = chart(fig)
+    assert html.startswith('<figure class="chart"><figcaption>a &lt;b&gt;<span class="muted">' + esc(EVIL))
+    layout = _plot_arguments(html)[2]
+    assert not layout.get("title") and "meta" not in layout  # none drawn in the plot
+    assert fig.layout.title.text == "a &lt;b&gt;"  # the figure given is left alone
+    assert '"displaylogo": false' in html and "lasso2d" in html and "<script src" not in html
+
+
+def test_sections_and_their_table_of_contents():
+    heading, body = section("all_reduce <x>", "<p>b</p>")
+    assert heading == "all_reduce <x>" and body == '<h2 id="s-all_reduce-x">all_reduce &lt;x&gt;</h2><p>b</p>'
+    assert toc(["Summary", heading]) == ('<nav class="toc"><b>Contents</b><ol><li><a href="#s-Summary">Summary</a>'
+                                         '</li><li><a href="#s-all_reduce-x">all_reduce &lt;x&gt;</a></li></ol></nav>')
+    assert anchor('"><script>') == "s-script"
+
+
+def test_the_page_carries_plotlys_basic_bundle_of_the_version_plotly_py_ships():
+    import plotly.offline
+
+    js = plotly_js()
+    assert BASIC_BUNDLE.is_file() and js.startswith("/**\n* plotly.js (basic - minified)")
+    version = re.search(r"plotly\.js \(basic - minified\) (v[0-9.]+)", js).group(1)
+    assert version in plotly.offline.get_plotlyjs()[:300]  # the figures plotly.py writes are for this version
+    assert len(js) < 1_300_000 < len(plotly.offline.get_plotlyjs())

@@ -24,7 +24,7 @@ LINKS = ["--intra", "450,2", "--inter", "50,5"]
 BAD_PREDICT = [
     (["--nodes", 100_000_000, "--ranks-per-node", 1_000_000, *LINKS],
      f"is 100000000000000 ranks; model predict takes at most {MAX_RANKS}"),
-    (["--nodes", MAX_RANKS, "--ranks-per-node", 1, *LINKS, "-f", 2], f"(ranks x sizes at most {MAX_RANK_SIZES})"),
+    (["--nodes", MAX_RANKS, "--ranks-per-node", 1, *LINKS, "-f", 2], f"(ranks x sizes x collectives at most {MAX_RANK_SIZES})"),
     ([*PREDICT[2:], *LINKS, "--links-per-node", -3], "invalid --links-per-node -3: it must be at least 1"),
     ([*PREDICT[2:], *LINKS, "--links-per-node", 0], "invalid --links-per-node 0"),
     ([*PREDICT[2:], *LINKS, "--reduce-bw", -1], "invalid --reduce-bw -1.0"),

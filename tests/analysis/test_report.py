@@ -54,6 +54,60 @@ def test_report_renders_in_chromium(chromium, tmp_path, real_run):
     assert (tmp_path / "report.png").stat().st_size > 20_000
 
 
+def _legends(dom: str) -> list[list[str]]:
+    """The legend entries of each chart plotly drew, in order."""
+    return [re.findall(r'class="legendtext"[^>]*>([^<]*)<', c) for c in _charts(dom)]
+
+
+def _charts(dom: str) -> list[str]:
+    return dom.split("<body", 1)[1].split("plotly-graph-div")[1:]
+
+
+def _line_colours(chart: str) -> list[str]:
+    """The stroke colour of each line a chart drew (not its legend's samples)."""
+    return re.findall(r'<g class="lines"><path class="js-line"[^>]*style="[^"]*stroke: (rgb\([^)]*\))', chart)
+
+
+def test_two_sweeps_of_one_suite_are_two_series_in_chromium(chromium, tmp_path):
+    """Two `sweep ci` folders both hold a run labelled "native": two lines, two legend names, two
+    colours (each series in one colour in every chart), never one line zig-zagging between them."""
+    from synthetic_runs import write_run
+
+    write_run(tmp_path / "ci_a" / "native", [10.0, 11.0, 12.0], run_id="ra")
+    write_run(tmp_path / "ci_b" / "native", [40.0, 41.0, 42.0], run_id="rb", seed=1)
+    html_file = tmp_path / "report.html"
+    commbench("report", tmp_path / "ci_a", tmp_path / "ci_b", "-o", html_file, check_rc=OK)
+    dom, console = render(html_file, screenshot=tmp_path / "two.png")
+    assert not [c for c in console if "Uncaught" in c or "ERROR" in c], console
+    legends = _legends(dom)
+    assert legends == [["ci_a/native", "ci_b/native"]] * 2  # bandwidth and latency
+    colours = [_line_colours(chart) for chart in _charts(dom)]
+    assert len(colours[0]) == 2 and len(set(colours[0])) == 2, colours  # two lines, apart
+    assert colours[0] == colours[1]  # the same series, the same colour in both charts
+    page = html_file.read_text()
+    summary = page.split('<table class="summary">')[1].split("</table>")[0]
+    assert re.findall(r"<tr><td>(.*?)</td>", summary) == ["ci_a/native", "ci_b/native"]
+    assert re.findall(r"<h3>(.*?)</h3>", page) == ["ci_a/native", "ci_b/native"]
+    assert "every series: mpi native · float32 sum · out-of-place · 2 ranks" in page
+
+
+@needs_mpirun
+def test_two_real_sweeps_of_one_suite_are_two_series_in_chromium(chromium, job, tmp_path):
+    """The same through `commbench sweep`, twice, as a user compares two sweeps."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: tiny\ndefaults: {backend: mpi, nprocs: 2, sizes: [1K, 64K], iters: 20}\nruns:\n"
+                     "  - {label: native, collective: all_reduce, mode: out-of-place}\n")
+    for name in ("base", "cand"):
+        commbench("sweep", suite, "--out", tmp_path / name, "--quiet", check_rc=OK)
+    html_file = tmp_path / "report.html"
+    commbench("report", tmp_path / "base", tmp_path / "cand", "-o", html_file, check_rc=OK)
+    dom, console = render(html_file)
+    assert not [c for c in console if "Uncaught" in c or "ERROR" in c], console
+    assert _legends(dom) == [["base/native", "cand/native"]] * 2
+    colours = [_line_colours(chart) for chart in _charts(dom)]
+    assert len(set(colours[0])) == 2 and colours[0] == colours[1]
+
+
 def test_console_error_detection_works(chromium, tmp_path):
     """The check above would see a script error: prove it on a page that has one."""
     page = tmp_path / "broken.html"
@@ -128,7 +182,7 @@ def test_malformed_results_exit_2(tmp_path, csv, message):
 
 def test_repeated_run_is_charted_by_its_median_job(tmp_path):
     """A folder of 3 jobs (--repeat 3): the table lists every job's row, a chart draws one point per
-    size (the median job's), the folder without a `job` column (older) still reports."""
+    size (the median job's); a folder without a `job` column (older, one job) still reports."""
     from commbench.analysis.load import load_runs
     from commbench.analysis.report.charts import median_job
     from synthetic_runs import drop_job_column, write_run
@@ -140,7 +194,7 @@ def test_repeated_run_is_charted_by_its_median_job(tmp_path):
     commbench("report", run, "-o", tmp_path / "r.html", check_rc=OK)
     page = (tmp_path / "r.html").read_text()
     assert "<th>job</th>" in page and page.count('<td class="num" data-v="3">3</td>') >= 2
-    commbench("report", drop_job_column(run), "-o", tmp_path / "old.html", check_rc=OK)
+    commbench("report", drop_job_column(write_run(tmp_path / "old", [10.0])), "-o", tmp_path / "old.html", check_rc=OK)
     assert "<th>job</th>" not in (tmp_path / "old.html").read_text()
 
 

@@ -35,3 +35,28 @@ def test_a_text_cell_that_would_start_a_formula_is_written_as_text():
     assert list(back["label"]) == ["'" + '=HYPERLINK("http://x","y")'] and list(back["note"]) == ["'@x"]
     assert list(back["delta"]) == [-1.5] and list(back["collective"]) == ["all_reduce"]
     assert list(back["time_us:ring"]) == [6.0]
+
+
+def test_the_text_tables_show_microseconds_and_speedups_as_ratios():
+    """topo-compare's text (group_tables): one table per group, titled by it; an 8-byte time in µs
+    (0.42, not the 0.00 ms it was), each variant's speedup over the flat ring beside its time, the
+    inter-node bytes with a decimal suffix, measured (expected)."""
+    from commbench.analysis.topology_comparison import group_tables
+
+    rows = _rows(nodes=2, size_bytes=[8, 8], time_us=[0.42, 0.63], internode_bytes_measured=[float("nan"), 16.0],
+                 internode_bytes_expected=[float("nan"), 16.0])
+    (table,) = group_tables(topology_comparison(rows))
+    assert table["title"] == "lab · all_reduce · mpi · float32 · sum · out-of-place · 2 nodes × 2 ranks"
+    assert table["header"] == ["size", "native", "ring"] and table["body"] == [["8", "0.4200 (1.50×)", "0.6300"]]
+    assert table["bytes_header"] == ["size", "native", "ring"] and table["bytes_body"] == [["8", "- (-)", "16 (16)"]]
+    (plain,) = group_tables(topology_comparison(_rows(nodes=2)))
+    assert plain["bytes_header"] == [] and plain["bytes_body"] == []  # no variant counted bytes: no table
+    assert plain["body"] == [["1K", "5.00 (1.20×)", "6.00"]]
+
+
+def test_variant_names_break_at_underscores_in_headers_and_large_times_lose_decimals():
+    from commbench.analysis.topology_comparison import _bytes, _us, _wrap
+
+    assert _wrap("hierarchical_kernel") == "hierarchical_\nkernel"
+    assert [_us(x) for x in (0.1234, 12.345, 144.84, 206712.4)] == ["0.1234", "12.35", "144.8", "206712"]
+    assert [_bytes(x) for x in (0, 512, 1500, 16.8e6, 1.07e9)] == ["0", "512", "1.50K", "16.8M", "1.07G"]

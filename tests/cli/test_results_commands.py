@@ -129,8 +129,9 @@ def test_topo_compare_prints_the_variants_and_writes_a_safe_csv(tmp_path):
     run = _multi_node(tmp_path / "m")
     outcome = run_cli("topo-compare", run, "--csv", tmp_path / "t.csv")
     assert outcome.code == OK and outcome.stdout == ""
-    for text in ("native ms", "ring ms", "hierarchical ms", "native ×", "hierarchical ×", "2×2", "1M", "4M", "0.10",
-                 "0.40", "1.25", "2.00", "1.0 (1.6)", "4.2 (6.3)", "1.0 (-)"):  # MB: 1e6 bytes
+    for text in ("time per call in µs (speedup over the flat ring)", "native", "ring", "hierarchical", "2 nodes × 2 ranks",
+                 "1M", "4M", "80.00 (1.25×)", "100.0", "50.00 (2.00×)", "400.0", "200.0 (2.00×)", "1.05M (1.57M)",
+                 "4.19M (6.29M)", "1.05M (-)"):
         assert text in outcome.stderr, (text, outcome.stderr)
     table = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
     assert len(table) == 2 and table[0]["label"] == "'=HYPERLINK(\"http://e\")"  # opens as text, not a formula

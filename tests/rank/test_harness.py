@@ -30,8 +30,8 @@ def fake_timer(monkeypatch):
 # --- iterations, batch, samples ---------------------------------------------------------------
 
 @pytest.mark.parametrize("iters,batch,probe_s,want_batch,want_samples", [
-    (25, None, [1e-6, 10e-6], 10, 3),  # the slowest rank's probe (10 us) sets batch = 100 us / 10 us
-    (25, None, [10e-6, 1e-6], 10, 3),
+    (25, None, [1e-6, 10e-6], 5, 5),  # the slowest rank's probe (10 us) wants 100 us / 10 us: 5 divides 25
+    (25, None, [10e-6, 1e-6], 5, 5),
     (10, 4, [1e-6, 1e-6], 4, 3),  # --batch: whole batches, at least the iterations asked
     (10, 50, [1e-6, 1e-6], 10, 1),  # a batch larger than the iterations is cut to them
     (3, None, [1e-3, 1e-3], 1, 3),  # a call over 100 us is timed alone

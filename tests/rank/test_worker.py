@@ -26,8 +26,8 @@ from harness_fakes import FakeComm, FakeWorld
 # --- the spec's file --------------------------------------------------------------------------------
 
 def _spec(tmp_path, **kw) -> SweepSpec:
-    fields = dict(backends=["mpi"], collectives=["all_reduce"], sizes=[8, 1024], nprocs=2, run_id="r1",
-                  out_dir=str(tmp_path / "run"))
+    fields = dict(backends=["mpi"], collectives=["all_reduce"], sizes=[8, 1024], nprocs=2, in_place=[False],
+                  run_id="r1", out_dir=str(tmp_path / "run"))
     return SweepSpec(**(fields | kw)).validate()
 
 

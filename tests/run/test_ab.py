@@ -13,7 +13,7 @@ from commbench.spec import SweepSpec
 
 def _side(name, **fields):
     spec = SweepSpec(**{"backends": ["mpi"], "nprocs": 2, "sizes": [8, 4096], "collectives": ["all_reduce"],
-                        **fields}).validate()
+                        "in_place": [False], **fields}).validate()
     return ab.AbSide(name, spec)
 
 

@@ -1,7 +1,8 @@
 """The terminal view of a run (commbench/run/console.py): the Renderer fed with rank 0's events (the
-opening line, one header per group of points, nccl-tests-like rows, skips once per group, warnings
-even when quiet, rows as JSON on stdout under --json), the progress bar on a terminal, AbRenderer's
-lines, the topology comparison table; every string from outside escaped."""
+opening line, one header per group of points, skips once per group, warnings even when quiet, rows
+as JSON on stdout under --json), the progress bar on a terminal, AbRenderer's lines, the topology
+comparison table; every string from outside escaped. The tables' layout (both modes on one line,
+averages, unreliable points, --repeat's medians): tests/run/test_console_layout.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pandas as pd
 from rich.console import Console
 
 from commbench.results import build_row
-from commbench.run.console import HEADER, AbRenderer, Renderer, comparison_table, format_row, group_title
+from commbench.run import tables
+from commbench.run.console import AbRenderer, Renderer, comparison_table, format_line, group_title
 
 POINT = {"collective": "all_reduce", "backend": "mpi", "algorithm": "ring", "dtype": "float32", "op": "sum",
          "in_place": False}
@@ -50,13 +52,13 @@ def test_group_title_names_the_point_and_leaves_out_no_op():
     assert "None" not in group_title({**POINT, "op": None})
 
 
-def test_format_row_lines_up_under_the_header_and_marks_wrong_rows():
+def test_a_line_lines_up_under_the_header_and_marks_wrong_rows():
     row = _row(size=1024, time_us=2.0)
-    line = format_row(row)
-    assert len(line) == len(HEADER)
+    line = format_line([row])
+    assert len(line) == len(tables.header((False,))[0])
     assert line.split() == ["1024", "256", "float32", "sum", "2.00", f"{1024 / 2e-6 / 1e9:.3f}",
                             f"{1024 / 2e-6 / 1e9 * 1.5:.3f}", "0", "40"]  # all_reduce on 4 ranks: 2(n-1)/n
-    wrong = format_row(_row(wrong=3))
+    wrong = format_line([_row(wrong=3)])
     assert wrong.startswith("[bold red]") and wrong.endswith("[/]") and line not in wrong
 
 
@@ -73,18 +75,20 @@ def test_rows_are_grouped_under_one_header_each():
     headers = [i for i, line in enumerate(lines) if line.startswith("# all_reduce")]
     assert [lines[i] for i in headers] == ["# all_reduce · mpi · ring · float32 · sum · out-of-place · 4 ranks",
                                            "# all_reduce · mpi · ring · int32 · sum · out-of-place · 4 ranks"]
-    assert all(lines[i + 1] == "#" + HEADER[1:] for i in headers)
-    assert [line.split()[0] for line in lines[headers[0] + 2:headers[1]] if line] == ["1024", "2048"]
+    assert all(lines[i + 1:i + 3] == tables.header((False,)) for i in headers)
+    assert [line.split()[0] for line in lines[headers[0] + 3:headers[1]] if line] == ["1024", "2048", "#"]
     assert renderer.progress is None  # not a terminal: no bar
 
 
-def test_repeated_jobs_each_get_their_header():
+def test_repeated_jobs_each_get_one_line_and_no_table():
     renderer = _renderer()
     renderer(_ready(repeat=3))
     for job in (1, 1, 2):
         renderer({"event": "row", "row": _row(job=job)})
+    renderer.close()
     shown = _shown(renderer)
-    assert shown.count("· job 1 of 3") == 1 and shown.count("· job 2 of 3") == 1
+    assert shown.count("job 1 of 3 · all_reduce") == 1 and shown.count("job 2 of 3 · all_reduce") == 1
+    assert "#wrong" not in shown  # no per-job table
     plain = _renderer()
     plain(_ready())
     plain({"event": "row", "row": _row(job=1)})
@@ -118,7 +122,8 @@ def test_json_rows_go_to_stdout_whole_and_the_view_to_the_console(capsys):
     row = _row(wrong=2)
     renderer(_ready())
     renderer({"event": "row", "row": row})
-    out = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()  # at once, while the line waits for its in-place half
+    renderer.close()
     assert [json.loads(line) for line in out] == [json.loads(json.dumps(row))]
     assert "1024" in _shown(renderer) and "{" not in _shown(renderer)
 
@@ -158,18 +163,35 @@ def test_ab_renderer_says_the_grain_and_each_round_and_warns_once():
     assert _shown(quiet) == "warning: w\n"
 
 
-def test_comparison_table_shows_times_in_ms_speedups_and_bytes():
-    frame = pd.DataFrame([{"collective": "all_reduce", "placement": "", "nodes": 2, "ranks_per_node": 4,
-                           "size_bytes": 1 << 20, "time_us:ring": 2500.0, "time_us:hierarchical": 1000.0,
-                           "speedup:hierarchical": 2.5, "internode_bytes_measured:ring": 3e6,
-                           "internode_bytes_expected:ring": 3.5e6}])
+def test_comparison_table_shows_times_in_us_speedups_as_ratios_and_bytes_in_100_columns():
+    variants = {"native": 12.0, "ring": 18.5, "ring_topology": 18.0, "hierarchical": 9.25, "hierarchical_kernel": 7.4}
+    frame = pd.DataFrame([{"label": "", "collective": "all_reduce", "backend": "gloo", "dtype": "float32", "op": "sum",
+                           "in_place": 1, "placement": "block", "nodes": 2, "ranks_per_node": 4, "size_bytes": size,
+                           **{f"time_us:{v}": t * scale for v, t in variants.items()},
+                           **{f"speedup:{v}": 18.5 / t for v, t in variants.items()},
+                           "internode_bytes_measured:ring": 3e6 * scale, "internode_bytes_expected:ring": 3.5e6 * scale}
+                          for size, scale in ((8, 1), (1 << 24, 10_000))])
     console = _console()
     console.print(comparison_table(frame))
-    shown = console.file.getvalue()
-    for text in ("ring ms", "hierarchical ms", "hierarchical ×", "ring MB", "2×4", "1M", "2.50", "1.00",
-                 "3.0 (3.5)", "- (-)"):
-        assert text in shown, (text, shown)
-    assert "ring ×" not in shown  # no speedup of the reference over itself
+    lines = console.file.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    assert [line.rstrip() for line in lines] == [
+        "",
+        "all_reduce · gloo · float32 · sum · in-place · 2 nodes × 4 ranks · block",
+        "time per call in µs (speedup over the flat ring)",
+        "                                       ring_                 hierarchical_",
+        "size          native    ring        topology   hierarchical         kernel",
+        "─" * 74,
+        "   8   12.00 (1.54×)   18.50   18.00 (1.03×)   9.25 (2.00×)   7.40 (2.50×)",
+        " 16M  120000 (1.54×)  185000  180000 (1.03×)  92500 (2.00×)  74000 (2.50×)",
+        "",
+        "inter-node bytes per call, measured (expected)",
+        "                                ring_                hierarchical_",
+        "size  native           ring  topology  hierarchical         kernel",
+        "─" * 66,
+        "   8   - (-)  3.00M (3.50M)     - (-)         - (-)          - (-)",
+        " 16M   - (-)  30.0G (35.0G)     - (-)         - (-)          - (-)",
+    ]
 
 
 def test_run_console_escapes_markup_and_control_characters():

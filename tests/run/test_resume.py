@@ -161,7 +161,7 @@ def _extra_fields(d):
     (lambda d: set_meta(d, label="\ud800"), "run.json holds text that is not Unicode (a lone surrogate escape)"),
     (lambda d: edit_cell(d, 0, "run_id", "someone-else"), "results.csv has rows of another run ('someone-else', "
                                                           "not 'r1')"),
-    (lambda d: (d / "run.json").write_text(" " * (32 << 20) + "{}"), "run.json is larger than 32 MiB"),
+    (lambda d: (d / "run.json").write_text(" " * (32 << 20) + "{}"), "more than the limit of 32 MiB (raise it with COMMBENCH_MAX_RUN_JSON_MB"),
 ])
 def test_a_damaged_folder_is_one_line_and_left_as_it_was(folder, no_launch, damage, fragment):
     damage(folder)

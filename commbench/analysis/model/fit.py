@@ -1,9 +1,10 @@
 """Fit the cost model (commbench.analysis.model.costs) to measured rows, per group: least squares on
 log(predicted / measured), so a 10 % miss weighs the same at 8 B and at 64 MB, over log
 parameters, so each stays positive. Uncertainty from the Jacobian at the optimum
-(σ² (JᵀJ)⁻¹, a relative standard error per parameter). Parameters the rows cannot inform (no
-multi-node points: no inter-node α, β; no working set beyond the cache: no memory term) are
-left out and reported as such.
+(σ² (JᵀJ)⁻¹ of the log parameters, a 95 % interval per parameter). A parameter the rows cannot
+inform (no multi-node points: no inter-node α, β; no working set beyond the cache: no memory
+term), or whose interval is unbounded, or whose value no machine has, is not determined: left
+out of the parameters, with why and what data would determine it (determined.py).
 
 A group is a backend's algorithms of one engine (Algorithm.engine): "mpi" holds the algorithms
 whose steps are library calls, "mpi/kernel" the kernels, whose steps are flag hand-offs (an α
@@ -24,6 +25,8 @@ was left out: held-out error, the honest measure of a model.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -31,7 +34,9 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.analysis.model.determined import bounded, log_sigma, not_informed, verdict
 from commbench.errors import InputError
+from commbench.options import MAX_RANKS
 from commbench.rank.algorithms import ALGORITHMS
 
 NAMES = tuple(Params.__dataclass_fields__)
@@ -39,7 +44,7 @@ START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_int
          "mem_factor": 1.0, "cache_bytes": 64e6}
 MEMORY = ("mem_factor", "cache_bytes")
 INTER = ("alpha_inter", "beta_inter")  # the backend's point-to-point between nodes, whatever the engine
-HELD_OUT_MIN_BYTES = 64 * 1024
+HELD_OUT_MIN_BYTES = 64 * 1024  # the README's (benchmarks/model_accuracy.py) held-out figure: points of 64 KB and up
 STEPS = "steps"  # Algorithm.engine of the algorithms whose group is the backend's own name
 
 
@@ -59,8 +64,8 @@ def split_group(group: str) -> tuple[str, str]:
 @dataclass
 class Fit:
     backend: str
-    params: dict  # name -> value (None: not informed by these rows)
-    rel_std: dict  # name -> relative standard error
+    params: dict  # name -> value (None: not determined by these rows: see undetermined)
+    rel_std: dict  # name -> σ of its log (about its relative standard error; None: unbounded, or not fitted)
     points: int
     median_error: float  # |predicted / measured - 1| over the fitted points
     p90_error: float
@@ -69,13 +74,23 @@ class Fit:
     algorithms: list = field(default_factory=list)
     engine: str = STEPS  # the algorithms' Algorithm.engine
     borrowed: dict = field(default_factory=dict)  # name -> the group whose fit gave it (held fixed here)
+    # name -> {"estimate", "why", "needs"}: not determined by the points (commbench.analysis.model.determined);
+    # its params entry is None
+    undetermined: dict = field(default_factory=dict)
 
     @property
     def group(self) -> str:
         return self.backend if self.engine == STEPS else f"{self.backend}/{self.engine}"
 
+    def estimates(self) -> dict:
+        """Every value the fit found, determined or not (None: not informed); what held-out
+        validation predicts with, and `model predict` after judging what depends on which
+        (commbench.analysis.model.predict.undetermined)."""
+        return self.params | {k: u.get("estimate") for k, u in self.undetermined.items() if u.get("estimate") is not None}
+
     def to_params(self) -> Params:
-        return Params.from_values(self.params)
+        """The estimates as Params (one not informed costs nothing)."""
+        return Params.from_values(self.estimates())
 
 
 def _numbers(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -88,6 +103,10 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Measured, correct points of modelled algorithms with what the model needs."""
     rows = rows[rows.algorithm.isin(modelled()) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
     rows = rows[pd.to_numeric(rows.time_us, errors="coerce") > 0].copy()
+    big = pd.to_numeric(rows.world_size, errors="coerce") > MAX_RANKS
+    if big.any():  # a row's message pattern is built rank by rank: absurd sizes would take hours and all memory
+        raise InputError(f"world_size {rows.world_size[big].iloc[0]} is more than the model takes (at most "
+                         f"{MAX_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
     rows["nodes"] = _numbers(rows, "nodes").fillna(1).astype(int)
@@ -136,18 +155,31 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     best = min((least_squares(residual, x0 + shift, method="trf") for shift in (0.0, 3.0)), key=lambda r: r.cost)
     # a cache larger than every working set leaves the memory term without any effect
     informed = (np.linalg.norm(best.jac, axis=0) > 1e-9) | ~np.isin(active, MEMORY)
-    values = fixed | {k: v for k, v, used in zip(active, np.exp(best.x), informed) if used}
-    dof = max(1, len(rows) - len(active))
-    s2 = 2 * best.cost / dof
-    cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
-    # a parameter the points cannot pin down has no finite error (a model file holds finite numbers)
-    rel = {k: float(math.sqrt(max(cov[i, i], 0.0))) if math.isfinite(cov[i, i]) else None
-           for i, k in enumerate(active) if k in values}
+    fitted = fixed | {k: float(v) for k, v, used in zip(active, np.exp(best.x), informed) if used}
+    dof = len(rows) - len(active)
+    sigma, partner, direction = log_sigma(best.jac, 2 * best.cost / max(1, dof))
+    share = np.abs(best.jac).max(axis=0)  # d log t / d log p: the largest share of a point's time the term has
     errors = np.abs(np.exp(best.fun) - 1)
+    sizes = (float(rows.size_bytes.min()), float(rows.size_bytes.max()))
+    undetermined = {}
+    for i, k in enumerate(active):
+        if k in fitted:
+            u = verdict(k, fitted[k], float(sigma[i]), None if partner[i] is None else active[partner[i]],
+                        float(share[i]), points=len(rows), fitted=len(active), span=sizes,
+                        median_error=float(np.median(errors)),
+                        direction=None if direction[i] is None else
+                        {a: float(d) for a, d in zip(active, direction[i]) if abs(d) > 1e-3})
+            if u:
+                if u["estimate"] is not None and u["estimate"] > MAX_PARAM:
+                    u["estimate"] = None  # beyond what a model file holds
+                undetermined[k] = u
+    undetermined |= {k: not_informed(k) for k in NAMES if k not in fitted}
+    finite = {k: float(sigma[i]) for i, k in enumerate(active) if k in fitted and bounded(sigma[i])}
     backend, engine = split_group(group)
-    return Fit(backend, {k: (float(values[k]) if k in values else None) for k in NAMES},
-               {k: rel.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
-               links_per_node, lanes, sorted(rows.algorithm.unique()), engine, {k: source for k in fixed})
+    return Fit(backend, {k: fitted[k] if k in fitted and k not in undetermined else None for k in NAMES},
+               {k: finite.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
+               links_per_node, lanes, sorted(rows.algorithm.unique()), engine, {k: source for k in fixed},
+               {k: undetermined[k] for k in NAMES if k in undetermined})
 
 
 def lent(steps: Fit | None) -> tuple[str, dict] | None:
@@ -194,7 +226,7 @@ def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFra
                 model = fit_backend(train, group, links_per_node, borrowed=lend)
             except InputError:
                 continue
-            if any(model.params[k] is None for k in NAMES if _needs(k, test)):
+            if any(model.estimates()[k] is None for k in NAMES if _needs(k, test)):
                 continue  # the rest cannot inform a parameter the left-out points need
             pred = _predict(model.to_params(), test, links_per_node, model.lanes)
             out.append(test.assign(predicted_us=pred * 1e6, held_out=f"{by}={value}"))
@@ -215,14 +247,25 @@ def _needs(name: str, test: pd.DataFrame) -> bool:
     return True
 
 
+# validate's size bands: (name, its edges in words, sizes in it)
+BANDS = (("small", "<= 4 KB", lambda s: s <= 4096), ("medium", "4 KB - 1 MB", lambda s: (s > 4096) & (s < 1 << 20)),
+         ("large", ">= 1 MB", lambda s: s >= 1 << 20))
+
+
 def summary(errors: pd.DataFrame) -> dict:
-    """Median and p90 absolute held-out error, all points and points of 64 KB and up."""
+    """Median and p90 absolute held-out error, all points, points of HELD_OUT_MIN_BYTES and up,
+    and per size band (BANDS)."""
     if errors.empty:
         return {}
+
+    def stats(e: pd.DataFrame) -> dict:
+        return {"points": len(e), "median_abs_error": float(e.error.abs().median()) if len(e) else None,
+                "p90_abs_error": float(e.error.abs().quantile(0.9)) if len(e) else None}
+
     big = errors[errors.size_bytes >= HELD_OUT_MIN_BYTES]
-    return {"points": len(errors), "median_abs_error": float(errors.error.abs().median()),
-            "p90_abs_error": float(errors.error.abs().quantile(0.9)),
-            "points_64k_up": len(big), "median_abs_error_64k_up": float(big.error.abs().median()) if len(big) else None}
+    return stats(errors) | {"points_64k_up": len(big), "median_abs_error_64k_up": stats(big)["median_abs_error"],
+                            "bands": [{"band": name, "edges": edges} | stats(errors[inside(errors.size_bytes)])
+                                      for name, edges, inside in BANDS]}
 
 
 MODEL_FORMAT = 1  # to_json's "commbench_model"
@@ -240,6 +283,8 @@ def load_model(path: str, backend: str | None = None) -> list[Fit]:
     import json
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
+            raise InputError(f"cannot read model {path!r}: not a regular file")
         with open(path, "rb") as fh:
             data = fh.read(MAX_MODEL_BYTES + 1)
     except OSError as exc:
@@ -262,7 +307,8 @@ def _check_fit(name: str, f: dict) -> Fit:
     MAX_PARAM (None: not informed)."""
     if not isinstance(f, dict):
         raise InputError(f"fit {name[:40]!r} is not a mapping")
-    missing = [k for k in Fit.__dataclass_fields__ if k not in f and k not in ("algorithms", "engine", "borrowed")]
+    missing = [k for k in Fit.__dataclass_fields__
+               if k not in f and k not in ("algorithms", "engine", "borrowed", "undetermined")]
     unknown = [k for k in f if k not in Fit.__dataclass_fields__]
     if missing or unknown:
         raise InputError(f"fit {name[:40]!r}: {'missing' if missing else 'unknown'} field "
@@ -281,11 +327,26 @@ def _check_fit(name: str, f: dict) -> Fit:
         "p90_error": _finite(f["p90_error"]),
         "algorithms": isinstance(f.get("algorithms", []), list) and all(isinstance(a, str) for a in f.get("algorithms", [])),
         "borrowed": isinstance(f.get("borrowed", {}), dict),
+        "undetermined": _undetermined_ok(f.get("undetermined", {}), params),
     }
     bad = next((k for k, ok in checks.items() if not ok), None)
     if bad:
         raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({str(f[bad])[:60]})")
     return Fit(**f)
+
+
+def _undetermined_ok(entries, params) -> bool:
+    """What `model fit` writes: parameter name -> {"estimate": a number or None, "why": text,
+    "needs": text[, "direction": name -> number from -1 to 1]}, whose params entry is None."""
+    def entry_ok(name, u) -> bool:
+        direction = u.get("direction", {}) if isinstance(u, dict) else None
+        return (isinstance(u, dict) and name in NAMES and isinstance(params, dict) and params.get(name) is None
+                and set(u) <= {"estimate", "why", "needs", "direction"}
+                and all(isinstance(u.get(k), str) and len(u[k]) <= 1000 for k in ("why", "needs"))
+                and (u.get("estimate") is None or _finite(u["estimate"], MAX_PARAM))
+                and isinstance(direction, dict) and set(direction) <= set(NAMES)
+                and all(type(v) in (int, float) and abs(v) <= 1 for v in direction.values()))
+    return isinstance(entries, dict) and all(entry_ok(k, u) for k, u in entries.items())
 
 
 def from_json(data: dict, backend: str | None = None) -> list[Fit]:

@@ -33,9 +33,9 @@ ITEMSIZE = 4  # float32
 # (16,384 ranks x 16 sizes, the default 8 B - 8 GB, take 20-30 s and 250 MB; 65,536 ranks took 131 s and 500 MB)
 
 
-def check_scale(nodes: int, per_node: int, sizes: int | None = None) -> None:
+def check_scale(nodes: int, per_node: int, sizes: int | None = None, collectives: int = 1) -> None:
     """InputError where a prediction is larger than MAX_RANKS ranks or MAX_RANK_SIZES ranks x
-    sizes (sizes None: the ranks alone, checked before the sizes are made)."""
+    sizes x collectives (sizes None: the ranks alone, checked before the sizes are made)."""
     ranks = nodes * per_node
     if ranks < 2:
         raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is one rank, which communicates nothing: "
@@ -43,9 +43,10 @@ def check_scale(nodes: int, per_node: int, sizes: int | None = None) -> None:
     if ranks > MAX_RANKS:
         raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is {ranks} ranks; model predict takes "
                          f"at most {MAX_RANKS}")
-    if sizes is not None and ranks * sizes > MAX_RANK_SIZES:
-        raise InputError(f"{ranks} ranks x {sizes} sizes is more than model predict takes (ranks x sizes at most "
-                         f"{MAX_RANK_SIZES}): fewer sizes (-b, -e, a larger -f) or fewer ranks")
+    if sizes is not None and ranks * sizes * collectives > MAX_RANK_SIZES:
+        raise InputError(f"{ranks} ranks x {sizes} sizes x {collectives} collective(s) is more than model predict "
+                         f"takes (ranks x sizes x collectives at most {MAX_RANK_SIZES}): fewer sizes (-b, -e, a larger "
+                         "-f, --sizes), collectives (-c) or ranks")
 
 
 def predicted(engine: str | None = None) -> list[str]:
@@ -95,6 +96,89 @@ def predict(params: Params | dict[str, Params], shape: Shape, collective: str, s
                          "internode_bytes_expected": expected_internode_bytes(
                              ALGORITHMS[algorithm], collective, counts, ITEMSIZE, node_of, segment_bytes)})
     return pd.DataFrame(rows)
+
+
+def _needed(name: str, shape: Shape, collectives: list[str]) -> bool:
+    """Whether predictions at this shape use the parameter (the memory term: see `undetermined`)."""
+    if name.endswith("_intra"):
+        return shape.per_node > 1
+    if name.endswith("_inter"):
+        return shape.nodes > 1
+    if name == "gamma":
+        return any(COLLECTIVES[c].reduces for c in collectives)
+    return False
+
+
+def _moved(values: dict, engine: str, changes: list[dict], limit: float, shape: Shape, collectives: list[str],
+           sizes: list[int], segment_bytes: int) -> set[tuple[str, str]]:
+    """The (collective, algorithm) pairs whose log time moves by more than `limit`, at the
+    smallest, middle or largest size, under any of the changes (log parameter -> shift)."""
+    picked = sorted({sizes[0], sizes[len(sizes) // 2], sizes[-1]})
+    out = set()
+    for c in collectives:
+        base = predict({engine: Params.from_values(values)}, shape, c, picked, segment_bytes)
+        for change in changes:
+            moved = values | {k: (values.get(k) or 0.0) * math.exp(d) for k, d in change.items()}
+            other = predict({engine: Params.from_values(moved)}, shape, c, picked, segment_bytes)
+            if len(base):
+                far = (other.time_us / base.time_us).map(math.log).abs() > limit
+                out |= {(c, algorithm) for algorithm in base[far].algorithm}
+    return out
+
+
+EPS, MOVES = 1e-3, 0.05  # a direction the points do not constrain: a prediction moving MOVES x a step depends on it
+SPREAD = 0.1  # a prediction moving more than 10 % across an undetermined parameter's 95 % interval depends on it
+
+
+def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str], sizes: list[int],
+                 segment_bytes: int, given: set[str]) -> tuple[list[str], dict[tuple[str, str], str]]:
+    """What a prediction makes of the model's undetermined parameters (fit.Fit.undetermined).
+    fits: engine -> its Fit (None: no model); values: engine -> the estimates predicted with;
+    given: parameters replaced on the command line. A prediction depends on a parameter
+      - with no estimate or an unbounded interval: where its shape or collectives use it (then
+        an InputError, one line: every prediction depends on it);
+      - that trades off against another (a direction in which the fit's points do not move): where
+        it moves along that direction (that is, on how the fit split the two), unless the other
+        is replaced (then as above);
+      - with a finite but wide interval: where it moves more than SPREAD across the interval.
+    Returns notes, and the (collective, algorithm) pairs to leave out -> why."""
+    from commbench.analysis.model.determined import Z95, bounded
+
+    notes, dropped = [], {}
+    for engine, f in fits.items():
+        if f is None:
+            continue
+        missing = {k: {"why": "not in the model", "needs": "a refit"} for k, v in values[engine].items()
+                   if v is None and k not in f.undetermined and _needed(k, shape, collectives)}
+        for name, u in (f.undetermined | missing).items():
+            if name in given or name not in Params.__dataclass_fields__ or (
+                    name not in ("mem_factor", "cache_bytes") and not _needed(name, shape, collectives)):
+                continue
+            sigma = f.rel_std.get(name)
+            if u.get("direction") and u.get("estimate") is not None and not set(u["direction"]) & given:
+                changes, limit = [{k: EPS * d for k, d in u["direction"].items()}], MOVES * EPS
+                why = (f"they depend on how the fit split {' and '.join(u['direction'])}, which its points do not "
+                       f"determine apart (that needs {u['needs']})")
+            elif u.get("estimate") is not None and bounded(sigma):
+                changes, limit = [{name: s * Z95 * sigma} for s in (-1, 1)], math.log1p(SPREAD)
+                why = f"they move more than {100 * SPREAD:.0f} % across {name}'s interval ({u['why']}; that needs {u['needs']})"
+            elif name in ("mem_factor", "cache_bytes"):  # without an estimate, no memory term: bytes at the cached β, γ
+                if u.get("estimate") is not None:
+                    notes.append(f"note: {name} ({f.group}) is not determined ({u['why']}): beyond the cache these "
+                                 "predictions rest on its estimate")
+                continue
+            else:
+                cls = name.rpartition("_")[2]
+                override = f"; or give --{cls} BANDWIDTH_GBPS,LATENCY_US" if cls in ("intra", "inter") else ""
+                raise InputError(f"cannot predict: the model's {name} ({f.group}) is not determined ({u['why']}); "
+                                 f"it needs {u['needs']}{override}")
+            moved = _moved(values[engine], engine, changes, limit, shape, collectives, sizes, segment_bytes)
+            for key in moved:
+                dropped.setdefault(key, why)
+            if not moved:
+                notes.append(f"note: {name} ({f.group}) is not determined ({u['why']}), but these predictions do not "
+                             "depend on it")
+    return notes, dropped
 
 
 def best_and_crossovers(table: pd.DataFrame) -> tuple[pd.Series, list[tuple[int, str, str]]]:

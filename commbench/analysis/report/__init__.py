@@ -1,4 +1,13 @@
-"""`commbench report`: one self-contained, offline HTML page for one or more result folders."""
+"""`commbench report`: one self-contained, offline HTML page for one or more result folders.
+
+The page, top to bottom: a table of contents; the summary (per run and collective: peak busbw,
+latency at the smallest size, the fastest algorithm per size band, correctness); a section per
+collective with its charts (bandwidth and latency always; speedup over native where a run measured
+native and another algorithm; topology-aware over the flat ring only for runs over several nodes;
+power only where it was measured); every point; every run's environment. A series (a run ×
+backend × algorithm × dtype × op × mode × ranks) keeps one name and one colour on every chart;
+runs sharing a label are told apart by their folders (commbench.analysis.load.run_names).
+"""
 
 from __future__ import annotations
 
@@ -7,42 +16,59 @@ from pathlib import Path
 import pandas as pd
 
 from commbench import runinfo
-from commbench.analysis.load import load_runs
+from commbench.analysis.load import load_runs, run_names
 from commbench.analysis.report import charts
+from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table,
+                                            section, toc, write_page)
+from commbench.analysis.report.series import Series
+from commbench.analysis.report.summary import summarize, summary_table
 from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
-from commbench.analysis.report.page import document, environment_table, esc, points_table, write_page
 from commbench.outputs import output_file
+from commbench.rank.collectives import COLLECTIVES
 
 __all__ = ["build_report"]
 
 
-def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:
-    import plotly.offline
+def _figures(rows: pd.DataFrame, collective: str, series: Series) -> list:
+    figures = charts.size_charts(rows, collective, series)
+    figures.append(charts.speedup_chart(rows, collective, "native", "each algorithm vs native", series=series))
+    figures.append(charts.speedup_chart(charts.multi_node(rows), collective, "ring",
+                                        "topology-aware vs flat ring (rank order)", only=list(TOPOLOGY_AWARE),
+                                        series=series, note="runs over several nodes: time of the flat ring in "
+                                                            "rank order / time of the topology-aware algorithm"))
+    return [f for f in figures if f is not None] + charts.power_charts(rows, collective, series)
 
+
+def _correctness(rows: pd.DataFrame) -> str:
+    """"all 36 points correct (every job checked: 108 measurements)", or how many are not."""
+    wrong = pd.to_numeric(rows.wrong, errors="coerce").fillna(0) > 0
+    points = rows.assign(bad=wrong).groupby(["folder", "run", "point"]).bad.any()
+    jobs = f" (every job checked: {len(rows)} measurements)" if len(rows) > len(points) else ""
+    if points.any():
+        return f'<p><span class="bad">{int(points.sum())} of {len(points)} points have wrong results</span>{jobs}</p>'
+    return f'<p><span class="ok">all {len(points)} points correct</span>{jobs}</p>'
+
+
+def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:
     output_file(out_file, "-o", inputs=[paths] if isinstance(paths, (str, Path)) else paths)  # before any work
     rows, metas = load_runs(paths)
     rows["mode"] = rows.in_place.map(lambda v: "in-place" if int(v) else "out-of-place")
-    sections = []
-    wrong_rows = rows[pd.to_numeric(rows.wrong, errors="coerce").fillna(0) > 0]
-    status = (f'<span class="bad">{len(wrong_rows)} of {len(rows)} points have wrong results</span>' if len(wrong_rows)
-              else f'<span class="ok">all {len(rows)} points correct</span>')
-    sections.append(f"<h2>Correctness</h2><p>{status}</p>")
     chart_rows = charts.median_job(rows)
-    for collective in sorted(rows.collective.unique()):
-        figures = charts.size_charts(chart_rows, collective)
-        for fig in (charts.speedup_chart(chart_rows, collective, "native", "each algorithm vs native"),
-                    charts.speedup_chart(chart_rows, collective, "ring", "topology-aware vs flat ring (rank order)",
-                                        only=list(TOPOLOGY_AWARE))):
-            if fig is not None:
-                figures.append(fig)
-        figures += charts.power_charts(chart_rows, collective)
-        divs = []
-        for fig in figures:
-            divs.append(fig.to_html(full_html=False, include_plotlyjs=False, default_width="100%",
-                                    config={"displaylogo": False, "responsive": True}))
-        sections.append(f"<h2>{esc(collective)}</h2><div class=\"charts\">{''.join(divs)}</div>")
-    sections.append("<h2>Every point</h2><p class=\"muted\">click a column to sort; wrong results in red</p>"
-                    + points_table(rows))
-    sections.append("<h2>Environment</h2>" + "".join(f"<h3>{esc(meta.get('label') or meta.get('run_id') or path)}</h3>"
-                                                    + environment_table(meta, path) for path, meta in metas))
-    return write_page(document(title, runinfo.utc_now(), sections, plotly.offline.get_plotlyjs()), out_file)
+    series = Series(chart_rows)
+    shared = series.shared()
+    sections = [section("Summary", _correctness(rows) + summary_table(summarize(chart_rows, rows))
+                        + '<p class="muted">per run and collective, from each point\'s median job; fastest: the '
+                          'algorithm of the lowest median time at the most sizes of the band (sizes won / '
+                          'measured); wrong elements summed over every job'
+                        + (f"; every series: {shared}" if shared else "") + "</p>")]
+    measured = set(rows.collective)
+    for collective in [c for c in COLLECTIVES if c in measured]:  # the registry's order: all_reduce first
+        divs = "".join(chart(fig) for fig in _figures(chart_rows, collective, series))
+        sections.append(section(collective, f'<div class="charts">{divs}</div>'))
+    sections.append(section("Every point", '<p class="muted">click a column to sort; wrong results in red</p>'
+                            + points_table(rows)))
+    names = run_names([Path(path) for path, _ in metas], [meta for _, meta in metas])  # the legends' names
+    sections.append(section("Environment", "".join(f"<h3>{esc(name)}</h3>" + environment_table(meta, path)
+                                                   for name, (path, meta) in zip(names, metas, strict=True))))
+    body = [toc([heading for heading, _ in sections])] + [html for _, html in sections]
+    return write_page(document(title, runinfo.utc_now(), body, plotly_js()), out_file)

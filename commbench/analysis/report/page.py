@@ -1,11 +1,17 @@
-"""The report page: one self-contained HTML file (plotly.js inline, no network), the
-environment of every run, the charts, and a sortable table of every point. Every string from
+"""The report page: one self-contained HTML file (plotly.js inline once, no network), a table of
+contents, the charts each under its own title and note (set in the page, clear of plotly's
+toolbar), a sortable table of every point and the environment of every run. Every string from
 outside (labels, hosts, environment, file names, command lines) goes through `esc`: HTML-escaped,
-with control and format characters shown as escapes (commbench.terminal.printable)."""
+with control and format characters shown as escapes (commbench.terminal.printable).
+
+plotly.js: the report draws only scatter lines, so the page carries plotly's "basic" bundle
+(plotly-basic.min.js beside this file: the npm package plotly.js-basic-dist-min, MIT, the version
+of the full bundle plotly.py ships), a quarter of the full one; the full one where it is absent."""
 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,8 +30,12 @@ tr.wrong td{background:#fde2e2;color:#b00020;font-weight:600}
 .ok{color:#137333;font-weight:600} .bad{color:#b00020;font-weight:600}
 .env td:first-child{white-space:nowrap;font-weight:600}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px}
-.charts>div{min-width:0;overflow:hidden}
+.charts>div,.charts>figure{min-width:0;overflow:hidden}
 .muted{color:#777;font-size:12px}
+figure.chart{margin:0;border:1px solid #eee;border-radius:4px;padding:6px 6px 0}
+figure.chart figcaption{font-weight:600;font-size:14px;padding:2px 4px}
+figure.chart figcaption .muted{display:block;font-weight:400}
+nav.toc ol{margin:4px 0;padding-left:22px;columns:2;max-width:720px} nav.toc a{text-decoration:none}
 """
 
 SORT_JS = """
@@ -119,6 +129,45 @@ def environment_table(meta: dict, path: str) -> str:
     items += [(f"env: {k}", v) for k, v in sorted(env.items())]
     rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in items if v not in (None, "", " / "))
     return f'<table class="env">{rows}</table>'
+
+
+BASIC_BUNDLE = Path(__file__).with_name("plotly-basic.min.js")
+CHART_CONFIG = {"displaylogo": False, "responsive": True,
+                "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+
+
+def plotly_js() -> str:
+    """plotly.js for the page: the basic bundle shipped beside this file, else plotly.py's full one."""
+    if BASIC_BUNDLE.is_file():
+        return BASIC_BUNDLE.read_text(encoding="utf-8")
+    import plotly.offline
+
+    return plotly.offline.get_plotlyjs()
+
+
+def chart(fig) -> str:
+    """A figure with its title and note (layout.title, layout.meta.note) set above it in the page,
+    where plotly's toolbar cannot cover them; plotly.js itself is the page's (included once)."""
+    title, note = fig.layout.title.text or "", (fig.layout.meta or {}).get("note", "")
+    bare = type(fig)(fig).update_layout(title=None, meta=None)
+    div = bare.to_html(full_html=False, include_plotlyjs=False, default_width="100%", config=CHART_CONFIG)
+    caption = title + (f'<span class="muted">{esc(note)}</span>' if note else "")  # title: escaped by its chart
+    return f'<figure class="chart"><figcaption>{caption}</figcaption>{div}</figure>'
+
+
+def anchor(text: str) -> str:
+    """An id for a section heading: letters, digits, '-' and '_' only."""
+    return "s-" + re.sub(r"[^A-Za-z0-9_-]+", "-", printable(text)).strip("-")
+
+
+def section(heading: str, body: str) -> tuple[str, str]:
+    """(heading, html) of a section, the heading given as plain text."""
+    return heading, f'<h2 id="{anchor(heading)}">{esc(heading)}</h2>{body}'
+
+
+def toc(headings: list[str]) -> str:
+    items = "".join(f'<li><a href="#{anchor(h)}">{esc(h)}</a></li>' for h in headings)
+    return f'<nav class="toc"><b>Contents</b><ol>{items}</ol></nav>'
 
 
 def document(title: str, generated: str, sections: list[str], plotly_js: str) -> str:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from commbench import runinfo
 from commbench.analysis.compare import Comparison, Verdict, _sorted, context_lines
-from commbench.analysis.report.page import document, esc, write_page
+from commbench.analysis.report.page import chart, document, esc, plotly_js, write_page
 
 COLOURS = {"regression": "#b00020", "inconclusive": "#e69500", "improvement": "#137333", "unchanged": "#607d8b",
            None: "#9e9e9e"}
@@ -40,7 +40,7 @@ def history_chart(cmp: Comparison, verdicts: list[Verdict]) -> go.Figure:
              f"{k['world_size']} ranks")
     fig = go.Figure()
     fig.update_layout(title=esc(title), yaxis_title="time (µs), 95% band", template="plotly_white", height=460,
-                      legend={"font": {"size": 10}}, margin={"l": 60, "r": 20, "t": 50, "b": 40})
+                      legend={"font": {"size": 10}}, margin={"l": 60, "r": 20, "t": 36, "b": 40})  # title: page.chart
     fig.update_yaxes(type="log")
     x = [esc(s) for s in _steps(cmp)]
     for i, v in enumerate(sorted(verdicts, key=lambda v: v.key["size_bytes"])):
@@ -83,8 +83,6 @@ def verdict_table(cmp: Comparison) -> str:
 
 
 def build_trend(cmp: Comparison, out_file: str | Path, title: str = "commbench compare") -> Path:
-    import plotly.offline
-
     sides = "".join(f"<li>{esc(s)}</li>" for s in _steps(cmp))
     sections = [f"<h2>Result sets</h2><ol class=\"muted\" start=\"0\">{sides}</ol>"
                 f"<p>baseline {esc(cmp.baseline)}; candidates, oldest first: {esc(', '.join(cmp.candidates))}</p>"]
@@ -97,10 +95,8 @@ def build_trend(cmp: Comparison, out_file: str | Path, title: str = "commbench c
     groups: dict[tuple, list[Verdict]] = {}
     for v in cmp.verdicts:
         groups.setdefault(tuple(v.key[k] for k in SERIES), []).append(v)
-    divs = [history_chart(cmp, vs).to_html(full_html=False, include_plotlyjs=False, default_width="100%",
-                                           config={"displaylogo": False, "responsive": True})
-            for _, vs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))]
+    divs = [chart(history_chart(cmp, vs)) for _, vs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))]
     sections.append("<h2>History</h2><p class=\"muted\">each side's figure (geometric mean of its jobs' medians) and "
                     "its 95% band from the spread between its jobs; markers: red regression, orange inconclusive, "
                     f"green improvement, grey unchanged</p><div class=\"charts\">{''.join(divs)}</div>")
-    return write_page(document(title, runinfo.utc_now(), sections, plotly.offline.get_plotlyjs()), out_file)
+    return write_page(document(title, runinfo.utc_now(), sections, plotly_js()), out_file)

@@ -82,9 +82,11 @@ class Communicator(ABC):
         if fn is None:
             return f"{self.library_title} has no {collective.replace('_', '-')} here (commbench's algorithms may run it)"
         if not in_place and not self.conventions[call.convention].out_of_place:
-            return f"{self.library_title}.{call.name} works in place only (use --in-place or --both)"
+            return (f"{self.library_title}.{call.name} works in place only (no out-of-place form to measure; "
+                    "in-place points measure it)")
         if in_place and not call.in_place:
-            return f"{self.library_title}.{call.name} gives wrong results in place (use --out-of-place or --both)"
+            return (f"{self.library_title}.{call.name} gives wrong results in place (no in-place form to measure; "
+                    "out-of-place points measure it)")
         return None
 
     # --- buffers ----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     assert "hierarchical_kernel" in proc.stderr  # the comparison table after the run
 
     compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=OK)
-    assert "hierarchical_kernel ms" in compared.stderr and "hierarchical_kernel ×" in compared.stderr
+    assert "hierarchical_" in compared.stderr and "(speedup over the flat ring)" in compared.stderr
     table = pd.read_csv(tmp_path / "c.csv")
     assert set(table.collective) == COLLECTIVES and len(table) == len(mine)
     speedup = table["time_us:ring"] / table["time_us:hierarchical_kernel"]

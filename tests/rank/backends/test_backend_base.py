@@ -109,10 +109,11 @@ def test_native_call_of_an_undeclared_library():
 
 def test_native_unsupported_reasons(toy):
     assert toy.native_unsupported("all_reduce", True) is None
-    assert toy.native_unsupported("all_reduce", False) == "ToyLib.one works in place only (use --in-place or --both)"
+    assert toy.native_unsupported("all_reduce", False) == (
+        "ToyLib.one works in place only (no out-of-place form to measure; in-place points measure it)")
     assert toy.native_unsupported("reduce_scatter", False) is None
     assert toy.native_unsupported("reduce_scatter", True) == (
-        "ToyLib.missing gives wrong results in place (use --out-of-place or --both)")
+        "ToyLib.missing gives wrong results in place (no in-place form to measure; out-of-place points measure it)")
     assert toy.native_unsupported("all_gather", True) == "ToyLib has no all-gather here (commbench's algorithms may run it)"
     # unsupported(): the native reasons, none for commbench's own algorithms
     assert toy.unsupported("all_gather", DTYPES["float32"], None, True) == toy.native_unsupported("all_gather", True)

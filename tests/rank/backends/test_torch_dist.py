@@ -58,7 +58,7 @@ def test_the_native_call_table(comm):
 def test_unsupported_reasons(comm):
     f32, i32 = DTYPES["float32"], DTYPES["int32"]
     assert comm.unsupported("all_reduce", f32, "sum", False) == (
-        "torch.distributed.all_reduce works in place only (use --in-place or --both)")
+        "torch.distributed.all_reduce works in place only (no out-of-place form to measure; in-place points measure it)")
     assert comm.unsupported("all_reduce", f32, "sum", False, native=False) is None
     assert comm.unsupported("all_reduce", f32, "sum", True) is None
     avg_int = "avg of integers truncates; commbench checks avg on floating-point types only"
