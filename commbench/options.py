@@ -49,9 +49,22 @@ _SAME = "="  # spec keyword: the option's own name
 
 def default_backend() -> str:
     """What backend `auto` means: mpi when mpi4py and mpirun are installed, else gloo."""
-    if importlib.util.find_spec("mpi4py") is not None and find_binary("mpirun"):
-        return "mpi"
-    return "gloo"
+    return "gloo" if _mpi_missing() else "mpi"
+
+
+def _mpi_missing() -> str | None:
+    if importlib.util.find_spec("mpi4py") is None:
+        return "mpi4py"
+    return None if find_binary("mpirun") else "mpirun"
+
+
+def auto_backend_note(backend: str) -> str | None:
+    """The line a run prints when --backend auto (the default) falls back to gloo, else None."""
+    missing = _mpi_missing()
+    if missing is None or "auto" not in [b.strip().lower() for b in str(backend).split(",")]:
+        return None
+    return (f"--backend auto is gloo here: {missing} is not installed (pip install 'commbench[mpi]' for MPI, or "
+            "--backend gloo to choose it)")
 
 
 @dataclass(frozen=True)

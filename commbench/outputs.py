@@ -53,9 +53,9 @@ def output_file(path, what: str = "output", inputs=()) -> Path:
         raise InputError(f"{what} {str(path)!r} is not writable")
     if not _special(p):  # a device or a pipe is written in place (write_text), not beside
         _probe(parent, what, path)
-    target = p.resolve()
+    target = Path(os.path.realpath(p))  # realpath, unlike resolve(), does not raise on a link loop
     for given in inputs:
-        given = Path(given).resolve()
+        given = Path(os.path.realpath(given))
         if target == given or (given.is_dir() and target.is_relative_to(given) and target.name in READ_FILES):
             raise InputError(f"{what} {str(path)!r} is one of the inputs; write somewhere else")
     return p

@@ -222,6 +222,11 @@ class SweepSpec:
                 raise InputError(f"{flag} {value} is more than {MAX_ITERS}, the most calls per point")
         if len(self.label) > MAX_LABEL_CHARS:
             raise InputError(f"--label is {len(self.label)} characters long; at most {MAX_LABEL_CHARS}")
+        try:
+            self.label.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the locale could not decode (C locale): no reader could read them back
+            raise InputError("--label holds bytes that are not UTF-8 text (the terminal's locale could not decode "
+                             "them): give it in UTF-8") from None
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.timer not in TIMER_CHOICES:

@@ -71,6 +71,9 @@ def run(ctx: typer.Context, **values):
         _check_resume(chosen)
     else:
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
+        note = options.auto_backend_note(values["backend"])
+        if note and not values["quiet"]:
+            err.print(f"[yellow]note[/]: {escape(note)}")
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.in_place)
     try:
         if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder

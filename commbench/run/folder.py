@@ -71,7 +71,9 @@ def _whole_lines(d: Path, name: str, columns) -> bytes:
         return b""
     if path.is_symlink() or not path.is_file():
         raise InputError(f"{d}: {name} is not a regular file of the folder (a resume appends to it)")
-    data = path.read_bytes()
+    from commbench.analysis import load
+
+    data = load.read_bytes(d, name)  # within the readers' limit on a file's size
     if b"\0" in data:  # binary: refused before any copy of it
         raise InputError(f"{d}: {name} is not a {name} commbench wrote (not text: it holds NUL bytes)")
     whole = data[:data.rfind(b"\n") + 1]
@@ -354,7 +356,7 @@ class RunFolder:
         readable with the samples' columns. Counts the rows and wrong elements found."""
         import pandas as pd
 
-        from commbench.analysis import load
+        from commbench.analysis import limits, load
 
         results = _whole_lines(self.dir, RESULTS_CSV, COLUMNS)
         samples = _whole_lines(self.dir, SAMPLES_CSV, SAMPLE_COLUMNS)
@@ -367,6 +369,8 @@ class RunFolder:
             _same_width(self.dir, name, text)
         readers = {SAMPLES_CSV: lambda: load.samples_csv(io.BytesIO(samples))} if samples else {}
         if (self.dir / SAMPLES_PARQUET).exists():
+            parquet_rows, _ = load.parquet_rows(self.dir, SAMPLES_PARQUET)  # from its metadata, before reading it
+            limits.SAMPLES.check(f"{self.dir}: {SAMPLES_PARQUET}", parquet_rows)
             readers[SAMPLES_PARQUET] = lambda: pd.read_parquet(self.dir / SAMPLES_PARQUET)
         for name, read in readers.items():
             load.regular_file(self.dir, name)

@@ -57,26 +57,14 @@ CASES += [
          expect=(OK,), note="a link back up the tree: never followed, no loop"),
     case(11, "import-osu-through-a-link", "import osu l -n 4 --out O", copy(OSU, "osu.txt"), symlink("l", "osu.txt"),
          expect=(OK,), outputs=("O",), note="a file named on the command line may be a link"),
-]
-# Cases that need a change in a file another helper owns (the note says which)
-XFAIL = [
-    case(11, "model-predict-model-fifo", f"{PREDICT} --model f", fifo("f"),
-         note="commbench/analysis/model/fit.py load_model opens without load.regular_file"),
-    case(11, "report-path-is-a-link-loop", "report L -o r.html", symlink("L", "L"),
-         note="commbench/outputs.py output_file: Path.resolve() raises RuntimeError on a loop (os.path.realpath does not)"),
-    case(11, "model-fit-path-is-a-link-loop", "model fit L -o m.json", symlink("L", "L"),
-         note="commbench/outputs.py output_file, as report"),
+    case(11, "model-predict-model-fifo", f"{PREDICT} --model f", fifo("f")),
+    case(11, "report-path-is-a-link-loop", "report L -o r.html", symlink("L", "L")),
+    case(11, "model-fit-path-is-a-link-loop", "model fit L -o m.json", symlink("L", "L")),
 ]
 
 
 @pytest.mark.parametrize("c", params(CASES, launching=False))
 def test_readers_links(c, tmp_path):
-    meets_contract(c, tmp_path)
-
-
-@pytest.mark.xfail(reason="needs a change in a file another helper owns (issue 43; the case's note)", strict=False)
-@pytest.mark.parametrize("c", params(XFAIL, launching=False))
-def test_readers_links_model(c, tmp_path):
     meets_contract(c, tmp_path)
 
 

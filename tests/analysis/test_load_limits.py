@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -138,3 +139,9 @@ def test_samples_in_both_forms_are_read_once(folder):
     assert len(read_samples(folder)) == len(parquet) + csv_only
     rows, _ = load_run(folder, samples=True)
     assert [len(v) for v in rows.sample_values] == [3] * 6
+
+
+def test_the_readme_lists_every_limit_as_the_table_says():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for variable, default, what in limits.table():
+        assert f"| `{variable}` | {default} | {what} |" in readme, variable

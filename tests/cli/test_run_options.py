@@ -132,6 +132,22 @@ def test_the_summary_says_ok_or_failed(measured):
                                               f"{result['out_dir']}")
 
 
+def test_the_default_backend_says_when_it_falls_back_to_gloo(measured, monkeypatch):
+    """No mpirun (a stand-in for a machine without it): --backend auto (the default) is gloo, and
+    the run says so before it starts; a backend chosen by name is not remarked on."""
+    calls, _ = measured
+    monkeypatch.setattr(options, "find_binary", lambda binary: None)
+    assert options.default_backend() == "gloo"
+    note = ("note: --backend auto is gloo here: mpirun is not installed (pip install 'commbench[mpi]' for MPI, or "
+            "--backend gloo to choose it)")
+    auto = run_cli("run", "-n", "2", "--sizes", "8")
+    assert auto.code == OK and auto.stderr.splitlines()[0] == note and calls[-1][1].backends == ["gloo"]
+    named = run_cli("run", "-n", "2", "--sizes", "8", "--backend", "gloo")
+    assert named.code == OK and "note:" not in named.stderr
+    monkeypatch.setattr(options, "find_binary", lambda binary: "/usr/bin/" + binary)
+    assert options.auto_backend_note("auto") is None and options.default_backend() == "mpi"
+
+
 def test_nothing_measured_is_an_error_naming_the_reasons(measured, tmp_path):
     _, result = measured
     result.update(out_dir=tmp_path / "empty", rows=[], skipped=[{"reason": "no GPU"}, {"reason": "no GPU"},
