@@ -58,8 +58,8 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("busbw_gbps", "algbw x bus_factor, GB/s"),
     ("bus_factor", "the collective's bus factor for world_size"),
     ("wrong", "wrong output elements summed over ranks (0 = correct, empty = not checked)"),
-    ("background_cores", "cores' worth of CPU time other processes took on the ranks' machines while the point was "
-                         "measured (mean per machine; empty: /proc/stat unreadable) (commbench.rank.load)"),
+    ("background_cores", "cores' worth of CPU time other processes took on the busiest of the ranks' machines while "
+                         "the point was measured (empty: /proc/stat unreadable) (commbench.rank.load)"),
     ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),
     ("library_choice", "--nccl-tuning: NCCL's algorithm/protocol pairs, most frequent first"),
     ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),

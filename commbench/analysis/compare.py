@@ -225,25 +225,26 @@ def _side_jobs(jobs) -> tuple[np.ndarray, float | None, int, bool]:
     return medians, background, sum(len(s) for s, _ in jobs), min(len(s) for s, _ in jobs) < FEW_SAMPLES
 
 
-def duplicated(jobs) -> int:
-    """Jobs whose samples (two or more) are an earlier job's, value for value: copies, which the
-    interval would count as independent measurements."""
-    seen, copies = set(), 0
-    for samples, _ in jobs:
-        if len(samples) < 2:
+def unique_jobs(jobs) -> list:
+    """The jobs less those whose samples (two or more) are an earlier job's, value for value: copies,
+    which the interval would count as independent measurements (narrowing it to nothing)."""
+    seen, out = set(), []
+    for job in jobs:
+        digest = np.asarray(job[0], float).tobytes()
+        if len(job[0]) >= 2 and digest in seen:
             continue
-        digest = np.asarray(samples, float).tobytes()
-        copies += digest in seen
         seen.add(digest)
-    return copies
+        out.append(job)
+    return out
 
 
 def _judge(key: tuple, base_jobs, cand_jobs, threshold: float) -> Verdict:
+    copies = [f"{len(jobs) - len(unique_jobs(jobs))} job(s) of the {side} duplicated (identical samples): counted once"
+              for side, jobs in (("baseline", base_jobs), ("candidate", cand_jobs)) if len(unique_jobs(jobs)) < len(jobs)]
+    base_jobs, cand_jobs = unique_jobs(base_jobs), unique_jobs(cand_jobs)
     bm, bb, bs, bfew = _side_jobs(base_jobs)
     cm, cb, cs, cfew = _side_jobs(cand_jobs)
     j = verdicts.judge(bm, cm, threshold, (bb, cb))
-    copies = [f"{n} job(s) of the {side} duplicated (identical samples)"
-              for side, n in (("baseline", duplicated(base_jobs)), ("candidate", duplicated(cand_jobs))) if n]
     note = "; ".join(n for n in (j.note, "few samples per job" if bfew or cfew else "", *copies) if n)
     return Verdict({k: _plain(v) for k, v in zip(KEY, key, strict=True)}, j.verdict, verdicts.level(bm)[0],
                    verdicts.level(cm)[0], j.ratio, j.ci_low, j.ci_high, j.p_value, j.jobs, (bs, cs),

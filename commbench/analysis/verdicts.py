@@ -78,9 +78,7 @@ def _welch(lb: np.ndarray, lc: np.ndarray) -> tuple[float, float, float]:
     """Difference of mean logs (candidate - baseline): its interval's half-width and the two-sided p."""
     d = float(lc.mean() - lb.mean())
     vb, vc = float(lb.var(ddof=1)) / len(lb), float(lc.var(ddof=1)) / len(lc)
-    se = math.sqrt(vb + vc)
-    if se == 0:  # no spread at all (identical jobs): the difference is what it is
-        return d, 0.0, 1.0 if d == 0 else 0.0
+    se = math.sqrt(vb + vc)  # > 0: judge leaves sides without spread inconclusive
     den = vb ** 2 / (len(lb) - 1) + vc ** 2 / (len(lc) - 1)
     df = (vb + vc) ** 2 / den if den > 0 else len(lb) + len(lc) - 2  # spreads so small their squares vanish
     return d, float(stats.t.ppf(0.5 + CONFIDENCE / 2, df) * se), float(2 * stats.t.sf(abs(d) / se, df))
@@ -115,6 +113,9 @@ def judge(base: np.ndarray, cand: np.ndarray, threshold: float,
     if min(jobs) < 2:
         return Judgement("inconclusive", ratio, None, None, None, jobs, None,
                          f"{min(jobs)} job on a side: run both with --repeat {MIN_JOBS} or more")
+    if min(float(lb.var()), float(lc.var())) == 0:  # measured jobs never agree to the last digit: copies
+        return Judgement("inconclusive", ratio, None, None, None, jobs, None,
+                         "a side's jobs have identical medians (copies?): no spread to build an interval on")
     d, half, p = _welch(lb, lc)
     low, high = _exp(d - half), _exp(d + half)
     if min(jobs) < MIN_JOBS:

@@ -5,10 +5,11 @@ that make a row say it is not to be trusted (`unreliable`).
 A machine's busy time comes from /proc/stat (user, nice, system, irq, softirq and steal: a VM's
 neighbours count too), read by one rank per machine (machines told apart by the kernel's boot id,
 so emulated nodes sharing one kernel are one machine); every rank's own CPU time (all its
-threads: process_time) is taken off. The window is the point's whole measurement (warm-up, timed
-samples, check), read without extra barriers, or where that is shorter than MIN_WINDOW_S, the window
-back to the start of an earlier point that makes it long enough: /proc/stat counts in ticks (10 ms),
-so a quarter of a second reads to about +-0.1 cores.
+threads: process_time) and the reader's ancestors' (the launcher's daemon, the launcher,
+commbench's parent) are taken off, and a row keeps the busiest machine's figure. The window is the
+point's whole measurement (warm-up, timed samples, check), read without extra barriers, or where
+that is shorter than MIN_WINDOW_S, the window back to the start of an earlier point that makes it
+long enough: /proc/stat counts in ticks (10 ms), so a quarter of a second reads to about +-0.1 cores.
 
 A point is flagged (commbench.rank.load.reasons) when
   * the machine was busy: at least BUSY_CORES of other work and, with the job's ranks, more work
@@ -55,58 +56,82 @@ def busy_seconds() -> float | None:
     return (user + nice + system + irq + softirq + steal) * _TICK_S
 
 
+def machinery_seconds(levels: int = 4) -> float:
+    """CPU seconds of this process's ancestors, up to `levels` of them (the launcher's daemon, the
+    launcher, commbench's parent process): the job's own machinery, which is no other work."""
+    total, pid = 0.0, os.getppid()
+    for _ in range(levels):
+        if pid <= 1:
+            break
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid ... utime stime
+        except (OSError, IndexError):
+            break
+        total += (int(fields[11]) + int(fields[12])) * _TICK_S
+        pid = int(fields[1])
+    return total
+
+
 @dataclass
 class LoadMeter:
-    """One rank's readings; `reader`: this rank reads its machine's /proc/stat. ranks, cores: the
-    job's most ranks on one machine, and the fewest cores of a machine (what crowds first). The
-    starts of the last ANCHORS points are kept: a point shorter than MIN_WINDOW_S is read over the
-    shortest window back to one of them that is long enough (the load around it)."""
+    """One rank's readings; `reader`: this rank reads its machine's /proc/stat (and its ancestors'
+    CPU time), `machine`: its machine's index of `machines`. ranks, cores: the job's most ranks on
+    one machine, and the fewest cores of a machine (what crowds first). The starts of the last
+    ANCHORS points are kept: a point shorter than MIN_WINDOW_S is read over the shortest window back
+    to one of them that is long enough (the load around it)."""
     reader: bool
     ranks: int
     cores: int
+    machine: int = 0
+    machines: int = 1
     starts: deque = field(default_factory=lambda: deque(maxlen=ANCHORS))
 
     def _now(self) -> tuple[float, float, float]:
-        busy = (busy_seconds() if self.reader else 0.0)
-        return (float("nan") if busy is None else busy), time.process_time(), time.monotonic()
+        if not self.reader:
+            return 0.0, time.process_time(), time.monotonic()
+        busy = busy_seconds()
+        return (float("nan") if busy is None else busy), time.process_time() + machinery_seconds(), time.monotonic()
 
     def start(self) -> None:
         self.starts.appendleft(self._now())
 
     def stop(self) -> list[float]:
-        """Per kept start, newest first, ANCHORS of them (the oldest repeated): [machine busy s
-        (readers; NaN if unreadable), own CPU s, window s (readers)], then 1 for a reader."""
+        """machines x ANCHORS x [machine busy s (readers; NaN if unreadable), own CPU s, window s
+        (readers)], zero but at this rank's machine: per kept start, newest first (the oldest repeated)."""
         busy, own, wall = self._now()
         starts = list(self.starts) + [self.starts[-1]] * (ANCHORS - len(self.starts))
-        out = []
-        for b, o, w in starts:
-            out += [busy - b, own - o, (wall - w) if self.reader else 0.0]
-        return out + [1.0 if self.reader else 0.0]
+        out = np.zeros((self.machines, ANCHORS, 3))
+        out[self.machine] = [[busy - b, own - o, (wall - w) if self.reader else 0.0] for b, o, w in starts]
+        return out.reshape(-1).tolist()
 
 
 def open_meter(comm) -> LoadMeter:
     """Every rank's meter; the lowest rank on each machine reads its /proc/stat. Collective."""
     seen = comm.allgather_object((machine_id(), os.cpu_count() or 1))
     ids = [m for m, _ in seen]
+    machines = list(dict.fromkeys(ids))
     mine = ids[comm.rank]
-    meter = LoadMeter(ids.index(mine) == comm.rank, max(ids.count(m) for m in set(ids)), min(c for _, c in seen))
+    meter = LoadMeter(ids.index(mine) == comm.rank, max(ids.count(m) for m in machines), min(c for _, c in seen),
+                      machines.index(mine), len(machines))
     meter.start()  # the first points reach back to here
     return meter
 
 
 def background(comm, readings: list[float]) -> tuple[float | None, float]:
-    """(mean cores of other work per machine, the window in s) from every rank's `stop()`, over the
-    newest window of at least MIN_WINDOW_S (else the longest kept); the cores None where a machine's
-    /proc/stat is unreadable. Collective."""
-    total = comm.reduce_host(np.array(readings, dtype=np.float64), "sum")
-    machines = max(float(total[-1]), 1.0)
-    windows = total[:-1].reshape(ANCHORS, 3)
-    long_enough = [k for k in range(ANCHORS) if windows[k, 2] / machines >= MIN_WINDOW_S]
-    busy, own, wall = windows[long_enough[0] if long_enough else ANCHORS - 1]
-    window = wall / machines
-    if busy != busy or window <= 0:  # NaN: unreadable somewhere
-        return None, window
-    return round(max(0.0, (busy - own) / window / machines), 2), window
+    """(cores of other work on the busiest machine, its window in s) from every rank's `stop()`,
+    each machine read over its newest window of at least MIN_WINDOW_S (else the longest kept); None
+    where /proc/stat is unreadable on every machine. Collective."""
+    total = np.asarray(comm.reduce_host(np.array(readings, dtype=np.float64), "sum")).reshape(-1, ANCHORS, 3)
+    found = []
+    for windows in total:
+        long_enough = [k for k in range(ANCHORS) if windows[k, 2] >= MIN_WINDOW_S]
+        busy, own, wall = windows[long_enough[0] if long_enough else ANCHORS - 1]
+        if busy == busy and wall > 0:  # not NaN: readable
+            found.append((round(max(0.0, (busy - own) / wall), 2), wall))
+    if not found:
+        return None, 0.0
+    return max(found)
 
 
 def median_interval(samples: np.ndarray) -> tuple[float, float] | None:

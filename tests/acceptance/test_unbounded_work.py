@@ -1,5 +1,5 @@
 """Hostile inputs, class 6 of issue 20 (unbounded work): work that would not end, or not fit, is
-refused with BAD_INPUT in <= 5 s and <= 200 MB, before it starts (the contract:
+refused with BAD_INPUT in <= 5 s and <= the contract's LIMIT_MB, before it starts (the contract:
 tests/hostile_contract.py; besides it, a run let go is never left "running" in its run.json)."""
 
 import json

@@ -235,6 +235,8 @@ def test_verdict_rules():
     assert judge(same[:2], same[:2] * 2, 0.05).verdict == "inconclusive"  # two jobs: too few
     j = judge(np.array([10.0]), np.array([41.0]), 0.05)
     assert (j.verdict, j.ci_low, j.p_value) == ("inconclusive", None, None) and j.ratio == pytest.approx(4.1)
-    # identical jobs on both sides (no spread): the interval is the ratio itself
+    # a side whose jobs agree to the last digit (copies): no spread, no interval, no verdict
     flat = np.array([10.0, 10.0, 10.0])
-    assert judge(flat, flat * 1.1, 0.05).verdict == "regression" and judge(flat, flat, 0.05).verdict == "unchanged"
+    for j in (judge(flat, flat * 1.1, 0.05), judge(flat, flat, 0.05), judge(flat, same, 0.05)):
+        assert (j.verdict, j.ci_low, j.ci_high, j.p_value) == ("inconclusive", None, None, None)
+        assert "identical medians" in j.note

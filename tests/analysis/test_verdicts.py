@@ -25,10 +25,10 @@ def test_verdict_math_guards_its_callers():
             judge(np.array(bad, float), np.array(QUIET), 0.05)
         with pytest.raises(InputError, match="finite times > 0"):
             level(np.array(bad, float))
-    flat = np.array([10.0, 10.0, 10.0])
+    flat = np.array([10.0, 10.0, 10.0])  # jobs that agree to the last digit: copies, no interval
     j = judge(flat, flat, 0.05)
-    assert (j.verdict, j.ratio, j.ci_low, j.ci_high, j.p_value) == ("unchanged", 1.0, 1.0, 1.0, 1.0)
-    assert judge(flat, np.array([10.0, 10.0, 10.5]), 0.05).verdict in ("unchanged", "inconclusive")
+    assert (j.verdict, j.ratio, j.ci_low, j.ci_high, j.p_value) == ("inconclusive", 1.0, None, None, None)
+    assert judge(flat, np.array([10.0, 10.0, 10.5]), 0.05).verdict == "inconclusive"
     assert level(np.array([5.0])) == (pytest.approx(5.0), None, None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warning on stderr
@@ -42,7 +42,9 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     outcome = run_cli("compare", base, cand, "--format", "json")
     outcome.assert_clean(codes=(OK,))
     doc = strict_json(outcome.stdout)
-    assert {p["verdict"] for p in doc["points"]} == {"unchanged"} and all(p["p_value"] == 1.0 for p in doc["points"])
+    # noise 0: each side's three jobs are one job's copies, counted once: no interval, never a verdict
+    assert {p["verdict"] for p in doc["points"]} == {"inconclusive"} and all(p["p_value"] is None for p in doc["points"])
+    assert all(p["jobs"] == [1, 1] and "duplicated (identical samples): counted once" in p["note"] for p in doc["points"])
     one = write_run(tmp_path / "one", [10.0])
     rows = (one / "results.csv").read_text().splitlines()
     (one / "results.csv").write_text("\n".join(rows[:-1]) + "\n")  # its 64 KiB point: baseline only
@@ -55,8 +57,8 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
 
 
 def test_ratio_past_float_range_is_null_in_json(tmp_path):
-    base = write_run(tmp_path / "base", [1e-4, 1.02e-4, 0.99e-4], noise=0.0)
-    cand = write_run(tmp_path / "cand", [1e306, 1.02e306, 0.99e306], noise=0.0)
+    base = write_run(tmp_path / "base", [0.0101, 0.0102, 0.0099], noise=0.0)  # samples.csv keeps 4 decimals
+    cand = write_run(tmp_path / "cand", [5e306, 5.1e306, 4.9e306], noise=0.0)  # x 20 samples: below float max
     outcome = run_cli("compare", base, cand, "--format", "json")
     assert outcome.code == FAILED and outcome.stderr == ""
     doc = strict_json(outcome.stdout)

@@ -98,7 +98,8 @@ def log_sigma(jac: np.ndarray, s2: float) -> tuple[np.ndarray, list[int | None],
         return sigma, partner, direction
     _, s, vt = np.linalg.svd(jac[:, cols] / norms[cols], full_matrices=True)
     s = np.concatenate([s, np.zeros(len(cols) - len(s))])  # fewer points than columns: null directions
-    inv = np.where(s > SINGULAR * s.max(), 1 / np.maximum(s, 1e-300) ** 2, np.inf)
+    with np.errstate(divide="ignore", over="ignore"):  # 1/s^2 of a null direction: inf, which where() keeps as such
+        inv = np.where(s > SINGULAR * s.max(), 1 / np.maximum(s, 1e-300) ** 2, np.inf)
     weight = vt ** 2  # weight[j, i]: column i's share of direction j
     with np.errstate(invalid="ignore"):  # inf x 0 where a column has no share of a null direction
         contrib = np.where(weight > 1e-12, weight * inv[:, None], 0.0)
