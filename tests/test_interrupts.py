@@ -52,8 +52,8 @@ def test_run_json_status_matches_what_was_measured_when_interrupted(job, tmp_pat
     from commbench.run.api import run_sweep
     from commbench.spec import SweepSpec
 
-    spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], iters=5, warmup=1,
-                     out_dir=str(tmp_path / "r"))
+    spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], in_place=[False],
+                     iters=5, warmup=1, out_dir=str(tmp_path / "r"))
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, on_event=_interrupt_on(kind), relay=lambda line: None, repeat=repeat)
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
@@ -74,8 +74,8 @@ def test_an_interrupt_after_the_last_row_before_the_ranks_say_done_keeps_the_run
         if len(rows) == 2:
             raise KeyboardInterrupt
 
-    spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], iters=5, warmup=1,
-                     out_dir=str(tmp_path / "r"))
+    spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], in_place=[False],
+                     iters=5, warmup=1, out_dir=str(tmp_path / "r"))
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, on_event=on_event, relay=lambda line: None)
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
@@ -100,8 +100,8 @@ def test_a_second_interrupt_while_the_ranks_are_stopped_still_records_the_status
     saved = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
     interrupts.install()
     try:
-        spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], iters=5, warmup=1,
-                         out_dir=str(tmp_path / "r"))
+        spec = SweepSpec(backends=["mpi"], nprocs=2, collectives=["all_reduce"], sizes=[8, 64], in_place=[False],
+                         iters=5, warmup=1, out_dir=str(tmp_path / "r"))
         with pytest.raises(KeyboardInterrupt):
             run_sweep(spec, on_event=_interrupt_on("row"), relay=lambda line: None)
     finally:

@@ -70,7 +70,7 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     assert set(big.collective) == COLLECTIVES and set(big.dtype) == {"bfloat16", "float32"}
     assert set(big.in_place) == {0, 1} and set(big[big.collective != "all_gather"].op) == {"avg"}
     assert ((mine["count"] % 3 != 0) & (mine.collective == "all_reduce")).any()  # 3 parts and a tail
-    assert "hierarchical_kernel" in proc.stderr  # the comparison table after the run
+    assert "hierarchical_" in proc.stderr and "speedup over the flat ring" in proc.stderr  # the table after the run
 
     compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=OK)
     assert "hierarchical_" in compared.stderr and "(speedup over the flat ring)" in compared.stderr
@@ -86,8 +86,12 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     fitted = commbench("model", "fit", out, "-o", tmp_path / "model.json", check_rc=OK)  # ring: the gloo group
     kernel = fitted.stdout.split("gloo/kernel:")[1].splitlines()
     assert "(hierarchical_kernel)" in kernel[0]
-    for name in ("alpha_inter", "beta_inter"):  # the link between nodes: the backend's, borrowed
-        assert next(ln for ln in kernel if ln.split()[0] == name).endswith("(the gloo fit's)"), fitted.stdout
+    steps = fitted.stdout.split("gloo/kernel:")[0].splitlines()
+    for name in ("alpha_inter", "beta_inter"):  # the link between nodes: the backend's, borrowed where it is known
+        line = next(ln for ln in kernel if ln.split()[0] == name)
+        lent = next(ln for ln in steps if ln.split() and ln.split()[0] == name)
+        assert line.endswith("(the gloo fit's)") or ("not determined" in line and "not determined" in lent), \
+            fitted.stdout
 
 
 # --- where it cannot run -----------------------------------------------------------------------------------------
