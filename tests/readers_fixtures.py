@@ -5,6 +5,7 @@ Step). Files several cases share are built once per session and copied."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -105,7 +106,27 @@ def deep_tree(top: str, depth: int, leaf: str | None = None) -> Step:
                     os.close(out)
         finally:
             os.close(fd)
+        atexit.register(_remove_deep, s / top, depth)
     return step
+
+
+def _remove_deep(top: Path, depth: int) -> None:
+    """Remove what deep_tree made, bottom up through directory descriptors (no recursion): pytest's
+    own clean-up of old temporary folders would recurse past Python's limit in a later session."""
+    fds = [os.open(top, os.O_RDONLY)]
+    try:
+        for _ in range(depth):
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        for name in os.listdir(fds[-1]):
+            os.unlink(name, dir_fd=fds[-1])
+        for parent in reversed(fds[:-1]):
+            os.close(fds.pop())
+            os.rmdir("d", dir_fd=parent)
+    except OSError:
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def fifo(rel: str) -> Step:
