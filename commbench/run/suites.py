@@ -157,6 +157,9 @@ def _read_yaml(path: Path):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise InputError(f"{path}: line {key_node.start_mark.line + 1}: a key is a name, "
+                                     "not a list or a mapping")
                 key = self.construct_object(key_node, deep=True)
                 if isinstance(key, (str, int)) and key in seen:
                     raise InputError(f"{path}: line {key_node.start_mark.line + 1}: {str(key)[:40]!r} is given twice "

@@ -3,6 +3,7 @@ node, gloo across them. Needs root and iproute2; every test checks that no names
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +54,9 @@ def test_every_algorithm_on_2x2(netns, tmp_path, no_leftovers):
     ar = big[big.collective == "all_reduce"].set_index(["algorithm", "in_place"]).internode_bytes_measured
     assert (ar["hierarchical"] < ar["ring"]).all()  # 2(M-1)N against 1.5N per node link
     assert (rows.placement == "block").all()
-    assert "topology variants" in proc.stderr  # the comparison table after the run
+    table = proc.stderr.split("speedup over the flat ring)", 1)  # the comparison table after the run
+    assert len(table) == 2 and re.search(r"ring_ *\n.* topology", table[1])
+    assert all(name in table[1] for name in ("native", "hierarchical"))
 
 
 def test_round_robin_placement(netns, tmp_path, no_leftovers, capsys):
@@ -67,7 +70,8 @@ def test_round_robin_placement(netns, tmp_path, no_leftovers, capsys):
 
     capsys.readouterr()
     app(["topo-compare", str(out), "--csv", str(tmp_path / "c.csv")], standalone_mode=False)  # in this process
-    assert "ring_topology" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(speedup over the flat ring)" in err and re.search(r"ring_ *\n.* topology", err)  # a header word a line
     table = pd.read_csv(tmp_path / "c.csv")
     assert table["speedup:ring_topology"].iloc[0] > 1
 

@@ -44,6 +44,8 @@ BAD_SUITES = [
     ("name: ../../etc\nruns: [{label: a}]\n", "name '../../etc' must be 1-64 letters"),
     ("description: [1, 2]\nruns: [{label: a}]\n", "description must be text"),
     ("1: 2\nruns: [{label: a}]\n", "unknown top-level field '1'"),
+    ("? [a]\nruns: [{label: a}]\n", "line 1: a key is a name, not a list or a mapping"),  # found by the fuzz test
+    ("runs: [{label: a, ? {x: 1} : 2}]\n", "line 1: a key is a name, not a list or a mapping"),
     ("runs: [{label: a, " + "x" * 100 + ": 1}]\n", "unknown field '" + "x" * 40 + "'"),
     ("runs: [{label: a}]\ndefaults: !!python/object/apply:os.system [echo hi]\n", "not valid YAML (could not determine a constructor"),
     ("runs: [{label: a}]\n\xff", "not valid YAML ('utf-8' codec"),
