@@ -512,7 +512,15 @@ def _osu_point(parts: list[str], columns, coll, world: int, dtype: str, line: st
 def write_import(imp: Imported, out_dir: str | Path, source_file: str, label: str, run_id: str) -> Path:
     folder = RunFolder(out_dir)
     folder.create({"run_id": run_id, "label": label, "imported_from": imp.source, "source_file": source_file,
-                   "world_size": imp.world, **imp.meta})
+                   "world_size": imp.world, **imp.meta})  # holds the folder's lock (one writer) until released
+    try:
+        _write_points(imp, folder, label, run_id)
+    finally:
+        folder.release()
+    return folder.dir
+
+
+def _write_points(imp: Imported, folder: RunFolder, label: str, run_id: str) -> None:
     for i, p in enumerate(imp.points):
         stats = {}
         if len(p["samples"]) > 1:  # per-iteration times: the headline is their median, as in commbench
@@ -529,4 +537,3 @@ def write_import(imp: Imported, out_dir: str | Path, source_file: str, label: st
     folder.finalize()
     folder.update({"status": "completed", "points_measured": len(imp.points),
                    "wrong_total": sum(p["wrong"] or 0 for p in imp.points)})
-    return folder.dir

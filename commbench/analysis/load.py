@@ -136,6 +136,15 @@ def parquet_rows(d: Path, name: str) -> tuple[int, int]:
     return meta.num_rows, meta.num_columns
 
 
+def check_expansion(d: Path, name: str, size: int, rows: int, columns: int) -> None:
+    """A Parquet file that would take, once read (8 bytes a cell), more than limits.EXPANSION times
+    its size on disk and more than limits.EXPANSION_FREE is refused (repeated rows, a bomb)."""
+    read = rows * columns * 8
+    if read > limits.EXPANSION_FREE and read > limits.EXPANSION.value() * max(size, 1):
+        raise limits.EXPANSION.refusal(f"{d}: {name} ({rows:,} samples in {size:,} bytes would take "
+                                       f"{read / limits.MIB:.0f} MiB)", read // max(size, 1))
+
+
 def survey(subject: str, folders: list[Path]) -> None:
     """Every limit on what the folders' files hold, checked before one is parsed: each file a regular
     file inside its folder and within FILE_BYTES; together within READ_BYTES, ROWS and SAMPLES
@@ -148,7 +157,10 @@ def survey(subject: str, folders: list[Path]) -> None:
             total += file_size(d, name)
             limits.READ_BYTES.check(subject, total)
             if name == SAMPLES_PARQUET:
-                samples += parquet_rows(d, name)[0]
+                rows_of, columns = parquet_rows(d, name)
+                samples += rows_of
+                limits.SAMPLES.check(subject, samples)  # before what they expand to: the count says more
+                check_expansion(d, name, file_size(d, name), rows_of, columns)
             else:
                 count = max(_count_lines(d / name, limits.ROWS if name == RESULTS_CSV else limits.SAMPLES,
                                          f"{d}: {name}") - 1, 0)
@@ -170,52 +182,22 @@ def read_csv(source, **options) -> pd.DataFrame:
         return pd.read_csv(source, index_col=False, **options)
 
 
+SAMPLES_CSV_OPTIONS = {"dtype": {"run_id": str}, "keep_default_na": False, "na_values": [""]}
+
+
 def samples_csv(source) -> pd.DataFrame:
     """samples.csv as the checks read it: run ids as text, only an empty cell missing (a "nan"
     stays text, and is refused as a time)."""
-    return read_csv(source, dtype={"run_id": str}, keep_default_na=False, na_values=[""])
-
-
-def _sample_files(d: Path, strict: bool):
-    """(file name, its samples) per samples file of the folder, each within the limits before it is read;
-    strict: CSV read as the checks read it. Samples in both files (a conversion to Parquet cut short
-    between writing the Parquet file and removing the CSV) are read once: the Parquet file's win, and
-    the CSV file's samples of a (run, point, job) the Parquet file holds are left out."""
-    found = []
-    if os.path.lexists(d / SAMPLES_PARQUET):
-        file_size(d, SAMPLES_PARQUET)
-        rows, columns = parquet_rows(d, SAMPLES_PARQUET)
-        limits.SAMPLES.check(f"{d}: {SAMPLES_PARQUET}", rows)
-        limits.COLUMNS.check(f"{d}: {SAMPLES_PARQUET}", columns)
-        found.append((SAMPLES_PARQUET, read_file(d, SAMPLES_PARQUET, lambda: pd.read_parquet(d / SAMPLES_PARQUET))))
-    if os.path.lexists(d / SAMPLES_CSV):
-        data = read_bytes(d, SAMPLES_CSV)
-        limits.SAMPLES.check(f"{d}: {SAMPLES_CSV}", max(data.count(b"\n") - 1, 0))
-        header_names(d, SAMPLES_CSV, data)
-        reader = samples_csv if strict else read_csv
-        part = read_file(d, SAMPLES_CSV, lambda: reader(io.BytesIO(data)))
-        found.append((SAMPLES_CSV, _not_in(part, found[0][1]) if found else part))
-    if not found:
-        raise InputError(f"{d}: no samples ({SAMPLES_PARQUET} or {SAMPLES_CSV})")
-    yield from found
-
-
-_SAMPLE_KEYS = ("run_id", "point", "job", "side", "round")  # a point's samples of one job (ab: of a side and round)
-
-
-def _not_in(csv_part: pd.DataFrame, parquet: pd.DataFrame) -> pd.DataFrame:
-    """csv_part's samples but those of a (run, point, job) that the Parquet samples hold."""
-    keys = [k for k in _SAMPLE_KEYS if k in csv_part and k in parquet]
-    if not keys or csv_part.empty or parquet.empty:
-        return csv_part
-    def index(frame):
-        return pd.MultiIndex.from_frame(frame[keys].astype(str))
-    return csv_part[~index(csv_part).isin(index(parquet).unique())].reset_index(drop=True)
+    return read_csv(source, **SAMPLES_CSV_OPTIONS)
 
 
 def read_samples(d: str | Path) -> pd.DataFrame:
-    """All per-iteration samples of a run, whichever form they are in (both after a resume)."""
-    return pd.concat([samples for _, samples in _sample_files(Path(d), strict=False)], ignore_index=True)
+    """All per-iteration samples of a run as written, whichever form they are in (both after a
+    resume: commbench.analysis.samples.batches), unchecked."""
+    from commbench.analysis.samples import batches
+
+    parts = [batch for _, batch, _ in batches(Path(d), strict=False)]
+    return pd.concat(parts, ignore_index=True)
 
 
 def regular_file(d: Path, name: str, inside: bool = True) -> os.stat_result:
@@ -338,15 +320,17 @@ def _first_bad(name: str, frame: pd.DataFrame, kinds: dict, required, may_be_emp
     return min(found) if found else None
 
 
-def checked(d: Path, name: str, frame: pd.DataFrame, kinds: dict, required, may_be_empty=()) -> pd.DataFrame:
+def checked(d: Path, name: str, frame: pd.DataFrame, kinds: dict, required, may_be_empty=(),
+            first_row: int = 0) -> pd.DataFrame:
     """frame with the columns of kinds as numbers (integers where no cell is empty), after checking
-    every cell: an InputError "<d>: <name> row N: <problem>" for the first bad one."""
+    every cell: an InputError "<d>: <name> row N: <problem>" for the first bad one (N counted from
+    first_row + 1: the frame may be a piece of the file)."""
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise InputError(f"{d}: {name} is missing columns {', '.join(missing)}")
     bad = _first_bad(name, frame, kinds, required, may_be_empty)
     if bad:
-        raise InputError(f"{d}: {name} row {bad[0] + 1}: {bad[1]}")
+        raise InputError(f"{d}: {name} row {first_row + bad[0] + 1}: {bad[1]}")
     numbers = {}
     for col in frame.columns:
         if col in kinds:
@@ -396,20 +380,19 @@ def read_results(d: Path) -> pd.DataFrame:
     return rows
 
 
-def checked_samples(d: Path, samples: pd.DataFrame, name: str = "samples") -> pd.DataFrame:
-    """Samples with point, iteration and job as integers and every time_us finite and > 0."""
-    samples = checked(d, name, samples, SAMPLE_KINDS, SAMPLE_REQUIRED)
+def checked_samples(d: Path, samples: pd.DataFrame, name: str = "samples", first_row: int = 0) -> pd.DataFrame:
+    """Samples with point, iteration and job as integers and every time_us finite and > 0 (first_row:
+    the file's row of the frame's first, for the refusal's row number)."""
+    samples = checked(d, name, samples, SAMPLE_KINDS, SAMPLE_REQUIRED, first_row=first_row)
     return samples.assign(run_id=samples.run_id.astype(str))
 
 
 def _with_samples(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
     """Each row's samples as an array (sample_values); a row without samples has its time_us."""
-    samples = pd.concat([checked_samples(d, part, name) for name, part in _sample_files(d, strict=True)],
-                        ignore_index=True)
-    jobs = samples.job.fillna(1).astype(int) if "job" in samples else 1  # a folder of one job: no column
-    keys = ["run_id", "point", "job"] + [c for c in AB_KEYS if c in rows and c in samples]  # ab: a row per side, round
-    grouped = {k: g.time_us.to_numpy(float) for k, g in samples.assign(job=jobs).groupby(keys)}
-    return rows.assign(sample_values=[grouped.get(tuple(k), np.array([t])) for *k, t in
+    from commbench.analysis.samples import grouped
+
+    keys, found = grouped(d, ["run_id", "point", "job"] + [c for c in AB_KEYS if c in rows])  # ab: per side, round
+    return rows.assign(sample_values=[found.get(tuple(k), np.array([t])) for *k, t in
                                       zip(*(rows[c] for c in keys), rows.time_us, strict=True)])
 
 

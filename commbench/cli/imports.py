@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -24,10 +25,13 @@ def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
     replaces)."""
     from commbench.outputs import READ_FILES
     from commbench.run.api import new_run_id
+    from commbench.run import folder_lock
     from commbench.run.folder import check_place
 
     run_id = new_run_id()
     folder = out or f"results/{run_id}-{source}"
+    if Path(folder).is_dir():  # another writer's folder: refused before the place is probed (written in)
+        folder_lock.check_free(folder)
     place = check_place(folder)
     taken = [name for name in READ_FILES if (place / name).exists()]
     if taken:

@@ -20,6 +20,16 @@ model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check i
 app.add_typer(model_app, name="model")
 
 
+def intra_option():
+    """--intra, as `model predict` and `workload` take it."""
+    return typer.Option(None, "--intra", help="Inside a node: BANDWIDTH_GBPS,LATENCY_US (e.g. 450,2).")
+
+
+def inter_option():
+    """--inter, as `model predict` and `workload` take it."""
+    return typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5).")
+
+
 def _check_links(value: int | None) -> None:
     if value is not None and value < 1:
         raise InputError(f"invalid --links-per-node {value}: it must be at least 1")
@@ -143,8 +153,8 @@ def model_predict(
     ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
     model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file (all its groups), or one group (mpi/kernel)."),
-    intra: Optional[str] = typer.Option(None, "--intra", help="Inside a node: BANDWIDTH_GBPS,LATENCY_US (e.g. 450,2)."),
-    inter: Optional[str] = typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5)."),
+    intra: Optional[str] = intra_option(),
+    inter: Optional[str] = inter_option(),
     reduce_bw: float = typer.Option(0.0, "--reduce-bw", help="Without --model: reduction speed in GB/s (0: free)."),
     links_per_node: Optional[int] = typer.Option(None, "--links-per-node", help="Inter-node links per node (default: one per rank with --inter, the model's with --model)."),
     out: Optional[str] = typer.Option(None, "--out", help="Also write the predictions as a results folder (for report)."),

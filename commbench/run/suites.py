@@ -79,7 +79,7 @@ def bundled_summaries() -> dict[str, str]:
     out = {}
     for name in bundled_suites():
         try:
-            doc = _read_yaml(SUITES_DIR / f"{name}.yaml")
+            doc = read_yaml(SUITES_DIR / f"{name}.yaml")
             description = doc.get("description") if isinstance(doc, dict) else None
             out[name] = summary(description) if isinstance(description, str) else "(no description)"
         except InputError as exc:
@@ -142,10 +142,10 @@ _SCALARS = (
 )
 
 
-def _read_yaml(path: Path):
-    """The suite file's YAML document, within MAX_SUITE_BYTES and MAX_DEPTH, without anchors or
-    aliases or a key given twice (refused while it is read, before any of it is built), its plain
-    scalars read in the CLI's syntax (_SCALARS)."""
+def read_yaml(path: Path, what: str = "suite"):
+    """A suite file's (or another `what`'s: a workload's) YAML document, within MAX_SUITE_BYTES and
+    MAX_DEPTH, without anchors or aliases or a key given twice (refused while it is read, before any
+    of it is built), its plain scalars read in the CLI's syntax (_SCALARS). Messages name `what`."""
     import re as regex
 
     import yaml
@@ -171,7 +171,7 @@ def _read_yaml(path: Path):
             event = self.peek_event()
             where = f"{path}: line {event.start_mark.line + 1}"
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                raise InputError(f"{where}: YAML anchors and aliases (&name, *name) are not accepted in a suite")
+                raise InputError(f"{where}: YAML anchors and aliases (&name, *name) are not accepted in a {what}")
             if self.depth >= MAX_DEPTH:
                 raise InputError(f"{where}: more than {MAX_DEPTH} levels of nesting")
             self.depth += 1
@@ -189,7 +189,7 @@ def _read_yaml(path: Path):
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if len(data) > MAX_SUITE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_SUITE_BYTES // 1024} KB, the largest suite file accepted")
+        raise InputError(f"{path}: larger than {MAX_SUITE_BYTES // 1024} KB, the largest {what} file accepted")
     try:
         loader = Loader(data.decode("utf-8"))
         loader.name = str(path)  # named in YAML's messages
@@ -207,7 +207,7 @@ def load_suite(name_or_path: str, overrides: dict | None = None) -> Suite:
     """The suite, every run validated; `overrides` (option name -> value, from `sweep`'s command line:
     commbench.options.suite_overrides) replace those fields in every run."""
     path = find_suite(name_or_path)
-    doc = _read_yaml(path)
+    doc = read_yaml(path)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a suite is a mapping with 'runs' (got {type(doc).__name__})")
     unknown = [k for k in doc if k not in ("name", "description", "defaults", "runs")]

@@ -197,7 +197,7 @@ def test_rows_are_never_appended_through_a_link(tmp_path):
 
 
 def test_every_writer_refuses_a_folder_another_process_holds(tmp_path, holder):
-    """run, run --resume, ab and sweep (the sweep's folder and a run's folder in it), each in one line,
+    """run, run --resume, ab, sweep (the sweep's folder and a run's folder in it) and import, each in one line,
     exit 2, before anything is launched or written (no ranks start: refused first)."""
     from cli_inprocess import run_cli
     from commbench.errors import BAD_INPUT
@@ -217,7 +217,9 @@ def test_every_writer_refuses_a_folder_another_process_holds(tmp_path, holder):
         holder(folder)
     for args in [("run", *small, "--out", empty), ("run", "--resume", d), ("ab", *small, "--out", empty),
                  ("sweep", suite, "--out", sweep, "--quiet"), ("sweep", suite, "--out", sweep, "--resume"),
-                 ("run", *small, "--out", sweep / "one")]:
+                 ("run", *small, "--out", sweep / "one"),
+                 ("import", "nccl-tests", Path(__file__).parents[1] / "data" / "nccl_tests_all_reduce_16xH100.txt",
+                  "--out", empty)]:
         before = {str(p): p.lstat().st_mtime_ns for p in tmp_path.rglob("*")}
         outcome = run_cli(*args)
         outcome.assert_clean()

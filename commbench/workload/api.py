@@ -1,0 +1,205 @@
+"""`commbench workload` as a Python API: a step's mix (from a workload config, or a PARAM basic
+trace) measured here (measure.py), predicted here and at scale (predict.py), written to OUT
+(report.py). `check` validates everything and writes nothing; `run` measures, fits and writes.
+
+    from commbench.workload.api import Request, check, run
+    done = run(check(Request(source="llama7b_fsdp_64", fields={"nprocs": 4}, scale=1 / 64)))
+    print(done.out, done.comparison)
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commbench import options
+from commbench.errors import InputError
+from commbench.workload import measure, predict, report
+from commbench.workload.config import WorkloadConfig, load_workload
+from commbench.workload.mix import Entry, derive
+from commbench.workload.param_trace import from_param, read_param_trace
+
+MAX_COMPUTE_MS = 1e9
+
+
+@dataclass
+class Request:
+    source: str | None = None  # a workload config: a bundled name or a path
+    trace: str | None = None  # or a PARAM basic trace
+    gpus_per_node: int | None = None  # with a trace: its ranks per node (else the trace's own)
+    fields: dict = field(default_factory=dict)  # `commbench run`'s options, by name (commbench.options)
+    backend_given: bool = False  # --backend was given (else: the model file's backend, with --no-measure)
+    measure: bool = True
+    scale: float = 1.0
+    model: str | None = None
+    compute_ms: float | None = None
+    intra: str | None = None
+    inter: str | None = None
+    out: str | None = None
+    param_out: str | None = None
+    argv: list[str] | None = None
+
+
+@dataclass
+class Checked:
+    """A request with everything decided and validated; nothing written yet."""
+
+    request: Request
+    name: str
+    config: WorkloadConfig | None
+    entries: list[Entry]
+    records: list | None  # the trace read (--trace)
+    dtype: str
+    nprocs: int
+    targets: list[tuple[Entry, measure.Target]]
+    variants: list[tuple[str, str]]  # (backend, algorithm)
+    out: Path
+    model: predict.Model | None  # from --model
+    links: dict
+    segment: int
+    sweeps: measure.Sweeps | None
+
+
+def _entries(r: Request):
+    if (r.source is None) == (r.trace is None):
+        raise InputError("give a workload CONFIG (a file, or a bundled name: --list shows them) or --trace FILE, "
+                         "not both" if r.source and r.trace else
+                         "give a workload CONFIG (a file, or a bundled name: --list shows them) or --trace FILE")
+    if r.trace is None:
+        if r.gpus_per_node is not None:
+            raise InputError("--gpus-per-node is for --trace; a workload config says it in parallel.gpus_per_node")
+        config = load_workload(r.source)
+        return config.name, config, derive(config), None
+    if r.gpus_per_node is not None and r.gpus_per_node < 1:
+        raise InputError(f"invalid --gpus-per-node {r.gpus_per_node}: at least 1")
+    records = read_param_trace(r.trace)
+    entries = from_param(records, r.gpus_per_node)
+    if not entries:
+        raise InputError(f"{r.trace}: the trace holds no communication")
+    return Path(r.trace).stem[:64] or "trace", None, entries, records
+
+
+def _out(r: Request, name: str) -> Path:
+    from commbench.outputs import output_folder
+    from commbench.run.api import new_run_id
+    from commbench.run.folder import check_place
+
+    out = Path(r.out or f"results/{new_run_id()}-{name}")
+    output_folder(out, "--out", probe=False)
+    check_place(out, sweep=True, probe=False)
+    if out.is_dir() and any(out.iterdir()):
+        raise InputError(f"--out {str(out)!r} is not empty: a workload is written into a new (or empty) folder")
+    return out
+
+
+def _backends(fields: dict) -> list[str]:
+    """--backend's names, auto resolved as a run resolves it."""
+    from commbench.spec import resolve_names, split_list
+
+    return resolve_names("backend", [options.default_backend() if b.lower() == "auto" else b
+                                     for b in split_list(fields.get("backend") or "auto")], options.BACKENDS)
+
+
+def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | None) -> list[tuple[str, str]]:
+    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.spec import resolve_names
+
+    if sweeps and sweeps.specs:
+        spec = next(iter(sweeps.specs.values()))
+        return [(b, a) for b in spec.backends for a in spec.algorithms]
+    algorithms = resolve_names("algorithm", r.fields.get("algorithm") or "ring", ("native", *ALGORITHMS))
+    backends = list(model.fits) if model is not None and not r.backend_given else _backends(r.fields)
+    return [(b, a) for b in backends for a in algorithms]
+
+
+def check(r: Request) -> Checked:
+    """Every input validated (the config or trace, the options, the sweeps, --model, the outputs)
+    before anything runs or is written; InputError otherwise."""
+    from commbench.outputs import output_file
+    from commbench.spec import parse_size
+
+    name, config, entries, records = _entries(r)
+    scale = measure.check_scale(r.scale)
+    if r.compute_ms is not None and not (math.isfinite(r.compute_ms) and 0 < r.compute_ms <= MAX_COMPUTE_MS):
+        raise InputError(f"invalid --compute-ms {r.compute_ms}: a step's compute time in milliseconds, above 0")
+    links = predict.links_of(r.intra, r.inter)
+    fields = dict(r.fields)
+    dtype = measure.dtype_of(fields)
+    nprocs = fields.get("nprocs")
+    if nprocs is None:
+        defaults = options.spec_arguments({"launcher": fields.get("launcher") or "auto"})
+        nprocs = defaults.get("nprocs") or options.DEFAULT_NPROCS
+    if nprocs < 1:
+        raise InputError(f"invalid number of processes {nprocs}: it must be at least 1")
+    fields["nprocs"] = nprocs
+    forced = None
+    if measure.mode_given(fields):
+        mode = options.cli_fields({k: v for k, v in fields.items() if k in options.BY_NAME})["mode"]
+        forced = {"in-place": True, "out-of-place": False}.get(mode)  # both: each entry's own
+    targets = [(e, measure.target(e, nprocs, scale, dtype, forced)) for e in entries]
+    out = _out(r, name)
+    if r.param_out is not None:
+        output_file(r.param_out, "--param-out")
+    if not r.measure and r.model is None:
+        raise InputError("--no-measure needs --model FILE (a model from `commbench model fit`): nothing is measured "
+                         "to fit one from")
+    sweeps = None
+    if r.measure:
+        runs = measure.plan(targets, dtype, calibrate=r.model is None)
+        in_place = None if measure.mode_given(fields) else measure.NATURAL_IN_PLACE
+        sweeps = measure.specs(runs, fields, out, name, in_place)
+    model = None
+    if r.model is not None:
+        backends = None  # the file's one backend
+        if sweeps is not None and sweeps.specs:
+            backends = next(iter(sweeps.specs.values())).backends
+        elif r.backend_given or r.measure:
+            backends = _backends(fields)
+        model = predict.from_file(r.model, backends)
+    segment = parse_size(fields.get("segment_bytes") or options.BY_NAME["segment_bytes"].default)
+    return Checked(r, name, config, entries, records, dtype, nprocs, targets, _variants(r, sweeps, model), out,
+                   model, links, segment, sweeps)
+
+
+@dataclass
+class Done:
+    out: Path
+    rows: list[dict]  # one per entry and (backend, algorithm): report.entry_rows
+    totals: list[dict]  # per (backend, algorithm) and kind, and "all": report.totals
+    model: predict.Model
+    wrong: int = 0
+    comparison: list[dict] = field(default_factory=list)  # measured / predicted here per variant
+
+
+def run(c: Checked, on_run: Callable | None = None, on_event: Callable | None = None) -> Done:
+    """Measure (unless --no-measure), fit or load the model, predict, write OUT; the outcome."""
+    c.out.mkdir(parents=True, exist_ok=True)
+    rows, wrong = None, 0
+    if c.sweeps is not None and c.sweeps.specs:
+        from commbench.analysis.model import load_rows
+
+        results = measure.measure(c.sweeps, on_run, on_event, c.request.argv or sys.argv)
+        wrong = sum(res.wrong for res in results)
+        rows = load_rows([str(c.out / measure.MEASURED)])
+    if c.model is not None:
+        model = c.model
+    elif rows is not None:
+        model = predict.fitted(rows, [str(c.out / measure.MEASURED)])
+    else:
+        model = predict.Model(error="no model: nothing was measured to fit one from (give --model FILE)")
+    import pandas as pd
+
+    measured = measure.measured_times(rows if rows is not None else pd.DataFrame(), c.targets, c.variants,
+                                      c.sweeps.skipped if c.sweeps else {})
+    if c.sweeps is None:  # what could not be measured anyway says why
+        measured = {k: (None, c.targets[k[0]][1].why or "not measured: --no-measure") for k in measured}
+    predictor = predict.Predictor(model, c.links, c.segment)
+    entry_rows = report.entry_rows(c, measured, predictor)
+    overlap = c.config.overlap.__dict__ if c.config else {}
+    totals = report.totals(entry_rows, c.variants, overlap, c.request.compute_ms)
+    done = Done(c.out, entry_rows, totals, model, wrong, report.comparison(entry_rows, c.variants))
+    report.write(c, done)
+    return done

@@ -1,0 +1,221 @@
+"""A step's mix measured on this machine: one real commbench sweep (commbench.run.api) per
+collective and group size, into OUT/measured/<collective>-<ranks>/ (a sweep folder that report,
+compare and `model fit` read), and each entry's time per call read back from the rows.
+
+What is measured for an entry of G ranks and S bytes (nccl-tests' size_bytes):
+  * ranks: min(G, -n); a group larger than the ranks here is measured at the largest size that
+    fits, and marked so;
+  * size: S x --scale, rounded to whole elements of --dtype for every rank (at least one each),
+    at most MAX_MEASURED_BYTES (larger ones are measured at that size, and marked so);
+  * buffers: the way training issues the call (NATURAL_IN_PLACE) unless a buffer switch is given;
+  * a collective commbench does not have (commbench.rank.collectives: all_to_all and send_recv
+    today) is not measured, and says so.
+Where the cost model is fitted from this run, every sweep also measures a ladder of sizes from one
+element per rank to 8x its largest entry, x2 apart: the entries' few sizes alone cannot tell α
+from β from γ, nor where the working set outgrows the cache (commbench.analysis.model.fit leaves
+them undetermined, and the predictions that depend on them out; with x4 apart this machine's
+cache size was still undetermined).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commbench import options
+from commbench.dtypes import DTYPES
+from commbench.errors import InputError
+from commbench.rank.collectives import COLLECTIVES
+from commbench.spec import SweepSpec, split_list
+from commbench.workload.mix import Entry
+
+MAX_MEASURED_BYTES = 256 << 20  # the largest message measured here (nccl-tests' size_bytes): 256 MiB
+MEASURED = "measured"  # OUT/measured/: the sweeps' run folders
+LADDER_STEP, LADDER_REACH = 2, 8  # the calibration ladder: x2 apart, up to 8x the largest entry
+# DDP all-reduces its gradient buckets in place; FSDP's all_gather_into_tensor and reduce_scatter_tensor
+# (and ZeRO's) write into another tensor
+NATURAL_IN_PLACE = {"all_reduce": True, "all_gather": False, "reduce_scatter": False}
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one entry is measured here: on `ranks` ranks at `size_bytes` (None: not measured, `why`)."""
+
+    ranks: int | None = None
+    size_bytes: int | None = None
+    in_place: bool = False
+    why: str = ""  # why not measured
+    marks: tuple[str, ...] = ()  # how the measured call differs from the entry's
+
+
+def human_size(n: float) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def run_label(collective: str, ranks: int) -> str:
+    return f"{collective}-{ranks}"
+
+
+def check_scale(scale: float) -> float:
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and 0 < scale <= 1e6):
+        raise InputError(f"invalid --scale {scale}: a factor above 0 (and at most 1e6) that multiplies every "
+                         "message size")
+    return float(scale)
+
+
+def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool | None = None) -> Target:
+    """How `entry` is measured with `nprocs` ranks here (in_place None: as training issues it)."""
+    c = entry.collective
+    if c not in COLLECTIVES:
+        return Target(why=f"not measured: commbench has no {c} yet")
+    ranks = min(entry.group_size, nprocs)
+    if ranks < 2:
+        return Target(why=f"not measured: {ranks} rank here communicates nothing (-n 2 or more)")
+    item = DTYPES[dtype].itemsize
+    unit = item * (ranks if c in ("all_gather", "reduce_scatter") else 1)  # whole elements for every rank
+    wanted = entry.size_bytes * scale
+    size = max(unit, round(wanted / unit) * unit)
+    marks = []
+    if size > MAX_MEASURED_BYTES:
+        size = MAX_MEASURED_BYTES // unit * unit
+        marks.append(f"capped at {human_size(size)} (of {human_size(wanted)})")
+    if ranks < entry.group_size:
+        marks.append(f"{ranks} of its {entry.group_size} ranks")
+    mode = NATURAL_IN_PLACE.get(c, False) if in_place is None else in_place
+    return Target(ranks, size, mode, "", tuple(marks))
+
+
+def ladder(collective: str, ranks: int, dtype: str, largest: int) -> list[int]:
+    """Calibration sizes: one element per rank, then x LADDER_STEP, up to LADDER_REACH x `largest`
+    (at most MAX_MEASURED_BYTES): past the entries, so that the fit sees where the working set
+    leaves the cache, which the entries' sizes may straddle."""
+    unit = DTYPES[dtype].itemsize * (ranks if collective in ("all_gather", "reduce_scatter") else 1)
+    top = min(MAX_MEASURED_BYTES, LADDER_REACH * largest)
+    out, size = [], unit
+    while size <= top:
+        out.append(size)
+        size *= LADDER_STEP
+    return out
+
+
+def plan(targets: list[tuple[Entry, Target]], dtype: str, calibrate: bool) -> dict[tuple[str, int], list[int]]:
+    """(collective, ranks) -> the sizes its sweep measures, ascending."""
+    runs: dict[tuple[str, int], set[int]] = {}
+    for entry, t in targets:
+        if t.ranks is not None:
+            runs.setdefault((entry.collective, t.ranks), set()).add(t.size_bytes)
+    if calibrate:
+        for (c, ranks), sizes in runs.items():
+            sizes.update(ladder(c, ranks, dtype, max(sizes)))
+    return {key: sorted(sizes) for key, sizes in sorted(runs.items())}
+
+
+@dataclass
+class Sweeps:
+    """The sweeps of one workload, validated (nothing written yet): label -> spec."""
+
+    out: Path
+    specs: dict[str, SweepSpec] = field(default_factory=dict)
+    launcher_args: list[str] = field(default_factory=list)
+    skipped: dict[str, list[dict]] = field(default_factory=dict)  # label -> the sweep's skipped points
+
+
+def mode_given(fields: dict) -> bool:
+    """Did the command line choose a buffer mode (--in-place, --out-of-place, --both)?"""
+    return any(fields.get(o.name) for o in options.MODE_SWITCHES)
+
+
+def specs(runs: dict[tuple[str, int], list[int]], fields: dict, out: Path, name: str,
+          in_place: dict[str, bool] | None) -> Sweeps:
+    """One validated SweepSpec per run, from `commbench run`'s option fields (option name -> value,
+    as the CLI parsed them) with the run's collective, sizes, ranks and folder; in_place: the
+    buffer mode per collective (None: the options' own). Every run checked before any starts."""
+    from commbench.run import launch
+    from commbench.run.api import prepare
+
+    base = options.cli_fields({k: v for k, v in fields.items() if k in options.BY_NAME})
+    launcher_args = options.launcher_argv(base.pop("launcher_args", ""))
+    if base.get("launcher") == "none":
+        raise InputError("--launcher none: a workload launches one job per group size; let commbench launch them")
+    sweeps = Sweeps(out, launcher_args=launcher_args)
+    for (collective, ranks), sizes in runs.items():
+        label = run_label(collective, ranks)
+        f = dict(base, collective=collective, sizes=",".join(map(str, sizes)), nprocs=ranks,
+                 out=str(out / MEASURED / label), label=base.get("label") or f"{name} {label}")
+        if in_place is not None:
+            f["mode"] = "in-place" if in_place[collective] else "out-of-place"
+        try:
+            spec = SweepSpec.from_options(**options.spec_arguments(f))
+            if len(spec.dtypes) != 1:
+                raise InputError(f"-d/--dtype: one dtype (the entries' bytes are measured as it), not "
+                                 f"{', '.join(spec.dtypes)}")
+            check = prepare(SweepSpec.from_json(spec.to_json()))
+            launcher = launch.resolve_launcher(check)
+            if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
+                raise InputError(f"it needs {launcher!r}, which is not installed")
+            launch.check_local_ranks(check, launcher, launcher_args)
+        except InputError as exc:
+            raise InputError(f"measuring {collective} on {ranks} ranks: {exc}") from None
+        spec.run_id = ""
+        sweeps.specs[label] = spec
+    return sweeps
+
+
+def dtype_of(fields: dict) -> str:
+    """The one dtype the entries are measured as (-d; its name resolved as run resolves it)."""
+    from commbench.dtypes import DTYPE_ALIASES
+    from commbench.spec import resolve_names
+
+    names = resolve_names("dtype", split_list(fields.get("dtype") or options.BY_NAME["dtype"].default), DTYPES,
+                          DTYPE_ALIASES)
+    if len(names) != 1:
+        raise InputError(f"-d/--dtype: one dtype (the entries' bytes are measured as it), not {', '.join(names)}")
+    return names[0]
+
+
+def measure(sweeps: Sweeps, on_run: Callable[[str, SweepSpec], None] | None = None,
+            on_event: Callable[[dict], None] | None = None, argv: list[str] | None = None) -> list:
+    """Run every sweep, one after another (commbench.run.api.run_sweep); their RunResults."""
+    from commbench.run.api import run_sweep
+
+    results = []
+    for label, spec in sweeps.specs.items():
+        if on_run:
+            on_run(label, spec)
+        result = run_sweep(spec, launcher_args=sweeps.launcher_args, on_event=on_event, argv=argv)
+        sweeps.skipped[label] = result.skipped
+        results.append(result)
+    return results
+
+
+def measured_times(rows, targets: list[tuple[Entry, Target]], variants: list[tuple[str, str]],
+                   skipped: dict[str, list[dict]]) -> dict[tuple[int, str, str], tuple[float | None, str]]:
+    """(entry index, backend, algorithm) -> (median µs per call, "") or (None, why), from the
+    measured rows (commbench.analysis.model.load_rows): the entry's own buffer mode where measured,
+    else the other."""
+    out = {}
+    ok = rows[rows.wrong == 0] if len(rows) else rows
+    for i, (entry, t) in enumerate(targets):
+        for backend, algorithm in variants:
+            if t.ranks is None:
+                out[i, backend, algorithm] = (None, t.why)
+                continue
+            pick = ok[(ok.collective == entry.collective) & (ok.world_size == t.ranks) & (ok.size_bytes == t.size_bytes)
+                      & (ok.backend == backend) & (ok.algorithm == algorithm)] if len(ok) else ok
+            if len(pick):
+                same = pick[pick.in_place.astype(bool) == t.in_place]
+                out[i, backend, algorithm] = (float((same if len(same) else pick).time_us.iloc[0]), "")
+                continue
+            reasons = [s.get("reason", "") for s in skipped.get(run_label(entry.collective, t.ranks), [])
+                       if s.get("backend") == backend and s.get("algorithm") == algorithm
+                       and s.get("size") == t.size_bytes]
+            wrong = len(rows) and ((rows.collective == entry.collective) & (rows.world_size == t.ranks)
+                                   & (rows.wrong != 0)).any()
+            out[i, backend, algorithm] = (None, f"not measured: skipped ({reasons[0]})" if reasons else
+                                          "not measured: wrong results" if wrong else "not measured: no row")
+    return out

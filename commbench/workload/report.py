@@ -1,0 +1,224 @@
+"""A workload's figures: per entry and (backend, algorithm) the measured and predicted times, per
+traffic kind the step's totals, and the files of OUT:
+
+  mix.csv            one row per entry and (backend, algorithm): the Entry's fields, bytes per rank
+                     per step, how it was measured here, and the three times (ms per step = count x
+                     the time per call): measured here, predicted here, predicted at scale;
+  workload.json      the config (or trace) echoed, the totals, which figure is measured where, the
+                     model's source, commbench's version;
+  param_trace.json   the mix as a PARAM basic trace (rank 0's; with --trace: the trace read).
+
+Every figure that is missing says why (never a silent zero). Totals count the entries that have the
+figure and name how many do not; `exposed` is a kind's total x (1 - its overlap fraction), and
+with --compute-ms the communication share is exposed / (exposed + compute).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from commbench.rank.collectives import COLLECTIVES
+from commbench.workload.measure import MAX_MEASURED_BYTES, human_size
+from commbench.workload.mix import KINDS, bytes_per_rank
+from commbench.workload.param_trace import to_param, write_param_trace
+
+FORMAT = 1  # workload.json's "commbench_workload"
+FIGURES = {
+    "measured": "measured on this machine: each entry at min(group size, -n) ranks, its size x --scale (rounded, "
+                "capped: see marks), median time per call x count per step",
+    "predicted_here": "the cost model at the ranks and size measured, on this machine's layout: the check of the model",
+    "predicted": "the cost model at the entry's own group (nodes = ceil(group size / ranks per node)) and full size",
+}
+TIMES = ("measured", "predicted_here", "predicted")
+
+
+def entry_rows(c, measured: dict, predictor) -> list[dict]:
+    rows = []
+    for i, (entry, t) in enumerate(c.targets):
+        for backend, algorithm in c.variants:
+            row = dataclasses.asdict(entry) | {"bytes_per_rank_step": bytes_per_rank(entry), "backend": backend,
+                                               "algorithm": algorithm, "measured_ranks": t.ranks,
+                                               "measured_size_bytes": t.size_bytes, "measured_in_place": t.in_place,
+                                               "marks": "; ".join(t.marks)}
+            us, why = measured[i, backend, algorithm]
+            _put(row, "measured", us, why, entry.count)
+            if t.ranks is None:
+                why = t.why.replace("not measured: ", "nothing to predict here: ")
+                if entry.collective not in COLLECTIVES:
+                    why = predictor.seconds(backend, algorithm, entry.collective, "", 0, False)[1]
+                _put(row, "predicted_here", None, why, entry.count)
+            else:
+                shape = predictor.here_shape(backend, algorithm, *_layout(t.ranks, c.request.fields))
+                s, why = predictor.seconds(backend, algorithm, entry.collective, shape, t.size_bytes, t.in_place,
+                                           at_scale=False)
+                _put(row, "predicted_here", None if s is None else s * 1e6, why, entry.count)
+            shape = predictor.scale_shape(backend, algorithm, entry.group_size, entry.ranks_per_node)
+            s, why = predictor.seconds(backend, algorithm, entry.collective, shape, entry.size_bytes, t.in_place)
+            _put(row, "predicted", None if s is None else s * 1e6, why, entry.count)
+            rows.append(row)
+    return rows
+
+
+def _layout(ranks: int, fields: dict) -> tuple[int, int]:
+    """(nodes, ranks per node) of a run of `ranks` here: --ranks-per-node blocks, else one node."""
+    per = fields.get("ranks_per_node")
+    return (ranks // per, per) if per and ranks % per == 0 else (1, ranks)
+
+
+def _put(row: dict, what: str, us: float | None, why: str, count: int) -> None:
+    row[f"{what}_us"] = us
+    row[f"{what}_step_ms"] = None if us is None else us * count / 1e3
+    row[f"{what}_why"] = "" if us is not None else (why or "no figure")
+
+
+def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) -> list[dict]:
+    """Per (backend, algorithm): one row per kind present and one for "all"."""
+    out = []
+    for backend, algorithm in variants:
+        mine = [r for r in rows if (r["backend"], r["algorithm"]) == (backend, algorithm)]
+        kinds = [k for k in (*KINDS, *sorted({r["kind"] for r in mine} - set(KINDS))) if any(r["kind"] == k for r in mine)]
+        per_kind = []
+        for kind in kinds:
+            of = [r for r in mine if r["kind"] == kind]
+            t = {"backend": backend, "algorithm": algorithm, "kind": kind, "overlap": overlap.get(kind, 0.0),
+                 "entries": len(of), "bytes_per_rank_step": sum(r["bytes_per_rank_step"] for r in of)}
+            for what in TIMES:
+                have = [r[f"{what}_step_ms"] for r in of if r[f"{what}_step_ms"] is not None]
+                t[f"{what}_ms"] = sum(have) if have else None
+                t[f"{what}_missing"] = len(of) - len(have)
+                t[f"{what}_exposed_ms"] = None if not have else sum(have) * (1 - t["overlap"])
+            per_kind.append(t)
+        every = {"backend": backend, "algorithm": algorithm, "kind": "all", "overlap": None,
+                 "entries": len(mine), "bytes_per_rank_step": sum(t["bytes_per_rank_step"] for t in per_kind)}
+        for what in TIMES:
+            have = [t for t in per_kind if t[f"{what}_ms"] is not None]
+            every[f"{what}_ms"] = sum(t[f"{what}_ms"] for t in have) if have else None
+            every[f"{what}_missing"] = sum(t[f"{what}_missing"] for t in per_kind)
+            exposed = sum(t[f"{what}_exposed_ms"] for t in have) if have else None
+            every[f"{what}_exposed_ms"] = exposed
+            if compute_ms is not None:
+                every[f"{what}_share"] = None if exposed is None else exposed / (exposed + compute_ms)
+        out += per_kind + [every]
+    return out
+
+
+def comparison(rows: list[dict], variants) -> list[dict]:
+    """Measured against predicted here, per (backend, algorithm), over the entries that have both."""
+    out = []
+    for backend, algorithm in variants:
+        both = [r for r in rows if (r["backend"], r["algorithm"]) == (backend, algorithm)
+                and r["measured_step_ms"] is not None and r["predicted_here_step_ms"] is not None]
+        if both:
+            m, p = sum(r["measured_step_ms"] for r in both), sum(r["predicted_here_step_ms"] for r in both)
+            out.append({"backend": backend, "algorithm": algorithm, "entries": len(both), "measured_ms": m,
+                        "predicted_here_ms": p, "ratio": m / p if p else None})
+    return out
+
+
+def _json_safe(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def write(c, done) -> None:
+    """mix.csv, workload.json and param_trace.json into OUT (and --param-out)."""
+    import pandas as pd
+
+    import commbench
+    from commbench.outputs import csv_text, write_text
+
+    write_text(c.out / "mix.csv", csv_text(pd.DataFrame(done.rows)), "mix.csv")
+    records = c.records if c.records is not None else to_param(c.entries, c.config)
+    for path in (c.out / "param_trace.json", c.request.param_out):
+        if path is not None:
+            write_param_trace(records, path)
+    r = c.request
+    doc = {
+        "commbench_workload": FORMAT, "commbench_version": commbench.__version__, "name": c.name,
+        "source": {"config": str(r.source), "workload": _json_safe(dataclasses.asdict(c.config))} if c.config
+        else {"trace": str(r.trace), "gpus_per_node": r.gpus_per_node},
+        "figures": FIGURES,
+        "measured": None if c.sweeps is None else {
+            "folder": str(c.out / "measured"), "runs": sorted(c.sweeps.specs), "nprocs": c.nprocs, "scale": r.scale,
+            "dtype": c.dtype, "max_measured_bytes": MAX_MEASURED_BYTES,
+            "calibration_ladder": r.model is None, "wrong": done.wrong},
+        "model": {"source": done.model.source, "groups": done.model.groups(), "error": done.model.error or None,
+                  "links_given": {k: v for k, v in (("intra", r.intra), ("inter", r.inter)) if v is not None}},
+        "compute_ms": r.compute_ms,
+        "variants": [{"backend": b, "algorithm": a} for b, a in c.variants],
+        "totals": done.totals, "measured_vs_predicted_here": done.comparison,
+        "entries": len(c.entries), "command_line": r.argv,
+    }
+    write_text(c.out / "workload.json", json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", "workload.json")
+
+
+# --- the tables (rich, on the error console) -----------------------------------------------------------
+
+def _size(n) -> str:
+    return "-" if n is None else human_size(n)
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+class _Notes:
+    """Footnotes: each distinct reason once, numbered."""
+
+    def __init__(self):
+        self.texts: dict[str, int] = {}
+
+    def mark(self, text: str) -> str:
+        return f"[{self.texts.setdefault(text, len(self.texts) + 1)}]" if text else ""
+
+    def cell(self, row: dict, what: str) -> str:
+        value = row[f"{what}_step_ms"]
+        return _ms(value) if value is not None else f"- {self.mark(row[f'{what}_why'])}"
+
+
+def render(console, c, done) -> None:
+    """Per entry and per kind, for each (backend, algorithm), then the footnotes."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    notes = _Notes()
+    if not console.is_terminal:  # a file or a pipe: wide enough not to wrap a row
+        console = Console(file=console.file, width=max(console.width, 150), highlight=False, soft_wrap=True)
+    for backend, algorithm in c.variants:
+        rows = [r for r in done.rows if (r["backend"], r["algorithm"]) == (backend, algorithm)]
+        table = Table(title=f"{escape(c.name)}: one step, one rank; {backend} {algorithm} "
+                            f"(ms per step = count x time per call)", title_justify="left")
+        for head in ("kind", "collective", "group", "size", "/step", "GB/rank", "measured here", "measured",
+                     "model here", "model at scale"):
+            table.add_column(head, justify="left" if head in ("kind", "collective", "measured here") else "right")
+        for r in rows:
+            here = "-" if r["measured_ranks"] is None else f"{r['measured_ranks']} x {_size(r['measured_size_bytes'])}"
+            here += f" {notes.mark(r['marks'])}" if r["marks"] else ""
+            table.add_row(r["kind"], r["collective"], f"{r['group_size']} ({r['ranks_per_node']}/node)",
+                          _size(r["size_bytes"]), str(r["count"]), f"{r['bytes_per_rank_step'] / 1e9:.3g}",
+                          escape(here), escape(notes.cell(r, "measured")), escape(notes.cell(r, "predicted_here")),
+                          escape(notes.cell(r, "predicted")))
+        console.print(table)
+        kinds = Table(title=f"per kind, ms per step ({backend} {algorithm}); exposed = total x (1 - overlap)",
+                      title_justify="left")
+        for head in ("kind", "overlap", "GB/rank", "measured", "model here", "model at scale", "exposed at scale"):
+            kinds.add_column(head, justify="left" if head == "kind" else "right")
+        for t in (t for t in done.totals if (t["backend"], t["algorithm"]) == (backend, algorithm)):
+            def total(what, t=t):
+                missing = t[f"{what}_missing"]
+                return _ms(t[f"{what}_ms"]) + (f" ({missing} of {t['entries']} missing)" if missing else "")
+            kinds.add_row(t["kind"], "" if t["overlap"] is None else f"{t['overlap']:g}",
+                          f"{t['bytes_per_rank_step'] / 1e9:.3g}", total("measured"), total("predicted_here"),
+                          total("predicted"), _ms(t["predicted_exposed_ms"]))
+            if t["kind"] == "all" and c.request.compute_ms is not None:
+                share = t.get("predicted_share")
+                kinds.caption = (f"with {c.request.compute_ms:g} ms of compute per step, communication exposed at "
+                                 f"scale is {'-' if share is None else f'{100 * share:.1f} %'} of the step")
+        console.print(kinds)
+    for m in done.comparison:
+        console.print(f"measured / model here ({m['backend']} {m['algorithm']}, {m['entries']} entries): "
+                      f"{m['measured_ms']:.4g} / {m['predicted_here_ms']:.4g} ms per step = "
+                      f"{m['ratio']:.3f}" if m["ratio"] else "")
+    for text, number in notes.texts.items():
+        console.print(f"[{number}] {escape(text)}", highlight=False)
