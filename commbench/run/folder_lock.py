@@ -118,14 +118,20 @@ def acquire(folder) -> tuple[int, int]:
     if key in _held:
         _held[key][1] += 1
         return key
-    fd = _open(folder, create=True)
-    try:
-        got = _try_lock(fd)
-        if got is False:
-            raise _refusal(folder, fd)
-    except BaseException:
+    for _ in range(3):  # a lock file removed between our open and our lock (a refused run's clean-up): again
+        fd = _open(folder, create=True)
+        try:
+            got = _try_lock(fd)
+            if got is False:
+                raise _refusal(folder, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not got or _same_file(fd, folder / LOCK_NAME):
+            break
         os.close(fd)
-        raise
+    else:
+        raise InputError(f"{str(folder)!r}: its lock file {LOCK_NAME} keeps being removed; one writer per folder")
     if got:
         try:  # who holds it, for a refusal's message (a full disk only loses the message)
             os.ftruncate(fd, 0)
@@ -134,6 +140,15 @@ def acquire(folder) -> tuple[int, int]:
             pass
     _held[key] = [fd, 1]
     return key
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Is the locked descriptor still the file at path (not one removed since it was opened)?"""
+    try:
+        st, held = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
 
 def release(key: tuple[int, int] | None) -> None:

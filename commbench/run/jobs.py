@@ -78,15 +78,14 @@ class JobFolder(RunFolder):
 def _cpu_seconds() -> tuple[float, float, float] | None:
     """(busy CPU seconds of the whole host, CPU seconds of this process and its waited-for
     descendants, monotonic time); None where /proc/stat is unreadable."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]
-    except (OSError, ValueError):
+    from commbench.rank.load import busy_seconds
+
+    busy = busy_seconds()
+    if busy is None:
         return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
     own = sum(getattr(resource.getrusage(who), a) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
               for a in ("ru_utime", "ru_stime"))
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), own, time.monotonic()
+    return busy, own, time.monotonic()
 
 
 def _background(before, after) -> float | None:

@@ -227,3 +227,28 @@ def test_every_writer_refuses_a_folder_another_process_holds(tmp_path, holder):
         assert outcome.code == BAD_INPUT and len(lines) == 1 and "is being written by another commbench" in lines[0], \
             (args, outcome.stderr)
         assert {str(p): p.lstat().st_mtime_ns for p in tmp_path.rglob("*")} == before, args
+
+
+def test_a_lock_file_removed_between_open_and_lock_is_taken_again(tmp_path, monkeypatch):
+    """A refused run removes the lock file it made; a writer that opened that file just before holds
+    a lock nobody else can see: acquire takes the lock of the file that is there."""
+    from commbench.run import folder_lock
+
+    real = folder_lock._try_lock
+    calls = []
+
+    def removed_first(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            os.unlink(tmp_path / folder_lock.LOCK_NAME)
+        return real(fd)
+
+    monkeypatch.setattr(folder_lock, "_try_lock", removed_first)
+    key = folder_lock.acquire(tmp_path)
+    try:
+        assert len(calls) == 2
+        held = os.fstat(folder_lock._held[key][0])
+        there = os.lstat(tmp_path / folder_lock.LOCK_NAME)
+        assert (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+    finally:
+        folder_lock.release(key)

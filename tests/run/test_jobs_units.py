@@ -72,7 +72,9 @@ def test_cpu_seconds(monkeypatch):
     def unreadable(*args, **kwargs):
         raise OSError("no /proc here")
 
-    monkeypatch.setattr(jobs, "open", unreadable, raising=False)
+    from commbench.rank import load
+
+    monkeypatch.setattr(load, "open", unreadable, raising=False)
     assert jobs._cpu_seconds() is None
 
 
