@@ -6,9 +6,9 @@ naming the limit and its variable.
 
 Sizes are counted before anything is parsed: a file's bytes by stat, a Parquet file's rows from its
 metadata, a CSV file's rows by counting its line ends, folders by walking them (no link followed).
-A Parquet file stores repeated values in a few bytes (40 M identical samples in 0.93 MB): once read,
-a sample takes 8 bytes a column, so one that would take more than EXPANSION times its size on disk
-(and more than EXPANSION_FREE) is refused before it is read.
+A Parquet file stores repeated values in a few bytes (40 M identical samples in 0.93 MB), so its
+rows, not its bytes, bound what reading it costs: samples are read in pieces and only their times
+kept (commbench.analysis.samples), 8 bytes a sample, at most SAMPLES of them.
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ RUN_JSON_BYTES = Limit("COMMBENCH_MAX_RUN_JSON_MB", 32, "in run.json", MIB)  # a
 ROWS = Limit("COMMBENCH_MAX_ROWS", 65_536, "results.csv rows under one path")  # report: 50,000 rows 9.5 s, 640 MB
 SAMPLES = Limit("COMMBENCH_MAX_SAMPLES", 2_500_000, "samples under one path")  # compare: 3.9 M took 1.1 GB
 COLUMNS = Limit("COMMBENCH_MAX_COLUMNS", 256, "columns in one header")  # results.csv has about 50
-EXPANSION = Limit("COMMBENCH_MAX_EXPANSION", 10, "times its size on disk once read")  # Parquet: repeated rows
-EXPANSION_FREE = 64 * MIB  # what a Parquet file may take once read whatever its size: a run's samples read
 DEPTH = Limit("COMMBENCH_MAX_DEPTH", 32, "folder levels below the path")
 RUNS = Limit("COMMBENCH_MAX_RUNS", 2_000, "run folders under one path")
 FOLDERS = Limit("COMMBENCH_MAX_FOLDERS", 100_000, "folders walked under one path")
@@ -75,7 +73,7 @@ IMPORT_BYTES = Limit("COMMBENCH_MAX_IMPORT_MB", 8, "in the file to import", MIB)
 IMPORT_POINTS = Limit("COMMBENCH_MAX_IMPORT_POINTS", 2048, "results in the file to import")
 IMPORT_SAMPLES = Limit("COMMBENCH_MAX_IMPORT_SAMPLES", 200_000, "per-iteration times in the file to import")
 
-ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, ROWS, SAMPLES, COLUMNS, EXPANSION, DEPTH, RUNS, FOLDERS, IMPORT_BYTES,
+ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, ROWS, SAMPLES, COLUMNS, DEPTH, RUNS, FOLDERS, IMPORT_BYTES,
        IMPORT_POINTS, IMPORT_SAMPLES)
 
 

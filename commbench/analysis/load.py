@@ -136,15 +136,6 @@ def parquet_rows(d: Path, name: str) -> tuple[int, int]:
     return meta.num_rows, meta.num_columns
 
 
-def check_expansion(d: Path, name: str, size: int, rows: int, columns: int) -> None:
-    """A Parquet file that would take, once read (8 bytes a cell), more than limits.EXPANSION times
-    its size on disk and more than limits.EXPANSION_FREE is refused (repeated rows, a bomb)."""
-    read = rows * columns * 8
-    if read > limits.EXPANSION_FREE and read > limits.EXPANSION.value() * max(size, 1):
-        raise limits.EXPANSION.refusal(f"{d}: {name} ({rows:,} samples in {size:,} bytes would take "
-                                       f"{read / limits.MIB:.0f} MiB)", read // max(size, 1))
-
-
 def survey(subject: str, folders: list[Path]) -> None:
     """Every limit on what the folders' files hold, checked before one is parsed: each file a regular
     file inside its folder and within FILE_BYTES; together within READ_BYTES, ROWS and SAMPLES
@@ -157,10 +148,7 @@ def survey(subject: str, folders: list[Path]) -> None:
             total += file_size(d, name)
             limits.READ_BYTES.check(subject, total)
             if name == SAMPLES_PARQUET:
-                rows_of, columns = parquet_rows(d, name)
-                samples += rows_of
-                limits.SAMPLES.check(subject, samples)  # before what they expand to: the count says more
-                check_expansion(d, name, file_size(d, name), rows_of, columns)
+                samples += parquet_rows(d, name)[0]
             else:
                 count = max(_count_lines(d / name, limits.ROWS if name == RESULTS_CSV else limits.SAMPLES,
                                          f"{d}: {name}") - 1, 0)
@@ -197,7 +185,7 @@ def read_samples(d: str | Path) -> pd.DataFrame:
     from commbench.analysis.samples import batches
 
     parts = [batch for _, batch, _ in batches(Path(d), strict=False)]
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(SAMPLE_REQUIRED))
 
 
 def regular_file(d: Path, name: str, inside: bool = True) -> os.stat_result:

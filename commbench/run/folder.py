@@ -369,6 +369,7 @@ class RunFolder:
             _same_width(self.dir, name, text)
         readers = {SAMPLES_CSV: lambda: load.samples_csv(io.BytesIO(samples))} if samples else {}
         if (self.dir / SAMPLES_PARQUET).exists():
+            load.file_size(self.dir, SAMPLES_PARQUET)  # a regular file of the folder, before it is opened
             parquet_rows, _ = load.parquet_rows(self.dir, SAMPLES_PARQUET)  # from its metadata, before reading it
             limits.SAMPLES.check(f"{self.dir}: {SAMPLES_PARQUET}", parquet_rows)
             readers[SAMPLES_PARQUET] = lambda: pd.read_parquet(self.dir / SAMPLES_PARQUET)

@@ -20,7 +20,7 @@ from commbench.errors import InputError
 from commbench.workload import measure, predict, report
 from commbench.workload.config import WorkloadConfig, load_workload
 from commbench.workload.mix import Entry, derive
-from commbench.workload.param_trace import from_param, read_param_trace
+from commbench.workload.param_trace import check_size, from_param, read_param_trace
 
 MAX_COMPUTE_MS = 1e9
 
@@ -85,11 +85,14 @@ def _entries(r: Request):
 def _out(r: Request, name: str) -> Path:
     from commbench.outputs import output_folder
     from commbench.run.api import new_run_id
+    from commbench.run import folder_lock
     from commbench.run.folder import check_place
 
     out = Path(r.out or f"results/{new_run_id()}-{name}")
     output_folder(out, "--out", probe=False)
     check_place(out, sweep=True, probe=False)
+    if out.is_dir():
+        folder_lock.check_free(out)  # another workload's, being written
     if out.is_dir() and any(out.iterdir()):
         raise InputError(f"--out {str(out)!r} is not empty: a workload is written into a new (or empty) folder")
     return out
@@ -122,6 +125,8 @@ def check(r: Request) -> Checked:
     from commbench.spec import parse_size
 
     name, config, entries, records = _entries(r)
+    if records is None:  # the trace OUT gets is written after the sweeps: its size is checked now
+        check_size(entries)
     scale = measure.check_scale(r.scale)
     if r.compute_ms is not None and not (math.isfinite(r.compute_ms) and 0 < r.compute_ms <= MAX_COMPUTE_MS):
         raise InputError(f"invalid --compute-ms {r.compute_ms}: a step's compute time in milliseconds, above 0")
@@ -175,8 +180,19 @@ class Done:
 
 
 def run(c: Checked, on_run: Callable | None = None, on_event: Callable | None = None) -> Done:
-    """Measure (unless --no-measure), fit or load the model, predict, write OUT; the outcome."""
+    """Measure (unless --no-measure), fit or load the model, predict, write OUT (holding its lock:
+    one writer per folder); the outcome."""
+    from commbench.run import folder_lock
+
     c.out.mkdir(parents=True, exist_ok=True)
+    lock = folder_lock.acquire(c.out)
+    try:
+        return _run(c, on_run, on_event)
+    finally:
+        folder_lock.release(lock)
+
+
+def _run(c: Checked, on_run: Callable | None, on_event: Callable | None) -> Done:
     rows, wrong = None, 0
     if c.sweeps is not None and c.sweeps.specs:
         from commbench.analysis.model import load_rows

@@ -3,8 +3,8 @@ collective and group size, into OUT/measured/<collective>-<ranks>/ (a sweep fold
 compare and `model fit` read), and each entry's time per call read back from the rows.
 
 What is measured for an entry of G ranks and S bytes (nccl-tests' size_bytes):
-  * ranks: min(G, -n); a group larger than the ranks here is measured at the largest size that
-    fits, and marked so;
+  * ranks: min(G, -n); a group larger than the ranks here is measured on the ranks here (the same
+    message size on fewer ranks), and marked so;
   * size: S x --scale, rounded to whole elements of --dtype for every rank (at least one each),
     at most MAX_MEASURED_BYTES (larger ones are measured at that size, and marked so);
   * buffers: the way training issues the call (NATURAL_IN_PLACE) unless a buffer switch is given;
@@ -148,7 +148,7 @@ def specs(runs: dict[tuple[str, int], list[int]], fields: dict, out: Path, name:
         f = dict(base, collective=collective, sizes=",".join(map(str, sizes)), nprocs=ranks,
                  out=str(out / MEASURED / label), label=base.get("label") or f"{name} {label}")
         if in_place is not None:
-            f["mode"] = "in-place" if in_place[collective] else "out-of-place"
+            f["mode"] = "in-place" if in_place.get(collective, False) else "out-of-place"
         try:
             spec = SweepSpec.from_options(**options.spec_arguments(f))
             if len(spec.dtypes) != 1:

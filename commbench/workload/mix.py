@@ -28,7 +28,6 @@ from commbench.dtypes import DTYPES
 from commbench.workload.config import WorkloadConfig
 
 KINDS = ("dp", "tp", "pp", "ep")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 GROUPS = ("dp", "edp", "dp_shard", "dp_replicate", "tp", "pp", "ep")
 MiB = 1 << 20
 ZERO_BUCKET_ELEMENTS = 500_000_000  # DeepSpeed's reduce_bucket_size and allgather_bucket_size defaults

@@ -33,7 +33,9 @@ from commbench.workload import mix
 from commbench.workload.config import WorkloadConfig
 from commbench.workload.mix import Entry
 
-MAX_RECORDS = 2_000_000  # records of one trace, written or read
+MAX_RECORDS = 500_000  # calls of one trace written (GPT-3 175B on 512 GPUs: 14,977); read: twice that, init too
+MAX_SPLITS = 5_000_000  # all-to-all split sizes of one trace written
+MAX_COUNT = 1 << 50  # a size or count in a trace (elements)
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 _PARAM_DTYPE = {"int64": "long"}  # commbench's names PARAM's dtypeMap spells differently
 _FROM_PARAM_DTYPE = {"byte": "uint8", "unsigned char": "uint8", "signed char": "int8"}
@@ -47,15 +49,25 @@ _PARAM_NAME = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_s
                "all_to_all": "all_to_allv"}
 
 
+def check_size(entries: list[Entry]) -> None:
+    """InputError where one step's trace would hold more than MAX_RECORDS calls, or more than
+    MAX_SPLITS values of all-to-all splits (a list per call as long as its group)."""
+    calls = sum(e.count * (2 if e.collective == "send_recv" else 1) for e in entries)
+    if calls > MAX_RECORDS:
+        raise InputError(f"the mix issues {calls:,} calls per step; a PARAM trace written here holds at most "
+                         f"{MAX_RECORDS:,}")
+    splits = sum(2 * e.count * e.group_size for e in entries if e.collective == "all_to_all")
+    if splits > MAX_SPLITS:
+        raise InputError(f"the mix's all-to-alls would list {splits:,} split sizes per step in a PARAM trace; "
+                         f"at most {MAX_SPLITS:,} are written")
+
+
 def to_param(entries: list[Entry], config: WorkloadConfig, rank: int = 0) -> list[dict]:
     """Rank `rank`'s PARAM basic trace of one step of `entries` (derived from `config`)."""
     p = config.parallel
     if not 0 <= rank < p.world:
         raise InputError(f"rank {rank} is not one of the workload's {p.world} ranks")
-    calls = sum(e.count * (2 if e.collective == "send_recv" else 1) for e in entries)
-    if calls > MAX_RECORDS:
-        raise InputError(f"the mix issues {calls} calls per step; a PARAM trace written here holds at most "
-                         f"{MAX_RECORDS}")
+    check_size(entries)
     world = list(range(p.world))
     records: list[dict] = [{"comms": "init", "pg_id": 0, "pg_desc": "world", "global_ranks": world,
                             "world_size": p.world, "req": -1, "gpus_per_node": p.gpus_per_node}]
@@ -106,8 +118,9 @@ def to_param(entries: list[Entry], config: WorkloadConfig, rank: int = 0) -> lis
 
 def _count(rec: dict, key: str, where: str, minimum: int = 0) -> int:
     value = rec.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{where}: {key}: expected a whole number >= {minimum}, got {value!r:.40}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
+        shown = f"{value!r:.40}" if not isinstance(value, int) or value.bit_length() < 128 else "a larger number"
+        raise InputError(f"{where}: {key}: expected a whole number from {minimum} to 2**50, got {shown}")
     return value
 
 
@@ -135,8 +148,8 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
     of a kind the mix cannot hold, is an InputError naming the record."""
     if not isinstance(records, list):
         raise InputError(f"a PARAM basic trace is a JSON list of records, not {type(records).__name__}")
-    if len(records) > MAX_RECORDS:
-        raise InputError(f"the trace has {len(records)} records; at most {MAX_RECORDS} are read")
+    if len(records) > 2 * MAX_RECORDS:
+        raise InputError(f"the trace has {len(records):,} records; at most {2 * MAX_RECORDS:,} are read")
     groups: dict[int, tuple[list[int], str]] = {}  # pg_id -> (global ranks, name)
     for i, rec in enumerate(records):  # groups first: a call may come before its group's record
         if isinstance(rec, dict) and isinstance(rec.get("comms"), str) and rec["comms"].lower() == "init":
@@ -212,7 +225,11 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
 
 
 def read_param_trace(path: str | Path) -> list:
-    """A PARAM basic trace file's records (JSON), within MAX_TRACE_BYTES."""
+    """A PARAM basic trace file's records (JSON), within MAX_TRACE_BYTES: a regular file (a FIFO or a
+    device would block or never end)."""
+    from commbench.analysis.load import regular_file
+
+    regular_file(Path(path).parent, Path(path).name, inside=False)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_TRACE_BYTES + 1)
@@ -227,4 +244,6 @@ def read_param_trace(path: str | Path) -> list:
 
 
 def write_param_trace(records: list[dict], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(records, separators=(",", ":")) + "\n")
+    from commbench.outputs import write_text
+
+    write_text(path, json.dumps(records, separators=(",", ":")) + "\n", "PARAM trace")

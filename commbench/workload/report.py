@@ -217,8 +217,8 @@ def render(console, c, done) -> None:
                                  f"scale is {'-' if share is None else f'{100 * share:.1f} %'} of the step")
         console.print(kinds)
     for m in done.comparison:
-        console.print(f"measured / model here ({m['backend']} {m['algorithm']}, {m['entries']} entries): "
-                      f"{m['measured_ms']:.4g} / {m['predicted_here_ms']:.4g} ms per step = "
-                      f"{m['ratio']:.3f}" if m["ratio"] else "")
+        if m["ratio"]:
+            console.print(f"measured / model here ({m['backend']} {m['algorithm']}, {m['entries']} entries): "
+                          f"{m['measured_ms']:.4g} / {m['predicted_here_ms']:.4g} ms per step = {m['ratio']:.3f}")
     for text, number in notes.texts.items():
         console.print(f"[{number}] {escape(text)}", highlight=False)

@@ -1,6 +1,7 @@
 """The mix as a PARAM comms basic trace (train/comms/pt/commsTraceParser.py's format) and back."""
 
 import json
+import os
 
 import pytest
 from workload_docs import TINY, config, tiny
@@ -167,8 +168,14 @@ def test_unreadable_files(tmp_path, monkeypatch):
     f.write_text("[{")
     with pytest.raises(InputError, match="not JSON"):
         read_param_trace(f)
-    with pytest.raises(InputError, match="cannot be read"):
+    with pytest.raises(InputError, match="cannot read .*: No such file"):
         read_param_trace(tmp_path / "missing.json")
+    os.mkfifo(tmp_path / "fifo.json")  # would block forever if opened
+    with pytest.raises(InputError, match="not a regular file"):
+        read_param_trace(tmp_path / "fifo.json")
+    with pytest.raises(InputError, match="in_msg_size: expected a whole number from 0 to 2\\*\\*50"):
+        from_param([{"comms": "all_reduce", "in_msg_size": 10**400, "out_msg_size": 1, "dtype": "Float",
+                     "pg_id": 0, "req": 0}])
     import commbench.workload.param_trace as pt
 
     monkeypatch.setattr(pt, "MAX_TRACE_BYTES", 10)

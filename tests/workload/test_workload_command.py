@@ -57,7 +57,7 @@ def workload(*args) -> tuple:
     (["llama7b_ddp_16", "--launcher", "none"], "--launcher none"),
     (["llama7b_ddp_16", "--model", "/nonexistent.json"], "cannot read model"),
     (["llama7b_ddp_16", "--gpus-per-node", "8"], "--gpus-per-node is for --trace"),
-    (["--trace", "/nonexistent.json"], "cannot be read"),
+    (["--trace", "/nonexistent.json"], "cannot read '/nonexistent.json'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     outcome = workload(*args, "--out", tmp_path / "out")
@@ -81,6 +81,10 @@ def test_bad_files_are_one_line(tmp_path, model):
     full.mkdir()
     (full / "x").write_text("")
     assert "is not empty" in workload("llama7b_ddp_16", "--out", full).stderr
+    write_doc(bad, batch={"global": 12_000_000}, parallel={"dp_mode": "zero2"})  # 3 M reduce-scatters a step
+    huge = workload(bad, "--out", tmp_path / "huge")
+    assert huge.code == BAD_INPUT and "calls per step; a PARAM trace" in huge.stderr, huge.stderr
+    assert not (tmp_path / "huge").exists()  # refused before anything was measured
 
 
 def test_list_names_the_bundled_workloads():
