@@ -61,6 +61,7 @@ class Limit:
 FILE_BYTES = Limit("COMMBENCH_MAX_FILE_MB", 256, "in one file of a result folder", MIB)
 READ_BYTES = Limit("COMMBENCH_MAX_READ_MB", 512, "of result files under one path", MIB)
 RUN_JSON_BYTES = Limit("COMMBENCH_MAX_RUN_JSON_MB", 32, "in run.json", MIB)  # a spec of 10,000 sizes fits many times
+WORKLOAD_JSON_BYTES = Limit("COMMBENCH_MAX_WORKLOAD_JSON_MB", 8, "in workload.json", MIB)  # its totals: a few KB
 ROWS = Limit("COMMBENCH_MAX_ROWS", 65_536, "results.csv rows under one path")  # report: 50,000 rows 9.5 s, 640 MB
 SAMPLES = Limit("COMMBENCH_MAX_SAMPLES", 2_500_000, "samples under one path")  # compare: 3.9 M took 1.1 GB
 COLUMNS = Limit("COMMBENCH_MAX_COLUMNS", 256, "columns in one header")  # results.csv has about 50
@@ -73,8 +74,8 @@ IMPORT_BYTES = Limit("COMMBENCH_MAX_IMPORT_MB", 8, "in the file to import", MIB)
 IMPORT_POINTS = Limit("COMMBENCH_MAX_IMPORT_POINTS", 2048, "results in the file to import")
 IMPORT_SAMPLES = Limit("COMMBENCH_MAX_IMPORT_SAMPLES", 200_000, "per-iteration times in the file to import")
 
-ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, ROWS, SAMPLES, COLUMNS, DEPTH, RUNS, FOLDERS, IMPORT_BYTES,
-       IMPORT_POINTS, IMPORT_SAMPLES)
+ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, WORKLOAD_JSON_BYTES, ROWS, SAMPLES, COLUMNS, DEPTH, RUNS, FOLDERS,
+       IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES)
 
 
 def table() -> list[tuple[str, str, str]]:

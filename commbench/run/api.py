@@ -269,13 +269,16 @@ def _launch(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
 def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
             relay) -> RunResult:
     """Start the job and follow rank 0's events to the end of the sweep, writing them down."""
-    folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
-                   "launch_argv": commands[0][0], "status": "running"})
     result = RunResult(folder.dir)
-    job = launch.Job(commands)
     monitor = watchdog.Monitor()
-    error = None
-    try:
+    error, job = None, None
+    try:  # from the moment run.json says "running": a signal in between still ends with a final status
+        folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
+                       "launch_argv": commands[0][0], "status": "running"})
+        try:
+            job = launch.Job(commands)
+        except OSError as exc:  # the launcher cannot be started: not the folder's fault
+            raise JobError(f"cannot start {commands[0][0][0]!r}: {exc.strerror or exc}") from None
         for event in watchdog.iter_events(job, spec, relay, monitor):
             _collect(result, folder, event)
             on_event(event)
@@ -286,7 +289,8 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             error = f"the ranks exited before the sweep finished {monitor.where()}"
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # a signal, or the reader of stdout went away
         with interrupts.deferred():  # a second Ctrl-C waits until the run's status is written
-            job.kill()
+            if job is not None:
+                job.kill()
             why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
             if result.status != "done" and _every_point_recorded(spec, result):
                 folder.record({"event": "done"})  # the ranks had measured everything: what "done" writes
@@ -298,7 +302,8 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         _finish(result, folder, "failed", str(exc))
         raise
     except OSError as exc:  # the folder cannot be written (disk full, permissions): the job is of no use
-        job.kill()
+        if job is not None:
+            job.kill()
         error = f"cannot write {str(folder.dir)!r}: {exc.strerror or exc}"
         try:
             _finish(result, folder, "failed", error)
@@ -306,14 +311,15 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             pass
         raise JobError(error) from None
     except Exception as exc:  # anything else (a bug, a callback's error): the run still ends with a status
-        job.kill()
+        if job is not None:
+            job.kill()
         try:
             _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
         except OSError:
             pass
         raise
     finally:
-        if any(p.poll() is None for p in job.procs):
+        if job is not None and any(p.poll() is None for p in job.procs):
             job.kill()
     if error:
         job.kill()

@@ -6,7 +6,9 @@ collective with its charts (bandwidth and latency always; speedup over native wh
 native and another algorithm; topology-aware over the flat ring only for runs over several nodes;
 power only where it was measured); every point; every run's environment. A series (a run ×
 backend × algorithm × dtype × op × mode × ranks) keeps one name and one colour on every chart;
-runs sharing a label are told apart by their folders (commbench.analysis.load.run_names).
+runs sharing a label are told apart by their folders (commbench.analysis.load.run_names). A
+`commbench workload` OUT folder adds its "Workload: <name>" section after the summary
+(commbench.analysis.report.workload); its measured/ runs are read as any others.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from commbench import runinfo
 from commbench.analysis.load import load_runs, run_names
-from commbench.analysis.report import charts
+from commbench.analysis.report import charts, workload
 from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table,
                                             section, toc, write_page)
 from commbench.analysis.report.series import Series
@@ -50,7 +52,16 @@ def _correctness(rows: pd.DataFrame) -> str:
 
 
 def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:
-    output_file(out_file, "-o", inputs=[paths] if isinstance(paths, (str, Path)) else paths)  # before any work
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    output_file(out_file, "-o", inputs=paths)  # before any work
+    workloads, run_paths = workload.split(paths)  # a workload folder: its section, and its measured/ runs if any
+    sections = _run_sections(run_paths) if run_paths else []
+    sections[1:1] = workload.sections(workloads)  # after the summary
+    body = [toc([heading for heading, _ in sections])] + [html for _, html in sections]
+    return write_page(document(title, runinfo.utc_now(), body, plotly_js()), out_file)
+
+
+def _run_sections(paths: list) -> list[tuple[str, str]]:
     rows, metas = load_runs(paths)
     rows["mode"] = rows.in_place.map(lambda v: "in-place" if int(v) else "out-of-place")
     chart_rows = charts.median_job(rows)
@@ -70,5 +81,4 @@ def build_report(paths: list[str], out_file: str | Path, title: str = "commbench
     names = run_names([Path(path) for path, _ in metas], [meta for _, meta in metas])  # the legends' names
     sections.append(section("Environment", "".join(f"<h3>{esc(name)}</h3>" + environment_table(meta, path)
                                                    for name, (path, meta) in zip(names, metas, strict=True))))
-    body = [toc([heading for heading, _ in sections])] + [html for _, html in sections]
-    return write_page(document(title, runinfo.utc_now(), body, plotly_js()), out_file)
+    return sections
