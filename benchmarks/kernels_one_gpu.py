@@ -19,27 +19,36 @@ def main() -> None:
 
     from commbench.metrics import bandwidth
     from commbench.rank.collectives import COLLECTIVES
-    from commbench.rank.kernel_gpu import OneGpuNode
+    from commbench.rank.kernel_gpu import OneGpuNode, residency
     from commbench.rank.kernels import entry
     from commbench.spec import parse_size
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="2,4,8")
     ap.add_argument("--sizes", default="64M,256M,1G")
-    ap.add_argument("--channels", type=int, default=16)
+    ap.add_argument("--channels", type=int, default=16, help="at most (fewer where not all ranks' blocks fit the SMs)")
     ap.add_argument("--iters", type=int, default=5)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU: nothing to measure (this benchmark needs one)")
-    print(f"{torch.cuda.get_device_name()}; channels {args.channels}; busbw in GB/s; copy_GB/s: torch's "
+    kinds = (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"), ("ring", "all_gather"))
+    print(f"{torch.cuda.get_device_name()}; channels {args.channels} at most; busbw in GB/s; copy_GB/s: torch's "
           "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")
     print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>6} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
     for n in map(int, args.ranks.split(",")):
-        node = OneGpuNode(n, args.channels)
+        # every rank's blocks of one launch resident at once (kernel_gpu.Residency), for each kernel
+        fits = min(residency(entry(a, c, "float32", "sum"), "float32", torch.cuda.current_device()).max_channels(n)
+                   for a, c in kinds)
+        channels = min(args.channels, fits)
+        if channels < 1:
+            print(f"{n:>5} ranks: not one channel each fits this GPU at once; skipped")
+            continue
+        if channels < args.channels:
+            print(f"# {n} ranks: {channels} channels (no more fit: {n} x {channels} blocks resident at once)")
+        node = OneGpuNode(n, channels)
         for size in map(parse_size, args.sizes.split(",")):
             count = size // 4
-            for algorithm, collective in (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"),
-                                          ("ring", "all_gather")):
+            for algorithm, collective in kinds:
                 per = count // n if collective != "all_reduce" else count  # one rank's block
                 in_count = per * n if collective == "reduce_scatter" else per
                 out_count = per * n if collective == "all_gather" else per
@@ -53,7 +62,7 @@ def main() -> None:
                 units = per * 4 if collective == "all_gather" else per
                 name = entry(algorithm, collective, "float32", "sum")
                 call = lambda: node.run(name, "float32", send.data_ptr(), recv.data_ptr(), units, slab * 4,  # noqa
-                                        args.channels)
+                                        channels)
                 call()
                 torch.cuda.synchronize()
                 assert node.error_words[0] == 0

@@ -60,6 +60,9 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("wrong", "wrong output elements summed over ranks (0 = correct, empty = not checked)"),
     ("background_cores", "cores' worth of CPU time other processes took on the busiest of the ranks' machines while "
                          "the point was measured (empty: /proc/stat unreadable) (commbench.rank.load)"),
+    ("latency_efficiency", "the machine's floor / this time: its exchange-and-add of 8 B between two cores over the "
+                           "point's time (1 = at the floor; one node, CPU; run.json `floors`, commbench.rank.floor)"),
+    ("bandwidth_efficiency", "busbw / the machine's copy rate: one core's (CPU) or the GPU's device-to-device (one node)"),
     ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),
     ("library_choice", "--nccl-tuning: NCCL's algorithm/protocol pairs, most frequent first"),
     ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),
@@ -104,6 +107,7 @@ KINDS = {
     "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "cpu_power_w_avg": AMOUNT,
     "cpu_energy_j": AMOUNT, "cpu_energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
     "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE, "background_cores": AMOUNT,
+    "latency_efficiency": AMOUNT, "bandwidth_efficiency": AMOUNT,
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")

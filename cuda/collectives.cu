@@ -152,6 +152,24 @@ __device__ __forceinline__ void combine_scalar(const T* __restrict__ i0, const T
 // from CB_STREAM_BYTES; or, `direct`, a direct all-gather's copy out of its left neighbour's buffers:
 // not prefetched (2 ranks, 64 KB-4 MB: 3-12 % slower with) and streamed at any size (2 ranks, 128 B-
 // 1.5 KB all-gather: 0.23-0.80 x the time of ordinary stores; the right neighbour reads it next).
+// How many elements come before the first 16-byte boundary of every pointer in p[] (null ones
+// ignored), or -1 where no element index is on a boundary of all of them (they are not co-aligned):
+// the head that combine_elements does element by element before its vectors or lines.
+template <typename T>
+__device__ __forceinline__ long long coaligned_head(const void* const* p, int np, long long n) {
+    long long mis = -1;
+    for (int k = 0; k < np; ++k) {
+        if (!p[k]) continue;
+        const long long m = (long long)((unsigned long long)p[k] & 15);
+        if (mis >= 0 && m != mis) return -1;
+        mis = m;
+    }
+    if (mis <= 0) return 0;
+    if ((16 - mis) % (long long)sizeof(T)) return -1;
+    const long long head = (16 - mis) / (long long)sizeof(T);
+    return head < n ? head : n;
+}
+
 template <typename T, int OP, int NIN, bool OWN, int NOUT>
 __device__ void combine_elements(const T* const* in, const T* own, T* const* out, int local, long long n,
                                  bool direct) {
@@ -159,53 +177,61 @@ __device__ void combine_elements(const T* const* in, const T* own, T* const* out
     const T* i1 = NIN > 1 ? in[1] : nullptr;
     T *o0 = out[0], *o1 = NOUT > 1 ? out[1] : nullptr, *o2 = NOUT > 2 ? out[2] : nullptr;
     long long done = 0;
-#ifdef CB_DEVICE  // 16 bytes per load and store where every pointer allows it
+#ifdef CB_DEVICE  // 16 bytes per load and store from where every pointer is on a 16-byte boundary
     constexpr int V = 16 / sizeof(T);
-    const unsigned long long any = (unsigned long long)i0 | (unsigned long long)i1 | (unsigned long long)own |
-                                   (unsigned long long)o0 | (unsigned long long)o1 | (unsigned long long)o2;
-    if ((any & 15) == 0) {
-        const long long vectors = n / V;
+    const void* every[6] = {i0, i1, own, o0, o1, o2};
+    const long long head = coaligned_head<T>(every, 6, n);
+    if (head >= 0) {
+        combine_scalar<T, OP, NIN, OWN, NOUT>(i0, i1, own, o0, o1, o2, 0, head);
+        const T* a0 = i0 ? i0 + head : nullptr;
+        const T* a1 = i1 ? i1 + head : nullptr;
+        const T* aown = own ? own + head : nullptr;
+        T *b0 = o0 + head, *b1 = o1 ? o1 + head : nullptr, *b2 = o2 ? o2 + head : nullptr;
+        const long long vectors = (n - head) / V;
         for (long long i = cb_tid(); i < vectors; i += cb_nthreads()) {
-            uint4 acc = NIN ? cb_load_fresh((const uint4*)i0 + i) : ((const uint4*)own)[i];
+            uint4 acc = NIN ? cb_load_fresh((const uint4*)a0 + i) : ((const uint4*)aown)[i];
             T* a = (T*)&acc;
             if (NIN > 1) {
-                const uint4 x = cb_load_fresh((const uint4*)i1 + i);
+                const uint4 x = cb_load_fresh((const uint4*)a1 + i);
 #pragma unroll
                 for (int e = 0; e < V; ++e) a[e] = combine<T, OP>(a[e], ((const T*)&x)[e]);
             }
             if (NIN && OWN) {
-                const uint4 x = ((const uint4*)own)[i];
+                const uint4 x = ((const uint4*)aown)[i];
 #pragma unroll
                 for (int e = 0; e < V; ++e) a[e] = combine<T, OP>(a[e], ((const T*)&x)[e]);
             }
-            ((uint4*)o0)[i] = acc;
-            if (NOUT > 1) ((uint4*)o1)[i] = acc;
-            if (NOUT > 2) ((uint4*)o2)[i] = acc;
+            ((uint4*)b0)[i] = acc;
+            if (NOUT > 1) ((uint4*)b1)[i] = acc;
+            if (NOUT > 2) ((uint4*)b2)[i] = acc;
         }
-        done = vectors * V;
+        done = head + vectors * V;
     }
-#else  // a line at a time, streamed to the FIFOs (cb_stream_line) where their slots are 16-byte aligned
+#else  // a line at a time, streamed to the outputs another rank reads (cb_stream_line) from where they
+       // are all on a 16-byte boundary (FIFO slots always are; a direct all-gather's block may not be)
     constexpr int L = CB_LINE / sizeof(T);
-    const unsigned long long fifos = (local ? 0ull : (unsigned long long)o0) |
-                                     (unsigned long long)o1 | (unsigned long long)o2;
+    const void* streamed[3] = {local ? nullptr : o0, o1, o2};
     const long long bytes = n * (long long)sizeof(T);
     const long long ahead = direct ? 0 : bytes < CB_PREFETCH_BYTES ? bytes : CB_PREFETCH_BYTES;
     for (int k = 0; k < NIN; ++k) cb_prefetch(k ? i1 : i0, 0, ahead);  // the first lines all at once
-    if ((direct || bytes >= CB_STREAM_BYTES) && (fifos & 15) == 0) {
-        const long long lines = n / L;
+    const long long head = direct || bytes >= CB_STREAM_BYTES ? coaligned_head<T>(streamed, 3, n) : -1;
+    if (head >= 0) {
+        combine_scalar<T, OP, NIN, OWN, NOUT>(i0, i1, own, o0, o1, o2, 0, head);
+        const long long lines = (n - head) / L;
         for (long long l = 0; l < lines; ++l) {
-            const long long next = l * CB_LINE + ahead;  // then one line, `ahead` bytes on, per line used
+            const long long first = head + l * L;
+            const long long next = first * (long long)sizeof(T) + ahead;  // then one line, `ahead` bytes on, per line used
             if (ahead && next < bytes)
                 for (int k = 0; k < NIN; ++k) cb_prefetch(k ? i1 : i0, next, next + CB_LINE);
             T v[L];
-            for (int e = 0; e < L; ++e) v[e] = combined<T, OP, NIN, OWN>(i0, i1, own, l * L + e);
+            for (int e = 0; e < L; ++e) v[e] = combined<T, OP, NIN, OWN>(i0, i1, own, first + e);
             for (int k = 0; k < NOUT; ++k) {
-                T* o = (k == 0 ? o0 : k == 1 ? o1 : o2) + l * L;
+                T* o = (k == 0 ? o0 : k == 1 ? o1 : o2) + first;
                 if (k < local) memcpy(o, v, CB_LINE);
                 else cb_stream_line(o, v);
             }
         }
-        done = lines * L;
+        done = head + lines * L;
         cb_stream_fence();
     }
 #endif
@@ -227,6 +253,20 @@ __device__ void combine_any(const T* const* in, int nin, const T* own, T* const*
 }
 
 // --- the primitive -------------------------------------------------------------------------------
+// The error record, CbComm.error[ERROR_WORDS]: code (1: a wait timed out), rank, channel, step, peer,
+// what it waited for. One record per CbComm (per launch of every rank on one GPU): the first wait
+// that times out claims it (code ~0 while its details are written), writes the details, then
+// releases code 1 after them; any later one leaves it alone. Every other wait polls the code (an
+// acquire, system scope: never a stale cached copy) and gives up as soon as it is set, so one
+// timeout ends the whole call promptly and the record names the rank and step that timed out first.
+#define CB_ERROR_TIMEOUT 1
+__device__ __forceinline__ void record_error(long long* error, long long rank, long long ch, long long step,
+                                             long long peer, long long what) {
+    if (cb_compare_swap((cb_u64*)error, 0, ~0ull) != 0) return;  // someone else's record
+    error[1] = rank, error[2] = ch, error[3] = step, error[4] = peer, error[5] = what;
+    cb_store_release((cb_u64*)error, CB_ERROR_TIMEOUT);
+}
+
 struct Channel {  // one lane of a channel, as its schedule sees it
     const CbComm* c;
     int me, ch, lane;
@@ -247,13 +287,12 @@ struct Channel {  // one lane of a channel, as its schedule sees it
             const long long now = cb_now_ns();
             if (start == 0) start = now;
             if (now - start < c->spin_ns) continue;
-            if (now - start > c->timeout_ns || c->error[0]) {
-                if (!c->error[0]) {
-                    c->error[1] = me, c->error[2] = ch, c->error[3] = *step, c->error[4] = peer, c->error[5] = what;
-                    c->error[0] = 1;
-                }
+            if (now - start > c->timeout_ns) {
+                record_error(c->error, me, ch, *step, peer, what);
                 return false;
             }
+            if (cb_load_acquire((const cb_u64*)c->error)) return false;  // another block's wait timed out: abort
+
             cb_back_off();
         }
         if (seen) *seen = now_seen;
@@ -322,6 +361,24 @@ __device__ bool transfer(Channel& h, const int* from, int nfrom, const T* own, T
 __device__ __forceinline__ long long part(long long count, long long i, long long parts) {
     return count / parts * i + count % parts * i / parts;  // i*count/parts without overflow
 }
+// Where part i of [0, count) starts when the parts are cut on multiples of `align` elements (one
+// 16-byte vector: CbAlign<T>): part()'s cut rounded up, so no part is larger than part()'s largest
+// by more than align - 1 elements and none exceeds a slot where part()'s do not (every cut of a
+// round of n·chunk is then a multiple of chunk, itself a multiple of align); i == parts: count.
+// Every channel's slice, ring block and tree half of a large call starts on a 16-byte boundary
+// of the buffer, so none runs element by element on a GPU (whose 16-byte path needs every pointer
+// aligned: a slice 8 bytes off did). Cuts whose parts would be under CB_ALIGN_MIN_BYTES stay
+// part()'s: small calls keep their even halves and their message counts.
+#define CB_ALIGN_MIN_BYTES 256
+__device__ __forceinline__ long long part_at(long long count, long long i, long long parts, long long align) {
+    if (i >= parts) return count;
+    const long long cut = part(count, i, parts);
+    if (count < parts * align * (CB_ALIGN_MIN_BYTES / 16)) return cut;
+    const long long up = (cut + align - 1) / align * align;
+    return up < count ? up : count;
+}
+template <typename T>
+struct CbAlign { enum { value = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) }; };  // elements per 16 bytes
 
 // Ring all-reduce, one round of n blocks: position r sends block r-1 first, reduces what
 // arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
@@ -331,10 +388,11 @@ __device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long lon
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes / sizeof(T);
-    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const long long A = CbAlign<T>::value;
+    const long long lo = part_at(count, h.ch, channels, A), hi = part_at(count, h.ch + 1, channels, A);
     for (long long base = lo; base < hi; base += n * chunk) {
         const long long len = n * chunk < hi - base ? n * chunk : hi - base;
-#define CB_BLOCK(q) const long long off = base + part(len, (q), n), m = base + part(len, (q) + 1, n) - off; \
+#define CB_BLOCK(q) const long long off = base + part_at(len, (q), n, A), m = base + part_at(len, (q) + 1, n, A) - off; \
                     if (m == 0) continue;
         for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: step 0 sends, the others receive, reduce, send
             CB_BLOCK((r - 1 - s + 2 * n) % n)
@@ -358,8 +416,8 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
     Channel& h = lanes[0];
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
-    const long long chunk = h.c->slot_bytes / sizeof(T);
-    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const long long chunk = h.c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
+    const long long lo = part_at(count, h.ch, channels, A), hi = part_at(count, h.ch + 1, channels, A);
     for (long long off = lo; off < hi; off += chunk) {
         const long long m = chunk < hi - off ? chunk : hi - off;
         for (int s = 0; s < n; ++s) {
@@ -390,7 +448,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
     const unsigned char* left_own = send == recv + r * count ? left_recv + left * count  // in place
                                                              : send + (long long)(left - r) * reach;
     const long long chunk = c->slot_bytes;
-    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     const bool huge = n * count > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
     for (long long off = lo; off < hi; off += chunk) {
@@ -429,7 +487,7 @@ __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsig
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes;
-    const long long lo = part(count, h.ch, channels), hi = part(count, h.ch + 1, channels);
+    const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     for (long long off = lo; off < hi; off += chunk) {
         const long long m = chunk < hi - off ? chunk : hi - off;
         for (int s = 0; s < n; ++s) {
@@ -462,8 +520,8 @@ template <typename T, int OP>
 __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long) {
     const CbComm* c = lanes[0].c;
     const int ch = lanes[0].ch;
-    const long long chunk = c->slot_bytes / sizeof(T), lag = c->nslots / 2;
-    const long long lo = part(count, ch, channels), hi = part(count, ch + 1, channels);
+    const long long chunk = c->slot_bytes / sizeof(T), lag = c->nslots / 2, A = CbAlign<T>::value;
+    const long long lo = part_at(count, ch, channels, A), hi = part_at(count, ch + 1, channels, A);
     int parent[CB_TREES], children[CB_TREES][2], nchild[CB_TREES];
     long long from[CB_TREES], to[CB_TREES], chunks[CB_TREES], most = 0;
     for (int t = 0; t < CB_TREES; ++t) {
@@ -472,7 +530,9 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
         for (int k = 0; k < 2; ++k)
             if (c->tree_child[t][k] >= 0) children[t][nchild[t]++] = c->tree_child[t][k];
         const long long bytes = (hi - lo) * (long long)sizeof(T), half = (hi - lo + 1) / 2 * (long long)sizeof(T);
-        if (bytes >= CB_TREE_SPLIT_BYTES || (bytes >= CB_LINE && half <= CB_INLINE_BYTES))
+        if (bytes >= CB_TREE_SPLIT_BYTES)  // halves on a 16-byte boundary
+            from[t] = lo + part_at(hi - lo, t, CB_TREES, A), to[t] = lo + part_at(hi - lo, t + 1, CB_TREES, A);
+        else if (bytes >= CB_LINE && half <= CB_INLINE_BYTES)  // two small messages (CB_INLINE_BYTES)
             from[t] = lo + part(hi - lo, t, CB_TREES), to[t] = lo + part(hi - lo, t + 1, CB_TREES);
         else  // small: one tree takes it all
             from[t] = lo, to[t] = t == ch % CB_TREES ? hi : lo;
@@ -522,7 +582,8 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     T* d = (T*)((char*)recv + y * stride);
     if (c->nranks == 1) {
         if (s != d) {
-            const long long lo = part(count, ch, channels), hi = part(count, ch + 1, channels);
+            const long long lo = part_at(count, ch, channels, CbAlign<T>::value);
+            const long long hi = part_at(count, ch + 1, channels, CbAlign<T>::value);
             for (long long i = lo + cb_tid(); i < hi; i += cb_nthreads()) d[i] = s[i];
         }
     } else {
@@ -538,13 +599,13 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
 #define CB_ARGS \
     const CbComm *comms, const void *send, void *recv, long long count, long long stride, int channels, int direct
 #define CB_ENTRIES_OP(NAME, T, OPNAME, OP)                                                              \
-    extern "C" __global__ void cb_ring_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
+    extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_ring_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
         run_channel<T, OP, 1, ring_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);         \
     }                                                                                                   \
-    extern "C" __global__ void cb_ring_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                      \
+    extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_ring_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                      \
         run_channel<T, OP, 1, ring_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels, direct);     \
     }                                                                                                   \
-    extern "C" __global__ void cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
+    extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
         run_channel<T, OP, CB_TREES, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);  \
     }
 #define CB_ENTRIES(NAME, T)                 \
@@ -553,7 +614,7 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     CB_ENTRIES_OP(NAME, T, min, MIN)        \
     CB_ENTRIES_OP(NAME, T, max, MAX)
 
-extern "C" __global__ void cb_ring_all_gather(CB_ARGS) {
+extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_ring_all_gather(CB_ARGS) {
     run_channel<unsigned char, SUM, 1, ring_all_gather>(comms, send, recv, count, stride, channels, direct);
 }
 

@@ -2,7 +2,7 @@
 // memory fences and atomics on the flags, waiting, the clock, and who runs a "thread block".
 //
 // * CUDA (nvcc or NVRTC, __CUDACC__): cuda_fp16.h / cuda_bf16.h; flags are stored with
-//   fence.sc.sys + st.release.sys and read with ld.acquire.sys (system scope: the peer may be
+//   st.release.sys (after the block's bar.sync) and read with ld.acquire.sys (system scope: the peer may be
 //   another GPU or another process's kernel on this one); data written by a peer is read with
 //   ld.global.cg (from L2, never a stale L1 line); a block is one channel of blockDim.x threads.
 // * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernel_host.py builds it): the
@@ -22,6 +22,7 @@
 typedef __half cb_half;
 typedef __nv_bfloat16 cb_bfloat16;
 #define CB_SHARED __shared__
+#define CB_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
 #else
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -43,6 +44,7 @@ typedef __nv_bfloat16 cb_bfloat16;
 #define __forceinline__ inline __attribute__((always_inline))
 #endif
 #define CB_SHARED
+#define CB_LAUNCH_BOUNDS(threads)
 
 namespace cb_host {
 inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
@@ -156,12 +158,37 @@ inline void cb_stream_fence() {  // streaming stores are weakly ordered: drain t
 #endif
 
 // --- flags: release on write, acquire on read ------------------------------------------------
+// One release per flag: the block's data stores come before the releasing thread's store through
+// cb_sync (bar.sync orders them within the block; the release makes them visible, cumulatively, to
+// whoever acquires the flag at system scope), so no fence goes before it (a fence.sc.sys more per
+// flag costs what the small messages chase).
 __device__ __forceinline__ void cb_store_release(cb_u64* p, cb_u64 v) {
 #ifdef CB_DEVICE
-    __threadfence_system();
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+// A full system-scope fence: what earlier kernels on the stream wrote, ordered before what follows
+// (the peer barrier, whose one thread did not write the data it publishes).
+__device__ __forceinline__ void cb_fence_system() {
+#ifdef CB_DEVICE
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+// *p from `expected` to `desired` if it holds `expected`; what it held. On a GPU, atomic among the
+// threads of this device (every writer of a CbComm's error record is: one process's blocks, or one
+// launch of every rank); the host reads the record only after its code is released.
+__device__ __forceinline__ cb_u64 cb_compare_swap(cb_u64* p, cb_u64 expected, cb_u64 desired) {
+#ifdef CB_DEVICE
+    return atomicCAS((unsigned long long*)p, expected, desired);
+#else
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return expected;
 #endif
 }
 

@@ -27,6 +27,7 @@ still be inside Python's imports). Nothing outside the scratch folder is watched
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import os
@@ -90,13 +91,15 @@ class Case:
     head: int | None = None  # read this many stdout lines, then close stdout (`| head -N`)
     checks: tuple[Check, ...] = ()
     note: str = ""  # why the expected codes, where they are debatable
+    env: tuple = ()  # (name, value) set in the command's environment (PYTHONIOENCODING=ascii, ...)
 
 
 def case(cls: int, name: str, argv, *setup: Step, expect=(BAD_INPUT,), outputs=(), sig=None, head=None, checks=(),
-         note="") -> Case:
+         note="", env=None) -> Case:
     """One case; argv as a shell-like string or a list (for strings with control characters)."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
-    return Case(cls, name, argv, tuple(setup), frozenset(expect), tuple(outputs), sig, head, tuple(checks), note)
+    return Case(cls, name, argv, tuple(setup), frozenset(expect), tuple(outputs), sig, head, tuple(checks), note,
+                tuple((env or {}).items()))
 
 
 @dataclass
@@ -147,9 +150,7 @@ with open(report, "a") as f:
 def _procs() -> dict[int, tuple[int, int, int, str]]:
     """Every process: pid -> (ppid, session, rss bytes, name)."""
     out, page = {}, os.sysconf("SC_PAGE_SIZE")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for entry in (e for e in os.scandir("/proc") if e.name.isdigit()):
         try:
             data = Path(f"/proc/{entry.name}/stat").read_bytes()
         except OSError:
@@ -192,10 +193,8 @@ def _tagged(tag: str) -> dict[int, str]:
 
 def _kill_all(pids) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def count_rows(path: Path) -> int:
@@ -227,8 +226,7 @@ def snapshot(root: Path) -> dict[str, tuple]:
 
 
 def _changes(before: dict, after: dict, outputs: tuple[str, ...]) -> list[str]:
-    def allowed(rel):
-        return any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in outputs)
+    allowed = lambda rel: any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in outputs)  # noqa: E731
     out = []
     for rel in sorted(set(before) | set(after)):
         if before.get(rel) != after.get(rel) and not allowed(rel):
@@ -238,10 +236,9 @@ def _changes(before: dict, after: dict, outputs: tuple[str, ...]) -> list[str]:
 
 
 def _read_ready(pipe) -> bytes:
-    try:
+    with contextlib.suppress(BlockingIOError):
         return pipe.read() or b""
-    except BlockingIOError:
-        return b""
+    return b""
 
 
 def _started(reaper: subprocess.Popen, report: Path) -> int:
@@ -261,7 +258,7 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
     with open(logs / "stdout", "wb") as out_f, open(logs / "stderr", "wb") as err_f:
         start = time.monotonic()
         reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, report, str(ADDRESS_LIMIT_GB << 30), *argv],
-                                  cwd=scratch, env=child_env(tmp, tag), stdin=subprocess.DEVNULL,
+                                  cwd=scratch, env=child_env(tmp, tag) | dict(c.env), stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE if c.head else out_f, stderr=err_f, start_new_session=True)
         pid, head_buf, next_scan, sends = _started(reaper, report), b"", 0.0, 0
         if c.head:

@@ -395,6 +395,12 @@ def load_run(d: str | Path, samples: bool = False, name: str | None = None) -> t
 
 def _rows(d: Path, meta: dict, samples: bool, name: str) -> pd.DataFrame:
     rows = read_results(d)
+    own = meta.get("run_id")
+    others = sorted(set(rows.run_id.astype(str)) - {str(own)}) if own else []
+    if others:  # (one writer per folder: two runs' rows in one results.csv are not one run)
+        raise InputError(f"{d}: {RESULTS_CSV} holds rows of run {others[0][:40]!r}"
+                         f"{f' (and {len(others) - 1} more)' if len(others) > 1 else ''}, not only of "
+                         f"run.json's {str(own)[:40]!r}: two runs wrote this folder")
     runs = name + " " + rows.side.astype(str) if "side" in rows else name  # ab: each side a run of its own
     rows = rows.assign(run=runs, folder=str(d), op=rows.op.fillna("none"),
                        run_id=rows.run_id.astype(str),

@@ -15,7 +15,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.results import output_format, threshold_fraction
-from commbench.cli.run import given, with_options
+from commbench.cli.run import given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text
 from commbench.spec import SweepSpec
@@ -139,6 +139,7 @@ def ab(ctx: typer.Context, **values):
         python = values[f"python_{name}"]
         sides.append(AbSide(name.upper(), _spec(side_values), _env(values[f"env_{name}"], f"--env-{name}"),
                             **({"python": python} if python else {}), options=values[f"args_{name}"].strip()))
+    say_backend_choice([common["backend"]])
     renderer = AbRenderer(quiet=values["quiet"])
     result = run_ab(*sides, threshold=fraction, budget_s=budget, max_rounds=values["rounds"],
                     min_rounds=values["min_rounds"], grain=values["grain"],

@@ -27,6 +27,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "compare": ("commbench compare results/base results/cand --threshold 5%    # exit 1 on a regression",
                 "commbench compare base night1 night2 --output verdicts.md --output trend.html"),
     "topo": ("commbench topo --json",),
+    "floor": ("commbench floor            # this machine's floors (cached)", "commbench floor --fresh --json"),
     "model": ("commbench model fit results/run-a results/run-b",
               "commbench model predict --nodes 64 --ranks-per-node 8 --intra 450,2 --inter 50,5"),
     "model fit": ("commbench model fit results/run-a results/run-b --output model.json",),

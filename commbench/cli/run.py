@@ -71,9 +71,7 @@ def run(ctx: typer.Context, **values):
         _check_resume(chosen)
     else:
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
-        note = options.auto_backend_note(values["backend"])
-        if note and not values["quiet"]:
-            err.print(f"[yellow]note[/]: {escape(note)}")
+        say_backend_choice([values["backend"]])
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.in_place)
     try:
         if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder
@@ -85,6 +83,14 @@ def run(ctx: typer.Context, **values):
     finally:
         renderer.close()
     _summarize(result, values["json_rows"])
+
+
+def say_backend_choice(backends) -> None:
+    """One line when --backend auto (the default) became gloo because MPI is missing: every command
+    that launches ranks says so (run, sweep, ab, workload), --quiet or not: it changes what is measured."""
+    for note in dict.fromkeys(options.auto_backend_note(b) for b in backends):
+        if note:
+            err.print(f"[yellow]note[/]: {escape(note)}")
 
 
 def _summarize(result, json_rows: bool) -> None:
@@ -167,6 +173,7 @@ def sweep(ctx: typer.Context, **values):
 
         print_suite(loaded)
         return
+    say_backend_choice(r.backend for r in loaded.runs)
     given_args = [] if "launcher_args" in overrides else [(r.label, shlex.join(r.launcher_args))
                                                           for r in loaded.runs if r.launcher_args]
     if given_args and not values["allow_launcher_args"]:  # a suite is data: what it would run is shown, then confirmed

@@ -33,3 +33,31 @@ def topo(json_out: bool = typer.Option(False, "--json", help="Print the descript
         print(f"  gpu {i} <-> gpu {j}: {pair['path']}, P2P read {pair['p2p_read']}, over NVLink {pair['p2p_nvlink']}")
 
 
+
+
+@app.command()
+def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again, whatever the cache holds."),
+          json_out: bool = typer.Option(False, "--json", help="Print the floors as JSON.")):
+    """What two cores of this machine can physically do: the floors every point's efficiency is read against
+    (run.json `floors`; the rows' latency_efficiency and bandwidth_efficiency). Measured once per machine and
+    cached."""
+    import json
+
+    from commbench.errors import InputError
+    from commbench.rank import floor as probe
+
+    was_cached = not fresh and probe.cached() is not None
+    try:
+        found = probe.machine_floor(fresh=fresh)
+    except probe.FloorUnavailable as exc:
+        raise InputError(str(exc)) from None
+    if json_out:
+        print(json.dumps(found, indent=2))
+        return
+    a, b = found["cores"]
+    on = f"cores {a} and {b}" if a >= 0 else "one core (this process may run on one only: the threads share it)"
+    print(f"{found['host']}: {found['cpu_model']}, {on}, measured {found['measured_at']}"
+          f"{' (cached: --fresh measures again)' if was_cached else ''}")
+    print(f"  flag hand-off, one way      {found['handoff_us']:8.3f} us")
+    print(f"  8 B exchange-and-add        {found['exchange_us']:8.3f} us   (the floor of a 2-rank 8 B all-reduce)")
+    print(f"  one core's copy rate        {found['copy_GBps']:8.2f} GB/s (memcpy of {probe.COPY_BYTES >> 20} MiB)")

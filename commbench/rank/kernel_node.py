@@ -6,6 +6,7 @@ context's cache.
 
 from __future__ import annotations
 
+from commbench.rank import kernel_gpu
 from commbench.rank.kernel_gpu import GpuNode, gpu_function
 from commbench.rank.kernel_host import HostNode, host_library
 from commbench.rank.kernels import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, region_bytes,
@@ -32,8 +33,14 @@ class NodeKernels:
         """A wait's timeout from the next call on (the host's; a GPU keeps the first point's)."""
         self.struct.timeout_ns = int(seconds * 1e9)
 
-    def call_channels(self, nbytes: int, wanted: int | None) -> int:
-        return min(self.channels, wanted or auto_channels(self.device, nbytes, self.host_ranks))
+    def call_channels(self, nbytes: int, wanted: int | None, name: str, dtype: str | None) -> int:
+        """A call's channels: as asked, else by size (kernels.auto_channels), and on a GPU no more
+        than kernel `name`'s blocks can be resident at once (kernel_gpu.Residency: asked for more,
+        the bind refuses)."""
+        if wanted:
+            return min(self.channels, wanted)
+        auto = min(self.channels, auto_channels(self.device, nbytes, self.host_ranks))
+        return max(1, min(auto, self.node.max_channels(name, dtype))) if self.device == "cuda" else auto
 
     def allocator(self, notes: list, arena=None):
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
@@ -72,13 +79,27 @@ class NodeKernels:
             self.node.close()
 
 
+def gpu_refusal(ctx, built: str | None) -> str | None:
+    """Why the kernels cannot run on the ranks' GPUs, or None: no peer access between two GPUs of a
+    node, or --channels more than can be resident at once. Collective (every rank, at the same
+    point, whatever it found locally: built is this rank's own build failure), once per job."""
+    key = "gpu-kernel-refusal"
+    if key not in ctx.cache:
+        lay = kernel_gpu.layout(ctx.comm, ctx.node_of_rank)
+        reason = lay.peer_reason
+        if reason is None and built is None and ctx.channels:
+            reason = kernel_gpu.probe_residency().refusal(ctx.channels, 1, lay.sharing)
+        ctx.cache[key] = reason
+    return ctx.cache[key]
+
+
 def unavailable(device: str) -> str | None:
     """Why the kernels cannot run on this device here (one line), or None; builds them first."""
     try:
         if device == "cuda":
             import torch
 
-            gpu_function("cb_ring_all_reduce_float32_sum", "float32", torch.cuda.current_device())
+            gpu_function(*kernel_gpu.PROBE, torch.cuda.current_device())
         else:
             host_library()
     except KernelUnavailable as exc:

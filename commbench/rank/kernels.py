@@ -150,7 +150,11 @@ def what(name: str) -> str:
 
 
 def describe(error, what: str) -> str:
+    """The error record (cuda/collectives.cu record_error) in one line. A code of -1 is a record
+    claimed whose details are still being written (read from the host while the GPU runs)."""
     code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
+    if code == -1:
+        return f"{what}: a wait timed out (its record was still being written when read)"
     waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}"}.get(kind, f"rank {peer} to read this rank's output")
     return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
 

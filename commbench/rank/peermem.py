@@ -58,8 +58,10 @@ def _map_file(path: str, nbytes: int, create: bool) -> mmap.mmap:
 class PeerMemory:
     """Two slots of `slot_bytes` per rank, every rank's mapped into every rank; see the module."""
 
-    def __init__(self, comm, slot_bytes: int, like):
-        self.comm, self.rank, self.size = comm, comm.rank, comm.size
+    def __init__(self, comm, slot_bytes: int, like, timeout_s: float = 120.0):
+        """timeout_s: how long a barrier the GPU waits on may wait for a peer (on the host the job's
+        watchdog ends a hang)."""
+        self.comm, self.rank, self.size, self.timeout_s = comm, comm.rank, comm.size, timeout_s
         self.slot_bytes = -(-max(slot_bytes, 1) // FLAG_BYTES) * FLAG_BYTES
         self.cuda = is_cuda(like)
         self.epoch, self.calls = 0, 0
@@ -109,7 +111,7 @@ class PeerMemory:
         self.epoch += 1
         if on_gpu:
             if self._gpu_flags is None:
-                self._gpu_flags = _GpuFlags(self.flags, self._device.device)
+                self._gpu_flags = _GpuFlags(self.flags, self._device.device, self.timeout_s)
             self._gpu_flags.wait(self.rank, self.size, self.epoch)
             return
         if self.cuda:
@@ -186,16 +188,18 @@ class _DeviceSlots:
 
 class _GpuFlags:
     """Every rank's flag page registered with CUDA in this process, and the barrier kernel
-    (cuda/peer_flags.cu) that waits on them from this rank's stream."""
+    (cuda/peer_flags.cu) that waits on them from this rank's stream. A peer that never arrives
+    ends the kernel's wait after timeout_s: it records that rank in pinned host memory (error
+    words), which the next barrier reads before it launches, without waiting for the stream."""
 
     REGISTER_PORTABLE, REGISTER_MAPPED = 1, 2  # cudaHostRegisterPortable, cudaHostRegisterMapped
 
-    def __init__(self, flags: list, device):
+    def __init__(self, flags: list, device, timeout_s: float):
         import cupy
 
         from commbench.rank.reducers import cuda_module
 
-        self._cp, self.device = cupy, device
+        self._cp, self.device, self.timeout_ns = cupy, device, int(timeout_s * 1e9)
         rt = cupy.cuda.runtime
         self._hosts = [f.ctypes.data for f in flags]  # each the start of its rank's mapping
         with device:
@@ -204,12 +208,18 @@ class _GpuFlags:
             table = [rt.pointerGetAttributes(ptr).devicePointer for ptr in self._hosts]
             self._table = cupy.asarray(np.array(table, dtype=np.uint64))
             self._kernel = cuda_module("peer_flags.cu").get_function("peer_barrier")
+            self._pinned = cupy.cuda.alloc_pinned_memory(16)  # error words: code, the rank that never arrived
+            self.error_words = np.frombuffer(self._pinned, dtype=np.int64, count=2)
+            self.error_words[:] = 0
+            self._error = rt.pointerGetAttributes(self._pinned.ptr).devicePointer
 
     def wait(self, rank: int, size: int, epoch: int) -> None:
         import torch
 
+        raise_if_timed_out(self.error_words, epoch - 1)
         with self._cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-            self._kernel((1,), (1,), (self._table, np.int32(rank), np.int32(size), np.int64(epoch)))
+            self._kernel((1,), (1,), (self._table, np.int32(rank), np.int32(size), np.int64(epoch),
+                                      np.int64(self.timeout_ns), np.uint64(self._error)))
 
     def close(self) -> None:
         import torch
@@ -219,3 +229,13 @@ class _GpuFlags:
             for ptr in self._hosts:
                 self._cp.cuda.runtime.hostUnregister(ptr)
         self._hosts = []
+        raise_if_timed_out(self.error_words, None)
+
+
+def raise_if_timed_out(error_words, epoch) -> None:
+    """Raise where cuda/peer_flags.cu's barrier recorded a peer that never arrived (error words:
+    code, rank; a code of -1 is a record still being written: a timeout all the same)."""
+    if int(error_words[0]):
+        when = "" if epoch is None else f" (at or before barrier {epoch})"
+        raise TimeoutError(f"peer barrier on the GPU: rank {int(error_words[1])} never arrived{when}; "
+                           "its wait timed out")

@@ -29,7 +29,7 @@ from commbench.dtypes import DTYPES
 from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
-from commbench.rank import harness, load, machine, nccl_log, power, timers, topology, traffic, world
+from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import Communicator, open_backend
 from commbench.rank.collectives import COLLECTIVES
@@ -124,6 +124,7 @@ class Session:
     power_note: str | None = None
     load: load.LoadMeter | None = None
     warned: list[str] = field(default_factory=list)
+    floor: dict | None = None  # this host's floors (commbench.rank.floor), for the rows' efficiency
 
     @property
     def nodes(self) -> int:
@@ -169,6 +170,8 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     s.load = load.open_meter(control)
+    floors = floor.node_floors(control, spec.device)
+    s.floor = next((f for h, f in floors.items() if h == facts[control.rank]["hostname"] and isinstance(f, dict)), None)
     power_facts = None
     if spec.power:
         s.meter, power_facts = power.open_meters(control, spec.device, info.hostname)
@@ -185,7 +188,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
             "power": None if not spec.power else {"measured": s.meter is not None, "reason": s.power_note,
                                                   "window_s": power.WINDOW_S, "sample_s": power.SAMPLE_S,
                                                   "peak_source": power_facts["gpu"]["peak_source"], **power_facts},
-            "load": load_facts(s.load)})
+            "load": load_facts(s.load), "floors": floors})
         if s.load.ranks > s.load.cores:
             emit("warning", text=oversubscribed(s.load))
         emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
@@ -296,6 +299,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         why = load.reasons(s.load, busy, m.samples_s * 1e6)
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device, background_cores=busy,
                        unreliable=why, **_extra_columns(s, point, counts, m, bound.algo, dtype))
+        row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], s.nodes, comm.device))
         samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])

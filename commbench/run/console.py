@@ -11,6 +11,7 @@ markup escaped, so it can neither drive the terminal nor style itself."""
 from __future__ import annotations
 
 import json
+import statistics
 
 from rich.console import Console
 from rich.markup import escape
@@ -245,7 +246,22 @@ def summary_text(result) -> str:
         flagged = sum(bool(r.get("unreliable")) for r in result.rows)
     unreliable = f" ({flagged} unreliable: see the ! lines)" if flagged else ""
     return (f"{len(result.rows)} points measured{unreliable}, {len(result.skipped)} skipped; "
-            f"results in {result.out_dir}")
+            f"{background_text(result.rows)}results in {result.out_dir}")
+
+
+def background_text(rows) -> str:
+    """What other work ran beside the ranks, said for every run (the rows' background_cores: the
+    busiest machine's cores of other processes' CPU time during each point), or "" where unknown."""
+    cores = []
+    for r in rows:
+        try:
+            cores.append(float(r.get("background_cores")))
+        except (TypeError, ValueError):
+            continue
+    cores = [c for c in cores if c == c]
+    if not cores:
+        return ""
+    return f"other work beside the ranks {statistics.median(cores):.2g} cores (median; at most {max(cores):.2g}); "
 
 
 def comparison_table(comparison):

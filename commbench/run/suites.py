@@ -51,6 +51,7 @@ class SuiteRun:
     spec: SweepSpec
     launcher_args: list[str]
     repeat: int = 1  # jobs per point (commbench.run.jobs)
+    backend: str = "auto"  # the backend field as written (auto: the machine's choice, said when it falls back)
 
 
 @dataclass
@@ -254,5 +255,5 @@ def load_suite(name_or_path: str, overrides: dict | None = None) -> Suite:
         except InputError as exc:
             given = ", with the options given on the command line" if overrides else ""
             raise InputError(f"{where} ({label}){given}: {exc}") from None
-        out.append(SuiteRun(label, spec, argv, repeat))
+        out.append(SuiteRun(label, spec, argv, repeat, str(fields.get("backend") or BY_NAME["backend"].default)))
     return Suite(name or path.stem, description or "", path, out)

@@ -65,11 +65,39 @@ def footer(rows: list[dict]) -> list[str]:
     which = " and ".join(MODES[m] for m in modes)
     mean = statistics.fmean(float(r["busbw_gbps"]) for r in rows)
     lines = [f"# Avg bus bandwidth    : {mean:.3f} GB/s (mean busbw of the {len(rows)} points above, {which})"]
+    lines += against_floor(rows)
     flagged = [r for r in rows if r.get("unreliable")]
     if flagged:
         lines.append(f"# ! {len(flagged)} point(s) unreliable: {_reasons(flagged)} (the rows' `unreliable` "
                      "column says how much)")
     return lines
+
+
+def against_floor(rows: list[dict]) -> list[str]:
+    """`# Against the floor`: how near the table's best points come to what the machine can do (the
+    rows' latency_efficiency and bandwidth_efficiency: commbench.rank.floor), where known."""
+    from commbench.spec import format_size
+
+    def best(column):
+        known = [r for r in rows if _number(r.get(column)) is not None]
+        return max(known, key=lambda r: _number(r[column]), default=None)
+    fast, wide = best("latency_efficiency"), best("bandwidth_efficiency")
+    parts = []
+    if fast is not None and _number(fast["latency_efficiency"]) > 0:
+        parts.append(f"fastest point {1 / _number(fast['latency_efficiency']):.2f}x the 8 B exchange floor "
+                     f"({format_size(int(fast['size_bytes']))})")
+    if wide is not None:
+        parts.append(f"best busbw {_number(wide['bandwidth_efficiency']):.2f}x the copy rate "
+                     f"({format_size(int(wide['size_bytes']))})")
+    return [f"# Against the floor    : {', '.join(parts)} (commbench floor)"] if parts else []
+
+
+def _number(value) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
 
 
 def _reasons(flagged: list[dict], most: int = 6) -> str:

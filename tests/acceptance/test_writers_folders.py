@@ -10,14 +10,18 @@ refused before anything is launched or written. A resume refuses a run file (run
 samples, the ranks' spec, the lock) that is a link; a sweep refuses a run folder or suite.yaml that
 is a link. --out itself may be a link to a folder: the user's choice of place."""
 
+import fcntl
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from hostile_contract import Outcome, case, meets_contract
 from hostile_fixtures import TINY_SUITE, copy, mkdir, params, remove, resumable, sweep_folder, symlink, write
-from commbench.errors import OK
+from commbench.errors import FAILED, OK
+from commbench.run.folder_lock import TEMP_PREFIXES
 
 RUN = "run -n 2 --backend mpi -c all_reduce --sizes 8 --iters 5 --warmup 1 --in-place"
 AB = "ab -n 2 -c all_reduce --sizes 64 --iters 5 --env-b COMMBENCH_X=1"
@@ -49,6 +53,52 @@ def samples_link(dst: str, target: str):
         (s / dst / name).unlink()
         (s / dst / name).symlink_to(Path("..") / target / name)
     return step
+
+
+def held(rel: str):
+    """rel's lock file held by another writer (this test process, as a running commbench holds it:
+    flock on its own open file), as a step; and the check that lets it go and finds the refusal."""
+    fds = []
+
+    def step(s: Path):
+        fd = os.open(s / rel / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"4242 otherhost\n")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        fds.append(fd)
+
+    def check(s: Path, out: Outcome) -> list[str]:
+        for fd in fds:
+            os.close(fd)
+        said = "is being written by another commbench (pid 4242 on otherhost)" in out.stderr.decode(errors="replace")
+        return [] if said else ["the refusal does not name the other writer"]
+    return step, check
+
+
+def writer_busy(name, command, *steps, folder):
+    step, check = held(folder)
+    return case(12, name, command, *steps, step, checks=(check,))
+
+
+def full_disk(s: Path):
+    """D: a 64 KB tmpfs with 16 KB left (run.json and the ranks' spec fit, the samples do not)."""
+    (s / "D").mkdir()
+    if os.geteuid() or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", s / "D"],
+                                      capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    (s / "D" / "filler").write_bytes(b"\0" * (48 << 10))
+
+
+def failed_whole(s: Path, out: Outcome) -> list[str]:
+    """The run ended `failed` with the reason, no temporary file left; then the tmpfs goes."""
+    try:
+        meta = json.loads((s / "D" / "X" / "run.json").read_text())
+        left = [n for n in os.listdir(s / "D" / "X") if n.startswith(TEMP_PREFIXES)]
+        lines = out.stderr.decode(errors="replace").strip().splitlines()
+        return ([] if meta["status"] == "failed" and "No space left on device" in meta.get("error", "") else
+                [f"run.json says {meta['status']!r}"]) + ([f"temporary files left: {left}"] if left else []) + (
+                [] if len(lines) == 1 and "No space left on device" in lines[0] else ["not one line naming the disk"])
+    finally:
+        subprocess.run(["umount", "-l", s / "D"], check=False)
 
 
 def link(rel: str, target: str):
@@ -97,6 +147,15 @@ CASES = [
          *resumable("ELSEWHERE"), remove("S/r1"), symlink("S/r1", "../ELSEWHERE")),
     case(12, "sweep-resume-suite-yaml-link", "sweep tiny.yaml --out S --resume", *sweep_folder(),
          write("victim.yaml", TINY_SUITE), remove("S/suite.yaml"), symlink("S/suite.yaml", "../victim.yaml")),
+    # one writer per folder: a folder another commbench is writing (its lock held) is refused, unchanged
+    writer_busy("resume-while-another-writes", R, *resumable(), folder="R"),
+    writer_busy("run-out-while-another-writes", f"{RUN} --out F", mkdir("F"), folder="F"),
+    writer_busy("sweep-resume-while-another-writes", "sweep tiny.yaml --out S --resume", *sweep_folder(), folder="S"),
+    # every exit path leaves the folder whole: a terminal that takes ASCII only, a disk that fills
+    case(12, "run-output-encoding-ascii", [*RUN.split(), "--label", "é·€", "--out", "X"], expect=(OK,), outputs=("X",),
+         env={"PYTHONIOENCODING": "ascii", "LC_ALL": "C", "LANG": "C"}, note="valid: what ASCII cannot take is escaped"),
+    case(12, "run-out-full-disk", f"{RUN.replace('--sizes 8', '--sizes 8,16,32,64,128')} --out D/X", full_disk,
+         expect=(FAILED,), outputs=("D/X",), checks=(failed_whole,), note="a full disk fails the run (exit 1), whole"),
     # valid: --out a link to an empty folder (the user's choice of place); what a failed run leaves
     case(12, "run-out-link-to-empty-folder", f"{RUN} --out L", mkdir("D"), symlink("L", "D"), expect=(OK,),
          outputs=("D",), note="valid: --out may be a link to a folder"),

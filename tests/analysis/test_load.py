@@ -82,3 +82,21 @@ def test_an_amount_not_recorded_is_an_empty_cell(tmp_path):
     edit_cell(f.dir, 0, "power_w_max", "inf")
     with pytest.raises(InputError, match="row 1: power_w_max 'inf' is not a finite number >= 0"):
         load_runs([f.dir])
+
+
+def test_rows_of_another_run_than_run_json_are_refused(tmp_path):
+    """Two writers in one folder leave rows of two runs under one run.json: not one run (issue 43)."""
+    import pandas as pd
+
+    from commbench.analysis.load import load_run, load_runs
+    from synthetic_runs import write_run
+
+    run = write_run(tmp_path / "r", [10.0], run_id="first")
+    assert set(load_run(run)[0].run_id) == {"first"}
+    rows = pd.read_csv(run / "results.csv", dtype=str, keep_default_na=False)
+    rows.loc[rows.index[-1], "run_id"] = "second"
+    rows.to_csv(run / "results.csv", index=False)
+    for read in (load_run, load_runs):
+        with pytest.raises(InputError, match="holds rows of run 'second', not only of run.json's 'first': two runs"):
+            read(run)
+    assert "two runs wrote this folder" in run_cli("report", str(run), "--output", str(tmp_path / "r.html")).stderr

@@ -61,15 +61,59 @@ def test_no_instruction_flushes_subnormals(ptx, source, arch):
     assert not flushing, flushing
 
 
+@pytest.fixture(scope="module")
+def ptxas(ptx, tmp_path_factory, nvcc):
+    """ptxas(source, arch): ptxas -v's report per entry function, {name: (registers, spill bytes)}."""
+    reports, out_dir = {}, tmp_path_factory.mktemp("cubin")
+
+    def report(source, arch):
+        if (source, arch) not in reports:
+            proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx(source, arch)),
+                                   "-o", str(out_dir / f"{source.stem}-{arch}.cubin")],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == OK, proc.stderr
+            found = {}
+            for name, body in re.findall(r"Compiling entry function '(\w+)'(.*?)(?=Compiling entry function|\Z)",
+                                         proc.stderr, re.S):
+                regs = re.search(r"Used (\d+) registers", body)
+                spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", body)
+                assert regs and spills, body  # ptxas -v reports every kernel
+                found[name] = (int(regs.group(1)), int(spills.group(1)) + int(spills.group(2)))
+            assert found, proc.stderr
+            reports[source, arch] = found
+        return reports[source, arch]
+
+    return report
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
-def test_no_register_spills(ptx, source, arch, tmp_path, nvcc):
-    proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx(source, arch)),
-                           "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == OK, proc.stderr
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", proc.stderr)
-    assert spills, proc.stderr  # ptxas -v reports every kernel
-    assert all(s == ("0", "0") for s in spills), proc.stderr
+def test_no_register_spills(ptxas, source, arch):
+    spilling = {name: spill for name, (_, spill) in ptxas(source, arch).items() if spill}
+    assert not spilling, spilling
+
+
+REGISTERS_PER_SM = 65536  # sm_80 and sm_90 alike
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_registers_allow_the_launch(ptxas, arch):
+    """Every ring / tree kernel fits one block of its launch size (kernels.GPU_THREADS) on an SM:
+    registers x threads within the SM's register file, so a launch of channels x ranks blocks
+    needs exactly that many SMs' worth of residency (kernel_gpu.residency checks it up front)."""
+    kernels_of = ptxas(kernels.SOURCE, arch)
+    assert set(kernels.entry_points()[kernels.SOURCE.name]) <= set(kernels_of)
+    too_many = {name: regs for name, (regs, _) in kernels_of.items() if regs * kernels.GPU_THREADS > REGISTERS_PER_SM}
+    assert not too_many, f"{len(too_many)} kernels cannot launch {kernels.GPU_THREADS} threads a block: {too_many}"
+
+
+def test_every_kernel_declares_its_launch_bounds():
+    """__launch_bounds__(CB_THREADS, 1) on every entry point: ptxas keeps registers within what a
+    launch of GPU_THREADS threads allows (and spills nothing to get there: the test above)."""
+    source = kernels.SOURCE.read_text()
+    entries = re.findall(r'extern "C" __global__ void (CB_LAUNCH_BOUNDS\(CB_THREADS\) )?(\w+)', source)
+    assert entries and all(bounds for bounds, _ in entries), [name for bounds, name in entries if not bounds]
+    assert re.search(rf"#define CB_THREADS {kernels.GPU_THREADS}\b", source)
 
 
 def test_every_launched_kernel_has_a_source():

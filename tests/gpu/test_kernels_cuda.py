@@ -123,3 +123,36 @@ def test_ring_and_tree_kernels_in_separate_processes(tmp_path, world):
     assert set(rows[rows.algorithm == "ring_kernel"].collective) == {"all_reduce", "all_gather", "reduce_scatter"}
     assert set(rows[rows.algorithm == "tree_kernel"].collective) == {"all_reduce"}
     assert set(glob.glob("/dev/shm/commbench-*")) == before
+
+
+def test_a_launch_that_cannot_be_resident_is_refused_not_hung():
+    """More blocks than the GPU holds at once: refused in one line before launching (it would spin
+    into the timeout); the channel count it names fits and runs."""
+    from commbench.rank.kernel_gpu import KernelUnavailable, residency
+
+    fit = residency("cb_ring_all_reduce_float32_sum", "float32", torch.cuda.current_device())
+    assert fit.blocks_per_sm >= 1 and fit.sms == torch.cuda.get_device_properties(0).multi_processor_count
+    n = 8  # an H100 SXM: 132 // 8 = 16 channels fit, 17 do not
+    most = fit.max_channels(n)
+    node = OneGpuNode(n, channels=min(most + 1, kernels.MAX_CHANNELS))
+    if most + 1 <= kernels.MAX_CHANNELS:  # (a GPU of more than 16 SMs x blocks per SM: 32 channels fit)
+        with pytest.raises(KernelUnavailable, match=f"use --channels {most} or fewer"):
+            _collective(node, "ring", "all_reduce", "float32", "sum", 1 << 20, most + 1)
+    got, expected = _collective(node, "ring", "all_reduce", "float32", "sum", 1 << 20, min(most, kernels.MAX_CHANNELS))
+    assert torch.equal(got, expected)
+
+
+def test_this_gpus_layout_has_no_peer_refusal():
+    """One process, one GPU: nothing to map across GPUs; the identity is the UUID (per-rank
+    CUDA_VISIBLE_DEVICES cannot make two GPUs look like one)."""
+    from commbench.rank.kernel_gpu import device_identity, layout
+
+    class One:
+        rank, size = 0, 1
+
+        def allgather_object(self, obj):
+            return [obj]
+
+    identity, bus = device_identity(torch.cuda.current_device())
+    assert len(identity) == 32 and ":" in bus  # 16 bytes of UUID in hex; a PCI bus id
+    assert layout(One()).peer_reason is None

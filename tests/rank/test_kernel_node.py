@@ -15,6 +15,8 @@ from nccl_semantics import World
 
 F32 = DTYPES["float32"]
 
+PROBE = ("cb_ring_all_reduce_float32_sum", "float32")  # a kernel name and dtype (the host's channels do not depend on them)
+
 
 class Comm:
     """What NodeKernels asks of a communicator, answered alone; allgather_object gives `others`
@@ -96,9 +98,9 @@ def test_the_comm_struct_and_regions_it_builds(fake_nodes):
 
 def test_a_calls_channels(fake_nodes):
     k = NodeKernels(Comm(), "cpu", 1.0, 2)
-    assert k.call_channels(1 << 30, 1) == 1 and k.call_channels(8, 5) == 2  # asked for: at most the node's
-    assert k.call_channels(8, None) == 1  # by size: small calls get one
-    assert k.call_channels(1 << 30, None) == min(2, kernels.auto_channels("cpu", 1 << 30, 2))
+    assert k.call_channels(1 << 30, 1, *PROBE) == 1 and k.call_channels(8, 5, *PROBE) == 2  # asked for: at most the node's
+    assert k.call_channels(8, None, *PROBE) == 1  # by size: small calls get one
+    assert k.call_channels(1 << 30, None, *PROBE) == min(2, kernels.auto_channels("cpu", 1 << 30, 2))
 
 
 def test_the_allocator_falls_back_to_the_communicators_buffers(fake_nodes):
@@ -182,7 +184,7 @@ def test_two_ranks_reduce_and_gather_exactly_through_the_host_kernels():
         mine[:] = np.arange(n) + 1000 * comm.rank
         stride = k.node.stride_of(mine.ctypes.data, gathered.ctypes.data)
         k.bind(kernels.entry("ring", "all_gather", "float32", None), "float32", mine, gathered, n * 4,
-               k.call_channels(2 * n * 4, None), direct=True)()
+               k.call_channels(2 * n * 4, None, *PROBE), direct=True)()
         # all-reduce out of place in the communicator's own buffers: through the FIFOs
         send, recv = comm.alloc(3 * n, F32), comm.alloc(3 * n, F32)
         send[:] = np.arange(3 * n) * (comm.rank + 1)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import host_cuda
-from commbench.rank.peermem import FLAG_BYTES
+from commbench.rank.peermem import FLAG_BYTES, raise_if_timed_out
 from commbench.rank.reducers import CUDA_DIR
 
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))
@@ -23,14 +23,15 @@ def kernels(tmp_path_factory):
 
 
 class Flags:
-    def __init__(self, size):
-        self.size = size
+    def __init__(self, size, timeout_s=60.0):
+        self.size, self.timeout_ns = size, int(timeout_s * 1e9)
         self.words = np.zeros(size * WORDS, dtype=np.int64)
+        self.error = np.zeros(2, dtype=np.int64)  # the record of a peer that never arrived
         self.table = np.array([self.words[r * WORDS:].ctypes.data for r in range(size)], dtype=np.uint64)
 
     def barrier(self, kernels, rank, epoch):
         kernels("peer_barrier", 1, 1, (np.uint64(self.table.ctypes.data), np.int32(rank), np.int32(self.size),
-                                       np.int64(epoch)))
+                                       np.int64(epoch), np.int64(self.timeout_ns), np.uint64(self.error.ctypes.data)))
 
     def epochs(self):
         return list(self.words[::WORDS])
@@ -83,3 +84,23 @@ def test_a_rank_ahead_does_not_hold_the_others(kernels):
     done = _start(flags.barrier, kernels, 0, 1)
     done.join(timeout=30)
     assert not done.is_alive() and flags.epochs() == [1, 2]
+
+
+def test_a_dead_peer_ends_the_wait_with_its_rank(kernels):
+    """Rank 2 never arrives: after the timeout the kernel returns (the stream does not hang) with a
+    record naming rank 2, which the host turns into one line; a wait that completes leaves none."""
+    flags = Flags(3, timeout_s=0.2)
+    t0 = time.monotonic()
+    waiters = [_start(flags.barrier, kernels, r, 1) for r in range(2)]
+    for t in waiters:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in waiters) and 0.2 <= time.monotonic() - t0 < 20
+    assert list(flags.error) == [1, 2]
+    with pytest.raises(TimeoutError, match="rank 2 never arrived"):
+        raise_if_timed_out(flags.error, 1)
+    whole = Flags(2, timeout_s=0.2)
+    both = [_start(whole.barrier, kernels, r, 1) for r in range(2)]
+    for t in both:
+        t.join(timeout=30)
+    assert list(whole.error) == [0, 0]
+    raise_if_timed_out(whole.error, 1)  # nothing recorded: no error

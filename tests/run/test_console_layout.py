@@ -142,6 +142,9 @@ def test_an_unreliable_point_is_marked_named_under_its_table_and_counted_in_the_
                                     "results in results/x")
     assert summary_text(SimpleNamespace(rows=[{"unreliable": ""}], skipped=[], out_dir=Path("x"))) == (
         "1 points measured, 0 skipped; results in x")
+    loaded = [{"background_cores": c} for c in (0.02, 0.05, 1.4, "")]  # every run says its neighbours' load
+    assert summary_text(SimpleNamespace(rows=loaded, skipped=[], out_dir=Path("x"))) == (
+        "4 points measured, 0 skipped; other work beside the ranks 0.05 cores (median; at most 1.4); results in x")
 
 
 def test_a_wrong_point_is_red():

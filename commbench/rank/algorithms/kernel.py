@@ -77,9 +77,9 @@ class RingOn:
             if len(self.bound) >= MAX_BOUND:
                 self.bound.clear()
             dtype = str(recv.dtype).replace("torch.", "")
-            channels = self.node.call_channels(elems * itemsize(recv), self.ctx.channels)
-            run = self.bound[key] = self.node.bind(kernels.entry("ring", collective, dtype, op), dtype, send, recv,
-                                                   count, channels)
+            name = kernels.entry("ring", collective, dtype, op)
+            channels = self.node.call_channels(elems * itemsize(recv), self.ctx.channels, name, dtype)
+            run = self.bound[key] = self.node.bind(name, dtype, send, recv, count, channels)
         run()
 
 
@@ -91,10 +91,13 @@ def ring_on(ctx, comm, key: str) -> RingOn:
 
 
 def unavailable(name: str, ctx, ranks: int) -> str | None:
-    """Why an algorithm running kernels on `ranks` ranks of a node cannot run here, or None."""
+    """Why an algorithm running kernels on `ranks` ranks of a node cannot run here, or None (on a
+    GPU collective: the ranks compare their GPUs, kernel_node.gpu_refusal)."""
     if ranks > kernels.MAX_RANKS:
         return f"{name} runs at most {kernels.MAX_RANKS} ranks on a node"
-    return kernel_node.unavailable(ctx.comm.device)
+    built = kernel_node.unavailable(ctx.comm.device)
+    gpu = kernel_node.gpu_refusal(ctx, built) if ctx.comm.device == "cuda" else None
+    return built or gpu
 
 
 class _Kernel(Algorithm):
@@ -132,8 +135,9 @@ class _Kernel(Algorithm):
         node.set_timeout(ctx.timeout_s)
         size = itemsize(recv)
         count = {"all_reduce": in_count, "reduce_scatter": out_count, "all_gather": in_count * size}[collective]
-        channels = node.call_channels(max(in_count, out_count) * size, ctx.channels)
-        run = node.bind(kernels.entry(self.kernel, collective, dtype, op), dtype, send, recv, count, channels, direct)
+        name = kernels.entry(self.kernel, collective, dtype, op)
+        channels = node.call_channels(max(in_count, out_count) * size, ctx.channels, name, dtype)
+        run = node.bind(name, dtype, send, recv, count, channels, direct)
         if op != "avg":
             return run, recv
 

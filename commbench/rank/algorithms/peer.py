@@ -47,7 +47,7 @@ def memory(ctx, nbytes: int, like) -> peermem.PeerMemory:
         size = MIN_SLOT_BYTES
         while size < nbytes:
             size *= 2
-        mem = ctx.cache[key] = peermem.PeerMemory(ctx.comm, size, like)
+        mem = ctx.cache[key] = peermem.PeerMemory(ctx.comm, size, like, ctx.timeout_s)
     return mem
 
 

@@ -28,7 +28,7 @@ class FakeNode:
     def set_timeout(self, seconds):
         self.timeouts.append(seconds)
 
-    def call_channels(self, nbytes, wanted):
+    def call_channels(self, nbytes, wanted, name, dtype):
         self.channel_asks.append((nbytes, wanted))
         return 3
 

@@ -1,0 +1,197 @@
+/* What this machine can physically do, measured on two of its cores (commbench/rank/floor.py):
+ * the floors every point's efficiency is read against.
+ *
+ *   cb_floor_handoff     one-way hand-off of a flag between two cores: thread A releases a sequence
+ *                        number in its own cache line, B acquires it and answers in another line; a
+ *                        round trip is two hand-offs.
+ *   cb_floor_exchange    the smallest 2-rank exchange-and-add: each thread writes its 8-byte value
+ *                        and releases a sequence number in the same line (one line crosses, as the
+ *                        kernels' small messages do), acquires the peer's, and adds: what an 8-byte
+ *                        all-reduce between two ranks cannot beat.
+ *   cb_floor_copy        one core's copy rate, memcpy of `bytes` (pass more than the caches hold).
+ *
+ * Each returns the best (smallest time, largest rate) of `batches` batches: a floor is what the
+ * machine does at its best, and this VM's cores flip between states for seconds at a time; or -1
+ * where a thread cannot be pinned to its core, -2 where the two threads turn out to share one.
+ * cpu_a / cpu_b: the cores the two threads are pinned to (-1: not pinned). Built by the host's C++
+ * compiler as the kernels' host build is (commbench.rank.native_build). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    alignas(64) volatile uint64_t ping[8];
+    alignas(64) volatile uint64_t pong[8];
+} Lines;
+
+typedef struct {
+    Lines* lines;
+    int cpu;
+    int side;
+    long long iters;
+    double sum;  /* exchange: what the adds came to (kept, so they are not optimised away) */
+} Arg;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int pin_failed = 0;  /* a thread could not be pinned to its core: the figures would mean nothing */
+
+static void pin(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) __atomic_store_n(&pin_failed, 1, __ATOMIC_RELAXED);
+}
+
+static void wait_for(volatile uint64_t* word, uint64_t value) {
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value) {
+    }
+}
+
+static void* handoff_side(void* p) {
+    Arg* a = (Arg*)p;
+    pin(a->cpu);
+    for (long long i = 1; i <= a->iters; ++i) {
+        if (a->side == 0) {
+            __atomic_store_n(&a->lines->ping[7], (uint64_t)i, __ATOMIC_RELEASE);
+            wait_for(&a->lines->pong[7], (uint64_t)i);
+        } else {
+            wait_for(&a->lines->ping[7], (uint64_t)i);
+            __atomic_store_n(&a->lines->pong[7], (uint64_t)i, __ATOMIC_RELEASE);
+        }
+    }
+    return NULL;
+}
+
+static void* exchange_side(void* p) {
+    Arg* a = (Arg*)p;
+    pin(a->cpu);
+    volatile uint64_t* mine = a->side ? a->lines->pong : a->lines->ping;
+    volatile uint64_t* theirs = a->side ? a->lines->ping : a->lines->pong;
+    double value = 1.0 + a->side, sum = 0;
+    for (long long i = 1; i <= a->iters; ++i) {
+        double v = value + (double)i;
+        memcpy((void*)mine, &v, sizeof v);
+        __atomic_store_n(&mine[7], (uint64_t)i, __ATOMIC_RELEASE);
+        wait_for(&theirs[7], (uint64_t)i);
+        double peer;
+        memcpy(&peer, (const void*)theirs, sizeof peer);
+        sum += v + peer;
+    }
+    a->sum = sum;
+    return NULL;
+}
+
+/* seconds of one batch of `iters` iterations, both threads running `side_fn` */
+static double batch(void* (*side_fn)(void*), int cpu_a, int cpu_b, long long iters) {
+    Lines* lines = (Lines*)aligned_alloc(64, sizeof(Lines));
+    memset(lines, 0, sizeof(Lines));
+    Arg a = {lines, cpu_a, 0, iters, 0}, b = {lines, cpu_b, 1, iters, 0};
+    pthread_t ta, tb;  /* both sides in threads of their own: the caller's thread is never pinned */
+    const double start = now_s();
+    pthread_create(&tb, NULL, side_fn, &b);
+    pthread_create(&ta, NULL, side_fn, &a);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    const double seconds = now_s() - start;
+    free(lines);
+    return seconds;
+}
+
+/* The best batch's seconds per iteration; -1 where a thread could not be pinned, -2 where a short first
+ * batch shows the two threads taking turns on one core (20 us an iteration or more: time slices, not
+ * cache lines; the full batches would take minutes). */
+static double best_per_iteration(void* (*side_fn)(void*), int cpu_a, int cpu_b, long long iters, int batches) {
+    pin_failed = 0;
+    const double first = batch(side_fn, cpu_a, cpu_b, 200) / 200;
+    if (pin_failed) return -1;
+    if (first > 20e-6) return -2;
+    double best = 1e30;
+    for (int k = 0; k < batches; ++k) {
+        const double t = batch(side_fn, cpu_a, cpu_b, iters) / iters;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* seconds of one one-way hand-off (a round trip is two) */
+double cb_floor_handoff(int cpu_a, int cpu_b, long long iters, int batches) {
+    const double t = best_per_iteration(handoff_side, cpu_a, cpu_b, iters, batches);
+    return t < 0 ? t : t / 2;
+}
+
+/* seconds of one 8-byte exchange-and-add between the two cores */
+double cb_floor_exchange(int cpu_a, int cpu_b, long long iters, int batches) {
+    return best_per_iteration(exchange_side, cpu_a, cpu_b, iters, batches);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+typedef struct {
+    int cpu;
+    long long bytes;
+    int batches;
+    double rate;
+} CopyArg;
+
+static void* copy_thread(void* p) {
+    CopyArg* c = (CopyArg*)p;
+    pin(c->cpu);
+    const long long bytes = c->bytes;
+    char* src = (char*)aligned_alloc(4096, (size_t)bytes);
+    char* dst = (char*)aligned_alloc(4096, (size_t)bytes);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return NULL;
+    }
+    memset(src, 1, (size_t)bytes);
+    memset(dst, 2, (size_t)bytes);  /* both touched: no page faults in the timed copies */
+    double best = 1e30;
+    for (int k = 0; k < c->batches; ++k) {
+        const double start = now_s();
+        memcpy(dst, src, (size_t)bytes);
+        const double t = now_s() - start;
+        if (t < best) best = t;
+        src[k % bytes] = dst[(k * 4099) % bytes];  /* keep the copies */
+    }
+    free(src);
+    free(dst);
+    c->rate = bytes / best;
+    return NULL;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bytes per second one core copies (memcpy of `bytes`, in a thread pinned to cpu; 0 without the memory) */
+double cb_floor_copy(int cpu, long long bytes, int batches) {
+    CopyArg c = {cpu, bytes, batches, 0};
+    pthread_t t;
+    pin_failed = 0;
+    pthread_create(&t, NULL, copy_thread, &c);
+    pthread_join(t, NULL);
+    return pin_failed ? -1 : c.rate;
+}
+
+#ifdef __cplusplus
+}
+#endif

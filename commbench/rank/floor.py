@@ -1,0 +1,216 @@
+"""The machine's floors: what two of its cores can physically do (floor.cc, a native probe built
+like the kernels' host build), measured once per machine and cached, so that every point can be
+read against them (`commbench floor` prints them; run.json's `floors`, per host; the rows'
+efficiency columns):
+
+* handoff_us: a one-way flag hand-off between two cores (a release, then the peer's acquire);
+* exchange_us: the smallest 2-rank exchange-and-add of 8 bytes (each side's value and its sequence
+  number in one line): what an 8-byte all-reduce between two ranks cannot beat;
+* copy_GBps: one core's copy rate (memcpy of 64 MiB, past the caches), GB/s of bytes copied.
+
+Each is the best of several batches (a floor is the machine at its best; this VM's cores flip
+between states for seconds at a time). The cache (commbench.rank.native_build's folder, floors/)
+is keyed by host name, CPU model, the two cores and the probe's source: `commbench floor --fresh`
+measures again. On a GPU rank, `device_copy_GBps`: the GPU's own device-to-device copy rate.
+
+Efficiency of a point (commbench.metrics.efficiency): the floor's time / the point's time (the
+exchange for the smallest point, as a ratio: 1 is the floor) and busbw / the copy rate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+
+from commbench.rank.native_build import BuildFailed, build, cache_dir, first_line
+
+SOURCE = Path(__file__).with_name("floor.cc")
+FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-pthread")
+COPY_BYTES = 64 << 20
+KEYS = ("handoff_us", "exchange_us", "copy_GBps")
+
+
+class FloorUnavailable(Exception):
+    """The probe cannot be built or run here; the message is one line."""
+
+
+@functools.lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    from commbench.rank.kernel_host import compiler
+
+    cxx = compiler()
+    if cxx is None:
+        raise FloorUnavailable("the floor probe needs a C++ compiler (g++, c++ or clang++ on the PATH, or CXX)")
+    try:
+        lib = ctypes.CDLL(str(build("floor", SOURCE.read_text(), ".cc", lambda src, out: [cxx, *FLAGS, str(src), "-o", str(out)],
+                                    [cxx, first_line([cxx, "--version"]), *FLAGS, platform.machine()],
+                                    "the floor probe (commbench/rank/floor.cc)")))
+    except BuildFailed as exc:
+        raise FloorUnavailable(str(exc)) from None
+    for name in ("cb_floor_handoff", "cb_floor_exchange"):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_int], ctypes.c_double
+    lib.cb_floor_copy.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_int]
+    lib.cb_floor_copy.restype = ctypes.c_double
+    return lib
+
+
+CGROUP_CPUS = ("/sys/fs/cgroup/cpuset.cpus.effective", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus")
+
+
+def cores() -> tuple[int, int]:
+    """The two cores the probe pins its threads to: the first two of the machine's CPUs that this
+    process's cgroup allows, whatever its own binding (a rank that mpirun bound to one core still
+    measures two), or (-1, -1) on a machine of one CPU."""
+    allowed = _cpu_list()
+    return (allowed[0], allowed[1]) if len(allowed) >= 2 else (-1, -1)
+
+
+def _cpu_list() -> list[int]:
+    for path in CGROUP_CPUS:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        found: list[int] = []
+        for part in filter(None, text.split(",")):
+            lo, _, hi = part.partition("-")
+            found += range(int(lo), int(hi or lo) + 1)
+        if found:
+            return sorted(found)
+    return list(range(os.cpu_count() or 1))
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure(iters: int = 20000, batches: int = 7) -> dict:
+    """The floors of this machine, measured now (about half a second). FloorUnavailable where a
+    thread cannot be pinned to its core or two cores are not to be had."""
+    lib = _library()
+    a, b = cores()
+    if a < 0:
+        raise FloorUnavailable("the floor probe needs two cores (this machine shows one)")
+    handoff, exchange = lib.cb_floor_handoff(a, b, iters, batches), lib.cb_floor_exchange(a, b, iters, batches)
+    copy = lib.cb_floor_copy(a, COPY_BYTES, batches)
+    if min(handoff, exchange, copy) < 0:
+        why = ("its two threads took turns on one core" if -2 in (handoff, exchange) else
+               f"its threads could not be pinned to cores {a} and {b}")
+        raise FloorUnavailable(f"the floor probe measured nothing: {why}")
+    return {"handoff_us": round(handoff * 1e6, 4), "exchange_us": round(exchange * 1e6, 4),
+            "copy_GBps": round(copy / 1e9, 2),
+            "cores": [a, b], "cpu_model": cpu_model(), "host": socket.gethostname(),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "source": "probe"}
+
+
+def cache_path() -> Path:
+    key = "\0".join([socket.gethostname(), cpu_model(), repr(cores()), SOURCE.read_text()])
+    return cache_dir().parent / "floors" / f"{socket.gethostname()[:64]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def cached() -> dict | None:
+    """This machine's floors from the cache, or None (never measured here, or unreadable)."""
+    try:
+        found = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(found, dict) and all(isinstance(found.get(k), (int, float)) and found[k] > 0 for k in KEYS)
+    return found if ok else None
+
+
+def machine_floor(fresh: bool = False) -> dict:
+    """This machine's floors: cached, or measured now and cached (fresh: measured now whatever the
+    cache holds). FloorUnavailable where the probe cannot be built."""
+    found = None if fresh else cached()
+    if found is None:
+        path = cache_path()
+        found = measure()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(found))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # an unwritable cache: measured again next time
+    return found
+
+
+def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, dict | str]:
+    """Every host's floors, on every rank (collective): per host, its first rank reads the cache or
+    measures while the host's other ranks sleep (not spin: the probe needs their cores) until the
+    cache holds it; on a GPU it adds its device's copy rate. host -> floors, or the one-line reason
+    they could not be had (the host's first rank's)."""
+    host = socket.gethostname()
+    hosts = comm.allgather_object(host)
+    first = hosts.index(host) == comm.rank
+    have = cached()
+    probing = comm.allgather_object(have is None and first)[hosts.index(host)]  # the host's first rank measures
+    mine: dict | str | None = have
+    if first and have is None:
+        try:
+            mine = machine_floor()
+        except FloorUnavailable as exc:
+            mine = str(exc)
+    elif have is None:
+        deadline = time.monotonic() + wait_s
+        while probing and (mine := cached()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    if first and device == "cuda" and isinstance(mine, dict):
+        mine = {**mine, "device_copy_GBps": device_copy_gbps()}
+    found: dict[str, dict | str] = {}
+    for h, f in comm.allgather_object((host, mine if first else None)):
+        if f is not None:
+            found.setdefault(h, f)
+    return found
+
+
+def device_copy_gbps(nbytes: int = 256 << 20, batches: int = 5) -> float | None:
+    """The rank's GPU's device-to-device copy rate (GB/s of bytes copied; torch, CUDA events), or
+    None where it cannot be measured."""
+    try:
+        import torch
+
+        src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        best = float("inf")
+        for _ in range(batches):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src)
+            stop.record()
+            stop.synchronize()
+            best = min(best, start.elapsed_time(stop) / 1e3)
+        del src, dst
+        return round(nbytes / best / 1e9, 1)
+    except Exception:  # noqa: BLE001 - out of memory, no GPU: the bandwidth efficiency stays empty
+        return None
+
+
+def efficiency(floors: dict | None, time_us: float, busbw_gbps: float, nodes: int, device: str) -> dict:
+    """A point's efficiency against its machine's floors: latency_efficiency = the exchange floor's
+    time / the point's (1: at the floor), bandwidth_efficiency = busbw / one core's copy rate (on a
+    GPU: the device's copy rate). Empty (None) across nodes (the floors are a node's) or where a
+    floor is not known."""
+    out = {"latency_efficiency": None, "bandwidth_efficiency": None}
+    if not isinstance(floors, dict) or nodes > 1 or not time_us or time_us <= 0:
+        return out
+    copy = floors.get("device_copy_GBps" if device == "cuda" else "copy_GBps")
+    if device != "cuda" and floors.get("exchange_us"):
+        out["latency_efficiency"] = float(f"{floors['exchange_us'] / time_us:.4g}")
+    if copy:
+        out["bandwidth_efficiency"] = float(f"{busbw_gbps / copy:.4g}")
+    return out

@@ -1,0 +1,104 @@
+"""The machine's floors (commbench/rank/floor.py, floor.cc): the probe built and run here, cached per
+machine, gathered per host, and every point's efficiency read against them; `commbench floor`."""
+
+import json
+import os
+import socket
+
+import pytest
+
+from cli_inprocess import run_cli
+from commbench.errors import OK
+from commbench.rank import floor
+from commbench.rank.kernel_host import compiler
+from commbench.run.tables import footer
+
+needs_compiler = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the probe")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@needs_compiler
+def test_the_probe_measures_cached_and_leaves_the_callers_cores_alone(cache):
+    allowed = os.sched_getaffinity(0)
+    found = floor.machine_floor()
+    assert os.sched_getaffinity(0) == allowed  # its threads are pinned, never the caller's
+    assert 0 < found["handoff_us"] < 100 and 0 < found["exchange_us"] < 100 and 0.05 < found["copy_GBps"] < 1000
+    assert found["host"] == socket.gethostname() and found["cores"] == list(floor.cores())
+    assert json.loads(floor.cache_path().read_text()) == found and floor.cache_path().is_relative_to(cache)
+    assert floor.machine_floor() == found  # read back, not measured again
+    again = floor.machine_floor(fresh=True)
+    assert again["measured_at"] >= found["measured_at"] and floor.cached() == again
+
+
+def test_a_damaged_cache_is_measured_again(cache, monkeypatch):
+    path = floor.cache_path()
+    path.parent.mkdir(parents=True)
+    for text in ("{", '{"handoff_us": 0, "exchange_us": 1, "copy_GBps": 1}', "[]"):
+        path.write_text(text)
+        assert floor.cached() is None
+    monkeypatch.setattr(floor, "measure", lambda: {"handoff_us": 1.0, "exchange_us": 2.0, "copy_GBps": 3.0})
+    assert floor.machine_floor()["exchange_us"] == 2.0 and floor.cached()["exchange_us"] == 2.0
+
+
+class Ranks:
+    """allgather_object over ranks of this process, run one after another (rank 0 first: it measures)."""
+
+    def __init__(self, rank, size, gathered):
+        self.rank, self.size, self.gathered = rank, size, gathered
+
+    def allgather_object(self, obj):
+        return [obj] * self.size if self.rank == 0 else self.gathered.pop(0)
+
+
+def test_node_floors_one_measurement_per_host(cache, monkeypatch):
+    calls = []
+    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or {"handoff_us": 0.06, "exchange_us": 0.07,
+                                                                       "copy_GBps": 20.0})
+    found = floor.node_floors(Ranks(0, 1, []))
+    assert found == {socket.gethostname(): floor.cached()} and calls == [1]
+    assert floor.node_floors(Ranks(0, 1, [])) == found and calls == [1]  # cached: not measured again
+
+
+def test_efficiency_against_the_floors():
+    floors = {"exchange_us": 0.07, "copy_GBps": 20.0, "device_copy_GBps": 2000.0}
+    assert floor.efficiency(floors, 0.14, 5.0, 1, "cpu") == {"latency_efficiency": 0.5, "bandwidth_efficiency": 0.25}
+    assert floor.efficiency(floors, 10.0, 500.0, 1, "cuda") == {"latency_efficiency": None,
+                                                                "bandwidth_efficiency": 0.25}
+    empty = {"latency_efficiency": None, "bandwidth_efficiency": None}
+    assert floor.efficiency(floors, 0.14, 5.0, 2, "cpu") == empty  # across nodes: a node's floors say nothing
+    assert floor.efficiency(None, 0.14, 5.0, 1, "cpu") == empty
+
+
+def test_the_table_footer_says_how_near_the_floor_the_best_points_come():
+    rows = [{"in_place": 0, "busbw_gbps": 0.1, "size_bytes": 8, "latency_efficiency": 0.625,
+             "bandwidth_efficiency": 0.005},
+            {"in_place": 0, "busbw_gbps": 5.0, "size_bytes": 1 << 20, "latency_efficiency": 0.0003,
+             "bandwidth_efficiency": 0.25}]
+    assert footer(rows)[1] == ("# Against the floor    : fastest point 1.60x the 8 B exchange floor (8), best busbw "
+                               "0.25x the copy rate (1M) (commbench floor)")
+    assert len(footer([{**r, "latency_efficiency": None, "bandwidth_efficiency": ""} for r in rows])) == 1
+
+
+def test_commbench_floor_prints_the_floors(cache, monkeypatch):
+    monkeypatch.setattr(floor, "measure", lambda: {"handoff_us": 0.061, "exchange_us": 0.072, "copy_GBps": 19.5,
+                                                   "cores": [0, 1], "cpu_model": "CPU", "host": "h",
+                                                   "measured_at": "2026-11-27T00:00:00Z", "source": "probe"})
+    out = run_cli("floor")
+    assert out.code == OK and "0.072 us" in out.stdout and "19.50 GB/s" in out.stdout and "cached" not in out.stdout
+    again = run_cli("floor")
+    assert "(cached: --fresh measures again)" in again.stdout
+    assert json.loads(run_cli("floor", "--json").stdout)["copy_GBps"] == 19.5
+
+
+@needs_compiler
+def test_two_threads_on_one_core_measure_nothing_quickly(cache, monkeypatch):
+    """Both threads pinned to one core take turns in time slices: the probe sees it in its first
+    short batch and says so, instead of spinning for minutes (a rank mpirun bound to one core would)."""
+    monkeypatch.setattr(floor, "cores", lambda: (0, 0))
+    with pytest.raises(floor.FloorUnavailable, match="its two threads took turns on one core"):
+        floor.measure()
