@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument("--identical", type=int, default=20, help="A/A comparisons (every second with a neighbour)")
     ap.add_argument("--in-process", type=int, default=3, help="comparisons of each in-process kind")
     ap.add_argument("--out", help="folder for the results (default: a new temporary folder)")
+    # (0 of a kind skips it: --slowed 0 --identical 0 measures the in-process resolution alone)
     args = ap.parse_args()
     if args.quick:
         args.slowed = args.identical = args.in_process = 2
@@ -99,7 +100,7 @@ def main() -> None:
     preload = ["--env-a", f"LD_PRELOAD={lib}", "--env-b", f"LD_PRELOAD={lib}", "--env-a", "COMMBENCH_SLOW=0"]
     walls, report, failed = [], [], False
 
-    for fraction in (0.10, 0.25):
+    for fraction in (0.10, 0.25) if args.slowed else ():
         flagged, ratios, exits, points, notes = [], [], [], [], {}
         for i in range(args.slowed):
             doc, code, wall = ab(preload + ["--env-b", f"COMMBENCH_SLOW={fraction}"], root / f"slow{fraction}-{i}")
@@ -133,8 +134,8 @@ def main() -> None:
         print(f"A/A #{i + 1}{' (neighbour)' if busy else ''}: {doc['summary']}; {wall:.0f} s", flush=True)
     ok = not any(called)
     failed |= not ok
-    report.append(f"A/A ({args.identical}, half with a neighbour): {sum(map(bool, called))} comparisons with a point "
-                  f"called a regression, {sum(called)} points (target: 0) -> {'PASS' if ok else 'FAIL'}")
+    report += [] if not args.identical else [f"A/A ({args.identical}, half with a neighbour): {sum(map(bool, called))} comparisons with a point "
+                  f"called a regression, {sum(called)} points (target: 0) -> {'PASS' if ok else 'FAIL'}"]
 
     fixed = ["--min-rounds", str(RESOLUTION_ROUNDS), "--rounds", str(RESOLUTION_ROUNDS)]  # no point stops early
     for name, sides in (("native vs ring_kernel", ["--args-a", "-a native", "--args-b", "-a ring_kernel", *fixed]),

@@ -74,8 +74,13 @@ IMPORT_BYTES = Limit("COMMBENCH_MAX_IMPORT_MB", 8, "in the file to import", MIB)
 IMPORT_POINTS = Limit("COMMBENCH_MAX_IMPORT_POINTS", 2048, "results in the file to import")
 IMPORT_SAMPLES = Limit("COMMBENCH_MAX_IMPORT_SAMPLES", 200_000, "per-iteration times in the file to import")
 
+# --- the cost model (commbench.analysis.model.fit) -------------------------------------------------
+# a fit predicts every row hundreds of times, each rank by rank: 12 rows of 4,096 ranks took 18 s, of
+# 16,384 ranks 53 s (2 ranks: 3 s); at this limit about 7 s
+FIT_RANKS = Limit("COMMBENCH_MAX_FIT_RANKS", 16_384, "ranks summed over the rows to fit")
+
 ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, WORKLOAD_JSON_BYTES, ROWS, SAMPLES, COLUMNS, DEPTH, RUNS, FOLDERS,
-       IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES)
+       IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES, FIT_RANKS)
 
 
 def table() -> list[tuple[str, str, str]]:

@@ -8,6 +8,7 @@ parameters, through the real CLI in this process."""
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import numpy as np
@@ -244,3 +245,31 @@ def test_predict_leaves_out_only_what_moves_across_a_wide_interval(tmp_path):
                         _hand_model(tmp_path, None), "-c", "reduce_scatter")
     unbounded.assert_clean(codes=(BAD_INPUT,))
     assert "cannot predict: the model's gamma (mpi) is not determined" in unbounded.stderr
+
+
+def test_a_fit_over_absurd_world_sizes_is_refused_before_it_works(tmp_path, monkeypatch):
+    """12 rows that say 4,096 ranks (issue 43: 51 s, then 18 s): the ranks the fit would walk are
+    counted first and refused in one line naming the limit; raised, the same rows fit."""
+    run = write_sweep(tmp_path / "wide", modelled(), sizes=SIZES[:4], collectives=("all_reduce",), ranks=4096)
+    refused = run_cli("model", "fit", run, "-o", tmp_path / "m.json")
+    refused.assert_clean(codes=(BAD_INPUT,))
+    assert ("model fit: 49,152 ranks summed over the rows to fit, more than the limit of 16,384 (raise it with "
+            "COMMBENCH_MAX_FIT_RANKS=65536)") in refused.stderr
+    monkeypatch.setenv("COMMBENCH_MAX_FIT_RANKS", "4")
+    small = write_sweep(tmp_path / "small", modelled(), sizes=SIZES[:4], collectives=("all_reduce",), ranks=2)
+    assert "more than the limit of 4" in run_cli("model", "fit", small, "-o", tmp_path / "s.json").stderr
+
+
+def test_times_of_1e300_fit_to_not_determined_not_to_300_digit_numbers(tmp_path):
+    """Absurd times (issue 43): the parameters they would need are outside any machine's range, so
+    they are reported not determined; no 300-digit number is printed and the model file predict
+    reads back loads."""
+    run = write_sweep(tmp_path / "huge", lambda a, c, size: 1e294 * (1 + size), collectives=("all_reduce",))
+    outcome = run_cli("model", "fit", run, "-o", tmp_path / "m.json")
+    outcome.assert_clean(codes=(OK, BAD_INPUT))
+    assert not re.search(r"\d{30}", outcome.stdout + outcome.stderr)
+    if outcome.code == OK:
+        fit = json.loads((tmp_path / "m.json").read_text())["fits"]["mpi"]
+        assert all(v is None or v < 1e30 for v in fit["params"].values())
+        assert run_cli("model", "predict", "--nodes", "2", "--ranks-per-node", "2", "--model", tmp_path / "m.json",
+                       "-b", "8", "-e", "1K").code in (OK, BAD_INPUT)

@@ -211,3 +211,23 @@ def test_the_page_carries_plotlys_basic_bundle_of_the_version_plotly_py_ships():
     version = re.search(r"plotly\.js \(basic - minified\) (v[0-9.]+)", js).group(1)
     assert version in plotly.offline.get_plotlyjs()[:300]  # the figures plotly.py writes are for this version
     assert len(js) < 1_300_000 < len(plotly.offline.get_plotlyjs())
+
+
+def test_every_point_is_read_against_its_machines_floors():
+    """Rows with efficiency columns show them in the points table; run.json's floors are listed
+    per host in the environment (one line each, or the reason there are none)."""
+    import pandas as pd
+
+    from commbench.analysis.report.page import environment_table, points_table
+
+    rows = pd.DataFrame([{"run": "r", "collective": "all_reduce", "backend": "mpi", "algorithm": "native",
+                          "dtype": "float32", "op": "sum", "mode": "out-of-place", "world_size": 2, "size_bytes": 8,
+                          "time_us": 0.2, "time_us_p99": 0.3, "algbw_gbps": 0.04, "busbw_gbps": 0.04, "samples": 10,
+                          "wrong": 0, "latency_efficiency": 0.31, "bandwidth_efficiency": 0.004}])
+    table = points_table(rows)
+    assert "<th>floor / time</th>" in table and "<th>busbw / copy rate</th>" in table and ">0.31<" in table
+    assert "floor / time" not in points_table(rows.drop(columns=["latency_efficiency", "bandwidth_efficiency"]))
+    env = environment_table({"floors": {"vm": {"handoff_us": 0.058, "exchange_us": 0.031, "copy_GBps": 10.8},
+                                        "other": "the floor probe needs two cores"}}, "r")
+    assert "floor: vm" in env and "hand-off 0.058 µs, 8 B exchange 0.031 µs, copy 10.8 GB/s" in env
+    assert "the floor probe needs two cores" in env

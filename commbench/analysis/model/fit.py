@@ -36,6 +36,7 @@ from scipy.optimize import least_squares
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.analysis.model.determined import bounded, log_sigma, not_informed, verdict
 from commbench.errors import InputError
+from commbench.analysis import limits
 from commbench.options import MAX_RANKS
 from commbench.rank.algorithms import ALGORITHMS
 
@@ -109,6 +110,7 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
                          f"{MAX_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
+    limits.FIT_RANKS.check("model fit", int(pd.to_numeric(rows.world_size, errors="coerce").fillna(0).sum()))
     rows["nodes"] = _numbers(rows, "nodes").fillna(1).astype(int)
     rows["ranks_per_node"] = _numbers(rows, "ranks_per_node").fillna(rows.world_size // rows.nodes).astype(int)
     rows["placement"] = rows.get("placement", pd.Series("block", index=rows.index)).fillna("").replace("", "block")

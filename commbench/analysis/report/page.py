@@ -79,7 +79,8 @@ def _cell(value) -> str:
     return f'<td data-v="{esc(value)}">{esc(value)}</td>'
 
 
-OPTIONAL_COLUMNS = [("library_choice", "library's choice")]  # shown when any row has one
+OPTIONAL_COLUMNS = [("latency_efficiency", "floor / time"), ("bandwidth_efficiency", "busbw / copy rate"),
+                    ("library_choice", "library's choice")]  # shown when any row has one
 
 
 def points_table(rows: pd.DataFrame) -> str:
@@ -95,6 +96,16 @@ def points_table(rows: pd.DataFrame) -> str:
         cells = "".join(_cell(_native(r.get(col))) for col, _ in columns)
         body.append(f'<tr class="wrong">{cells}</tr>' if bad else f"<tr>{cells}</tr>")
     return f'<table class="sortable" id="points"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _floor_text(f) -> str:
+    """A host's floors (commbench floor) in one line, or why there are none."""
+    if not isinstance(f, dict):
+        return str(f)
+    parts = [(k, label, unit) for k, label, unit in (("handoff_us", "hand-off", "µs"), ("exchange_us", "8 B exchange", "µs"),
+                                                     ("copy_GBps", "copy", "GB/s"), ("device_copy_GBps", "GPU copy", "GB/s"))
+             if isinstance(f.get(k), (int, float))]
+    return ", ".join(f"{label} {f[k]:g} {unit}" for k, label, unit in parts)
 
 
 def _native(v):
@@ -124,6 +135,8 @@ def environment_table(meta: dict, path: str) -> str:
              ("launcher", meta.get("launcher")),
              ("command line", " ".join(map(str, meta.get("command_line") or []))),
              ("git revision", meta.get("git_revision"))]
+    floors = meta.get("floors") if isinstance(meta.get("floors"), dict) else {}
+    items += [(f"floor: {host}", _floor_text(f)) for host, f in sorted(floors.items(), key=lambda kv: str(kv[0]))]
     items += [(f"version: {k}", v) for k, v in sorted(versions.items())]
     env = {**(meta.get("environment") or {}), **(meta.get("rank0_environment") or {})}
     items += [(f"env: {k}", v) for k, v in sorted(env.items())]
