@@ -18,7 +18,7 @@ from commbench.binaries import find_binary
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.rank.collectives import COLLECTIVES, default_collectives
 from commbench.rank.topology import run_defaults
 from commbench.rank.timers import TIMER_CHOICES
 
@@ -107,8 +107,11 @@ def _names(values, last="or") -> str:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("collective", str, ",".join(COLLECTIVES), f"Comma list: {', '.join(COLLECTIVES)} (nccl-tests', NCCL's and "
-           "OSU's names too: allreduce, all-reduce, AllReduce, osu_allreduce, ...).", "-c", is_list=True),
+    Option("collective", str, ",".join(default_collectives()), f"Comma list: {', '.join(COLLECTIVES)} (default: "
+           f"{', '.join(default_collectives())}; nccl-tests', NCCL's and OSU's names too: allreduce, all-reduce, AllReduce, "
+           "osu_allreduce, alltoall, bcast, ...).", "-c", is_list=True),
+    Option("root", int, 0, "The rank the rooted collectives start or end at (broadcast, reduce, gather, scatter), as "
+           "nccl-tests' -r: 0 to ranks - 1."),
     Option("backend", str, "auto", f"Comma list: {', '.join(BACKENDS)} (auto: mpi if installed, else gloo).",
            is_list=True),
     Option("min_bytes", str, "8", "Smallest size (K/M/G/T binary suffixes).", "-b"),

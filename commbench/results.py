@@ -42,7 +42,8 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("algorithm", "native (the library's own call) or commbench's algorithm"),
     ("device", "cpu or cuda"),
     ("dtype", "element type"),
-    ("op", "reduction (none for all-gather)"),
+    ("op", "reduction (none for the collectives that only move data)"),
+    ("root", "the rank a rooted collective starts or ends at (broadcast, reduce, gather, scatter: --root); empty for the others"),
     ("in_place", "1 = in-place buffers"),
     ("world_size", "ranks"),
     ("nodes", "nodes"),
@@ -107,7 +108,7 @@ KINDS = {
     "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "cpu_power_w_avg": AMOUNT,
     "cpu_energy_j": AMOUNT, "cpu_energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
     "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE, "background_cores": AMOUNT,
-    "latency_efficiency": AMOUNT, "bandwidth_efficiency": AMOUNT,
+    "latency_efficiency": AMOUNT, "bandwidth_efficiency": AMOUNT, "root": COUNT,
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")

@@ -99,8 +99,9 @@ def collective_aliases() -> dict[str, str]:
     all_reduce_perf), NCCL's (AllReduce) and OSU's (osu_allreduce), from each collective's own facts."""
     aliases = {}
     for c in COLLECTIVES.values():
+        osu = c.osu_name()
         for alias in (c.nccl_tests_name, c.nccl_tests_name and f"{c.nccl_tests_name}_perf", c.nccl_function,
-                      c.osu_title and f"osu_{c.osu_title.lower()}"):
+                      osu, osu and osu.removeprefix("osu_")):  # osu_bcast and bcast
             if alias:
                 aliases[alias] = c.name
     return aliases
@@ -141,7 +142,7 @@ _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
 class SweepSpec:
     """One sweep: the cross product collectives x backends x algorithms x dtypes x ops x modes x sizes."""
 
-    collectives: list[str] = field(default_factory=lambda: list(COLLECTIVES))
+    collectives: list[str] = field(default_factory=lambda: split_list(_D["collective"]))
     backends: list[str] = field(default_factory=lambda: ["auto"])  # validate() resolves "auto"
     algorithms: list[str] = field(default_factory=lambda: split_list(_D["algorithm"]))
     sizes: list[int] = field(default_factory=lambda: size_range(
@@ -173,6 +174,7 @@ class SweepSpec:
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
     channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernels)
+    root: int = _D["root"]  # where broadcast, reduce, gather and scatter start or end (Counts.root)
     oversubscribe: bool = _D["oversubscribe"]  # more ranks on this machine than its cores allow (commbench.run.launch)
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
 
@@ -233,6 +235,9 @@ class SweepSpec:
             raise InputError(f"unknown timer {self.timer!r} (accepted: {', '.join(TIMER_CHOICES)})")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:
             raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
+        if self.root < 0 or self.root >= max(self.nprocs, 1):
+            raise InputError(f"invalid --root {self.root}: a rank of the run, 0 to {max(self.nprocs, 1) - 1} "
+                             f"({self.nprocs} ranks)")
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
             raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
         if self.segment_bytes < 1:

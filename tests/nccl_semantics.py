@@ -192,7 +192,7 @@ class NcclSemanticsComm(NumpyBuffers, Communicator):
             return torch.zeros(count, dtype=getattr(torch, dtype.torch_name))
         return super().alloc(count, dtype)
 
-    def bind(self, collective, send, recv, op, in_place):
+    def bind(self, collective, send, recv, op, in_place, root=0):
         raise NotImplementedError("the NCCL-semantics communicator models point-to-point calls only")
 
     # --- point-to-point --------------------------------------------------------------------------

@@ -91,6 +91,7 @@ SPEC_SAMPLES = {
     "power": (True, {}, lambda s: s.power),
     "nccl_tuning": (True, {"backend": "nccl", "device": "cuda"}, lambda s: s.nccl_tuning),
     "label": ("x", {}, lambda s: s.label == "x"),
+    "root": (2, {"nprocs": 4}, lambda s: s.root == 2),
     "out_dir": ("results/x", {}, lambda s: s.out_dir == "results/x"),
 }
 
@@ -163,7 +164,8 @@ def test_help_lists_come_from_the_registries():
     for name, owner in (("collective", COLLECTIVES), ("algorithm", ALGORITHMS), ("dtype", DTYPES), ("op", OPS),
                         ("backend", options.BACKENDS), ("launcher", options.LAUNCHERS), ("device", options.DEVICES)):
         assert all(v in BY_NAME[name].help for v in owner), name
-    assert BY_NAME["collective"].default == ",".join(COLLECTIVES)
+    assert BY_NAME["collective"].default == ",".join(c for c in COLLECTIVES if COLLECTIVES[c].default_sweep)
+    assert BY_NAME["collective"].default == "all_reduce,all_gather,reduce_scatter"  # -c not given: the three
 
 
 def test_mode_switches():

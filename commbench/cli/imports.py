@@ -78,7 +78,7 @@ def import_nccl_tests(
 
 @import_app.command("osu")
 def import_osu(
-    file: str = typer.Argument(..., help=f"OSU {' / '.join('osu_' + c.osu_title.lower() for c in COLLECTIVES.values() if c.osu_title)} output."),
+    file: str = typer.Argument(..., help=f"OSU {' / '.join(c.osu_name() for c in COLLECTIVES.values() if c.osu_name())} output."),
     nprocs: Optional[int] = typer.Option(None, "-n", "--nprocs", help="Number of ranks of the OSU run (OSU does not print it)."),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder to create."),
     label: str = typer.Option("", "--label", help="Label of the imported run (default osu)."),

@@ -8,8 +8,10 @@
  *
  * One entry per mpi4py function a collective declares (Collective.native["mpi"]), named
  * cb_time_<function>; a collective without one here keeps the Python loop. Handles arrive as
- * Fortran integers (mpi4py's py2f), valid in every MPI; `send` NULL means MPI_IN_PLACE; `count`
- * is the call's per-rank count: the smaller of the harness' send and recv buffers.
+ * Fortran integers (mpi4py's py2f), valid in every MPI; `count` is the smaller of the harness'
+ * send and recv buffers (Alltoall: n blocks of count / n); in place (`in_place`), `whole` is the
+ * harness' one buffer and each call passes MPI_IN_PLACE where MPI takes it (the rooted ones: at the
+ * root), as commbench/rank/backends/mpi.py's conventions do; `root` for the rooted collectives.
  */
 #include <mpi.h>
 #include <string.h>
@@ -18,11 +20,15 @@
 typedef struct {
     const void *send;
     void *recv;
+    void *whole;  /* in place: the one buffer (else NULL) */
     int count;
     MPI_Datatype type;
     MPI_Op op;
     MPI_Comm comm;
+    int root, rank, size;
 } Args;
+
+#define IN_PLACE (a->whole != NULL)
 
 typedef int (*Call)(const Args *);
 
@@ -48,15 +54,56 @@ static int loop(Call call, const Args *a, long long samples, long long batch, do
 }
 
 static int allreduce(const Args *a) {
+    if (IN_PLACE) return MPI_Allreduce(MPI_IN_PLACE, a->whole, a->count, a->type, a->op, a->comm);
     return MPI_Allreduce(a->send, a->recv, a->count, a->type, a->op, a->comm);
 }
 
 static int allgather(const Args *a) {
+    if (IN_PLACE) return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a->whole, a->count, a->type, a->comm);
     return MPI_Allgather(a->send, a->count, a->type, a->recv, a->count, a->type, a->comm);
 }
 
 static int reduce_scatter_block(const Args *a) {
+    if (IN_PLACE) return MPI_Reduce_scatter_block(MPI_IN_PLACE, a->whole, a->count, a->type, a->op, a->comm);
     return MPI_Reduce_scatter_block(a->send, a->recv, a->count, a->type, a->op, a->comm);
+}
+
+static int bcast(const Args *a) {
+    return MPI_Bcast(IN_PLACE ? a->whole : a->recv, a->count, a->type, a->root, a->comm);
+}
+
+static int reduce(const Args *a) {
+    if (!IN_PLACE) return MPI_Reduce(a->send, a->recv, a->count, a->type, a->op, a->root, a->comm);
+    if (a->rank == a->root) return MPI_Reduce(MPI_IN_PLACE, a->whole, a->count, a->type, a->op, a->root, a->comm);
+    return MPI_Reduce(a->whole, NULL, a->count, a->type, a->op, a->root, a->comm);
+}
+
+static int alltoall(const Args *a) {
+    const int block = a->count / a->size;
+    if (IN_PLACE) return MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a->whole, block, a->type, a->comm);
+    return MPI_Alltoall(a->send, block, a->type, a->recv, block, a->type, a->comm);
+}
+
+static int gather(const Args *a) {
+    if (!IN_PLACE) return MPI_Gather(a->send, a->count, a->type, a->recv, a->count, a->type, a->root, a->comm);
+    if (a->rank == a->root)
+        return MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a->whole, a->count, a->type, a->root, a->comm);
+    return MPI_Gather(a->send, a->count, a->type, NULL, 0, a->type, a->root, a->comm);
+}
+
+static int scatter(const Args *a) {
+    if (!IN_PLACE) return MPI_Scatter(a->send, a->count, a->type, a->recv, a->count, a->type, a->root, a->comm);
+    if (a->rank == a->root)
+        return MPI_Scatter(a->whole, a->count, a->type, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a->root, a->comm);
+    return MPI_Scatter(NULL, 0, a->type, a->recv, a->count, a->type, a->root, a->comm);
+}
+
+static int sendrecv(const Args *a) {  /* to rank r+1, from rank r-1 */
+    const int right = (a->rank + 1) % a->size, left = (a->rank + a->size - 1) % a->size;
+    if (IN_PLACE)
+        return MPI_Sendrecv_replace(a->whole, a->count, a->type, right, 0, left, 0, a->comm, MPI_STATUS_IGNORE);
+    return MPI_Sendrecv(a->send, a->count, a->type, right, 0, a->recv, a->count, a->type, left, 0, a->comm,
+                        MPI_STATUS_IGNORE);
 }
 
 static int nothing(const Args *a) {
@@ -64,21 +111,29 @@ static int nothing(const Args *a) {
     return MPI_SUCCESS;
 }
 
-static int timed(Call call, const void *send, void *recv, int count, MPI_Fint type, MPI_Fint op, MPI_Fint comm,
-                 long long samples, long long batch, double *out) {
-    Args a = {send ? send : MPI_IN_PLACE, recv, count, MPI_Type_f2c(type), MPI_Op_f2c(op), MPI_Comm_f2c(comm)};
+static int timed(Call call, const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,
+                 MPI_Fint comm, int root, long long samples, long long batch, double *out) {
+    Args a = {send, recv, whole, count, MPI_Type_f2c(type), MPI_Op_f2c(op), MPI_Comm_f2c(comm), root, 0, 1};
+    MPI_Comm_rank(a.comm, &a.rank);
+    MPI_Comm_size(a.comm, &a.size);
     return loop(call, &a, samples, batch, out);
 }
 
-#define ENTRY(function, call)                                                                          \
-    int cb_time_##function(const void *send, void *recv, int count, MPI_Fint type, MPI_Fint op,        \
-                           MPI_Fint comm, long long samples, long long batch, double *out) {           \
-        return timed(call, send, recv, count, type, op, comm, samples, batch, out);                     \
+#define ENTRY(function, call)                                                                           \
+    int cb_time_##function(const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op, \
+                           MPI_Fint comm, int root, long long samples, long long batch, double *out) {     \
+        return timed(call, send, recv, whole, count, type, op, comm, root, samples, batch, out);           \
     }
 
 ENTRY(Allreduce, allreduce)
 ENTRY(Allgather, allgather)
 ENTRY(Reduce_scatter_block, reduce_scatter_block)
+ENTRY(Bcast, bcast)
+ENTRY(Reduce, reduce)
+ENTRY(Alltoall, alltoall)
+ENTRY(Gather, gather)
+ENTRY(Scatter, scatter)
+ENTRY(Sendrecv, sendrecv)
 
 /* The loop around an empty call: what the loop itself adds per call (run.json's harness floor). */
 int cb_time_floor(long long samples, long long batch, double *out) {

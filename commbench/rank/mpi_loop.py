@@ -85,14 +85,14 @@ def entry(function: str):
     """The C loop of an mpi4py function (NativeCall.name), or None where mpi_loop.c has none."""
     fn = getattr(library(), f"cb_time_{function}", None)
     if fn is not None:
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_longlong, ctypes.c_longlong, _double_p]
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, _double_p]
         fn.restype = ctypes.c_int
     return fn
 
 
 def bind_loop(comm: MPI.Comm, function: str, send: np.ndarray, recv: np.ndarray, op: MPI.Op | None,
-              in_place: bool) -> Loop | None:
+              in_place: bool, root: int = 0) -> Loop | None:
     """The C loop of `function` on the harness' buffers, as harness.measure's `fn.timer`; None where
     the Python loop must time it (raises LoopUnavailable where the C loop cannot be built)."""
     call = entry(function)
@@ -100,15 +100,14 @@ def bind_loop(comm: MPI.Comm, function: str, send: np.ndarray, recv: np.ndarray,
     datatype = MPI._typedict.get(recv.dtype.char)
     if call is None or datatype is None or count > INT_MAX:
         return None
-    target = send if len(send) >= len(recv) else recv  # in place: the one buffer mpi4py is given
-    sendp = None if in_place else send.ctypes.data
-    recvp = target.ctypes.data if in_place else recv.ctypes.data
+    whole = (send if len(send) >= len(recv) else recv).ctypes.data if in_place else None  # the one buffer
+    sendp, recvp = send.ctypes.data, recv.ctypes.data
     handles = (datatype.py2f(), (op or MPI.OP_NULL).py2f(), comm.py2f())
     keep = (send, recv)  # the buffers live as long as the loop
 
     def run(fn, samples: int, batch: int = 1) -> np.ndarray:
         out = (ctypes.c_double * samples)()
-        rc = call(sendp, recvp, count, *handles, samples, batch, out)
+        rc = call(sendp, recvp, whole, count, *handles, root, samples, batch, out)
         if rc:
             raise MPI.Exception(rc)
         return np.frombuffer(out, dtype=np.float64).copy() / batch

@@ -13,6 +13,7 @@ share (as a cluster's home or scratch is).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 import sys
@@ -251,9 +252,13 @@ def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
     comm = s.comms[point.backend]
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
     counts = coll.counts(point.size, dtype.itemsize, s.world)
+    if coll.rooted:
+        counts = dataclasses.replace(counts, root=spec.root)
     algo = None if point.algorithm == "native" else ALGORITHMS[point.algorithm]
     reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, algo is None)
               or (None if algo is None else algo.unsupported(s.contexts[point.backend], point.collective)))
+    if reason is None and coll.rooted and spec.root >= s.world:
+        reason = f"--root {spec.root} is no rank of these {s.world}"
     if reason is None and counts.size_bytes == 0:
         reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
     if reason:
@@ -366,7 +371,8 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         algorithm=point.algorithm, device=device, dtype=point.dtype, op=point.op or "none", in_place=point.in_place,
         world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
         **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
-        placement=spec.placement if spec.emulate else "", **extra)
+        placement=spec.placement if spec.emulate else "", root=counts.root if COLLECTIVES[point.collective].rooted else None,
+        **extra)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -77,7 +77,7 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
     if ranks < 2:
         return Target(why=f"not measured: {ranks} rank here communicates nothing (-n 2 or more)")
     item = DTYPES[dtype].itemsize
-    unit = item * (ranks if c in ("all_gather", "reduce_scatter") else 1)  # whole elements for every rank
+    unit = item * (ranks if COLLECTIVES[c].counts(item, item, ranks).size_bytes == 0 else 1)  # whole elements, every rank
     wanted = entry.size_bytes * scale
     size = max(unit, round(wanted / unit) * unit)
     marks = []
@@ -94,7 +94,8 @@ def ladder(collective: str, ranks: int, dtype: str, largest: int) -> list[int]:
     """Calibration sizes: one element per rank, then x LADDER_STEP, up to LADDER_REACH x `largest`
     (at most MAX_MEASURED_BYTES): past the entries, so that the fit sees where the working set
     leaves the cache, which the entries' sizes may straddle."""
-    unit = DTYPES[dtype].itemsize * (ranks if collective in ("all_gather", "reduce_scatter") else 1)
+    item = DTYPES[dtype].itemsize
+    unit = item * (ranks if COLLECTIVES[collective].counts(item, item, ranks).size_bytes == 0 else 1)
     top = min(MAX_MEASURED_BYTES, LADDER_REACH * largest)
     out, size = [], unit
     while size <= top:

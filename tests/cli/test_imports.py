@@ -13,6 +13,7 @@ from conftest import DATA
 
 from commbench.analysis.load import load_run
 from commbench.cli.imports import _out_folder
+from commbench.rank.collectives import COLLECTIVES
 from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.outputs import READ_FILES
 
@@ -71,11 +72,12 @@ def test_the_default_folder_is_under_results_here(tmp_path):
 
 
 def test_the_collective_is_checked_before_the_file_is_read(tmp_path):
-    outcome = run_cli("import", "nccl-tests", tmp_path / "no-such-file", "--collective", "all_to_all",
+    outcome = run_cli("import", "nccl-tests", tmp_path / "no-such-file", "--collective", "all_to_allv",
                       "--out", tmp_path / "imp")
     outcome.assert_clean()
-    assert outcome.code == BAD_INPUT and outcome.stderr == (
-        "commbench: error: unknown collective 'all_to_all' (accepted: all_reduce, all_gather, reduce_scatter)\n")
+    assert outcome.code == BAD_INPUT and outcome.stderr.startswith(
+        "commbench: error: unknown collective 'all_to_allv' (accepted: all_reduce, all_gather, reduce_scatter, "
+        "broadcast, reduce, all_to_all, gather, scatter, send_recv)")
     assert not (tmp_path / "imp").exists()
 
 
@@ -99,6 +101,6 @@ def test_the_help_names_what_each_tool_imports():
     osu = run_cli("import", "osu", "--help")
     assert nccl.code == osu.code == OK
     flat = " ".join(nccl.stdout.split())
-    assert "all_reduce, all_gather or reduce_scatter" in flat
-    assert all(name in " ".join(osu.stdout.split()) for name in ("osu_allreduce", "osu_allgather",
-                                                                  "osu_reduce_scatter"))
+    assert all(name in flat for name in COLLECTIVES) and " or send_recv" in flat
+    assert all(name in " ".join(osu.stdout.split()) for name in ("osu_allreduce", "osu_allgather", "osu_reduce_scatter",
+                                                                  "osu_bcast", "osu_alltoall", "osu_gather"))

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from cli_inprocess import run_cli
+from commbench.workload.predict import not_modelled
 from workload_docs import TINY, config, doc
 from workload_models import truth_us
 
@@ -151,15 +152,15 @@ def test_what_neither_commbench_nor_the_model_has_is_said_per_entry(tmp_path, mo
     outcome = workload(path, "--no-measure", "--model", model, "-a", "ring,native", "--out", out)
     assert outcome.code == OK, outcome.stderr
     rows = pd.read_csv(out / "mix.csv", keep_default_na=False, na_values=[""])
-    p2p = rows[rows.collective == "send_recv"]
-    assert len(p2p) == 2 and (p2p.measured_why == "not measured: commbench has no send_recv yet").all()
-    assert (p2p.predicted_why == "the model has no send_recv").all() and p2p.predicted_us.isna().all()
+    p2p = rows[rows.collective == "send_recv"]  # pipeline stages' send-recv: measured by the library's call only
+    assert len(p2p) == 2 and (p2p.measured_why == "not measured: --no-measure").all() and p2p.predicted_us.isna().all()
+    assert set(p2p.predicted_why) == {"ring has no send_recv", not_modelled("native")}
     native = rows[(rows.algorithm == "native") & (rows.collective != "send_recv")]
     ring = rows[(rows.algorithm == "ring") & (rows.collective != "send_recv")]
     assert len(native) == len(ring) == 4  # all-gather and reduce-scatter of a layer and of the embeddings
     assert native.predicted_why.str.contains("native is the library's own call").all()
     assert (ring.predicted_us > 0).all() and (ring.group_size == 2).all()  # 2 ranks of one node: no inter-node terms
-    assert "commbench has no send_recv yet" in outcome.stderr
+    assert "ring has no send_recv" in outcome.stderr
 
 
 def test_a_trace_exported_and_read_back_is_the_same_mix(tmp_path, model):

@@ -102,8 +102,11 @@ class Shape:
 
 
 def footprint(collective: str, size_bytes: float, n: int, in_place: bool) -> float:
-    """Bytes of the harness' buffers one rank touches per call (N as in nccl-tests: the
-    all-reduce buffer, the gathered output, the reduce-scatter input)."""
-    if collective == "all_reduce":
-        return size_bytes * (1 if in_place else 2)
-    return size_bytes + (0 if in_place else size_bytes / n)
+    """Bytes of the harness' buffers one rank touches per call, as the collective counts them
+    (Collective.footprint: N as in nccl-tests); a collective this commbench does not know is
+    refused (ValueError), never taken for another."""
+    from commbench.rank.collectives import COLLECTIVES
+
+    if collective not in COLLECTIVES:
+        raise ValueError(f"the cost model knows no collective {collective!r} (it knows {', '.join(COLLECTIVES)})")
+    return COLLECTIVES[collective].footprint(size_bytes, n, in_place)

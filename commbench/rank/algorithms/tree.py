@@ -28,7 +28,7 @@ class Tree(Algorithm):
 
     def cost(self, p, shape, collective, size_bytes, segment_bytes):
         """n ranks, N bytes, levels = the pairs at distance d = 1, 2, 4 .. < n:
-          all-reduce      Σ_levels 2·(α + N·β·L_level) + ⌈log2 n⌉·N·γ     (binomial reduce + broadcast)
+          all-reduce      Σ_levels 2·(α + N·β·L_level) + ⌈log2 n⌉·N·γ     (up the binomial tree, then down)
         every non-root rank sends N bytes up once; interior ranks send N bytes down to each child."""
         node_of, n, N = shape.node_of(), shape.n, size_bytes
         total, d = 0.0, 1

@@ -24,8 +24,8 @@ Buffer = Any
 @dataclass(frozen=True)
 class Convention:
     """How a backend calls the library functions of one calling convention (NativeCall.convention).
-    call(comm, function, send, recv, op, in_place) gives the zero-argument call and the buffer
-    holding the rank's output."""
+    call(comm, function, send, recv, op, in_place, root) gives the zero-argument call and the buffer
+    holding the rank's output (root: Counts.root, for the rooted collectives)."""
 
     call: Callable[..., tuple[Callable[[], Any], Any]]
     out_of_place: bool = True  # takes separate input and output buffers (else in place only)
@@ -85,7 +85,7 @@ class Communicator(ABC):
             return (f"{self.library_title}.{call.name} works in place only (no out-of-place form to measure; "
                     "in-place points measure it)")
         if in_place and not call.in_place:
-            return (f"{self.library_title}.{call.name} gives wrong results in place (no in-place form to measure; "
+            return (f"{self.library_title}.{call.name} {call.no_in_place} (no in-place form to measure; "
                     "out-of-place points measure it)")
         return None
 
@@ -115,15 +115,16 @@ class Communicator(ABC):
         """Elements of buf as float64 (exact for the values commbench writes)."""
 
     # --- collectives --------------------------------------------------------------------------
-    def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool
+    def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool, root: int = 0
              ) -> tuple[Callable[[], Any], Buffer]:
         """A zero-argument callable running the library's collective once, and the buffer
         that holds this rank's output. In place, send and recv share one buffer, laid out as
-        harness.Buffers does (Collective.in_place_offset)."""
+        harness.Buffers does (Collective.in_place_offset). root: where a rooted collective starts
+        or ends (this communicator's rank)."""
         call, fn = self.native_call(collective)
         if fn is None:
             raise ValueError(f"{self.backend} backend has no collective {collective!r}")
-        return self.conventions[call.convention].call(self, fn, send, recv, op, in_place)
+        return self.conventions[call.convention].call(self, fn, send, recv, op, in_place, root)
 
     # --- control -----------------------------------------------------------------------------
     @abstractmethod

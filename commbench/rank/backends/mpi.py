@@ -27,11 +27,48 @@ def _call(fn, send, recv, in_place, *op):
     return partial(fn, MPI.IN_PLACE, whole, *op), whole[:len(recv)]
 
 
-# the calling conventions of the mpi4py calls the collectives declare (Collective.native["mpi"])
+def _rooted(comm, fn, send, recv, op, in_place, root, at_root, elsewhere):
+    """A rooted call in place: MPI_IN_PLACE at the root only (at_root(whole)), the others' arguments
+    as MPI takes them from a rank not the root (elsewhere(send, recv, whole))."""
+    whole = send if len(send) >= len(recv) else recv
+    args = at_root(whole) if comm.rank == root else elsewhere(send, recv, whole)
+    return partial(fn, *args, *op, root=root), recv  # (scatter's: the rank's block, where the harness laid it)
+
+
+# the calling conventions of the mpi4py calls the collectives declare (Collective.native["mpi"]); in
+# place, the harness' one buffer (harness.Buffers) as MPI takes it, MPI_IN_PLACE where MPI has it
 CONVENTIONS = {
-    "send_recv_op": Convention(lambda comm, fn, send, recv, op, in_place: _call(fn, send, recv, in_place, _OPS[op])),
-    "send_recv": Convention(lambda comm, fn, send, recv, op, in_place: _call(fn, send, recv, in_place)),
+    "send_recv_op": Convention(lambda comm, fn, send, recv, op, in_place, root:
+                               _call(fn, send, recv, in_place, _OPS[op])),
+    "send_recv": Convention(lambda comm, fn, send, recv, op, in_place, root: _call(fn, send, recv, in_place)),
+    # Bcast(buf, root): one buffer, in and out
+    "bcast": Convention(lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, root=root), recv),
+                        out_of_place=False),
+    # Reduce(send, recv, op, root): in place the root reduces into its one buffer, the others send theirs
+    "reduce_op": Convention(lambda comm, fn, send, recv, op, in_place, root:
+                            (partial(fn, send, recv, _OPS[op], root=root), recv) if not in_place else
+                            _rooted(comm, fn, send, recv, (_OPS[op],), True, root,
+                                    lambda whole: (MPI.IN_PLACE, whole), lambda s, r, whole: (whole, None))),
+    # Gather(send, recv, root): in place the root's own block is already at its place in the output
+    "gather": Convention(lambda comm, fn, send, recv, op, in_place, root:
+                         (partial(fn, send, recv, root=root), recv) if not in_place else
+                         _rooted(comm, fn, send, recv, (), True, root,
+                                 lambda whole: (MPI.IN_PLACE, whole), lambda s, r, whole: (s, None))),
+    # Scatter(send, recv, root): in place the root keeps its own block where it is in the input
+    "scatter": Convention(lambda comm, fn, send, recv, op, in_place, root:
+                          (partial(fn, send, recv, root=root), recv) if not in_place else
+                          _rooted(comm, fn, send, recv, (), True, root,
+                                  lambda whole: (whole, MPI.IN_PLACE), lambda s, r, whole: (None, r))),
+    # Sendrecv to rank r+1 from rank r-1; in place Sendrecv_replace on the one buffer
+    "sendrecv": Convention(lambda comm, fn, send, recv, op, in_place, root: _ring_pair(comm, fn, send, recv, in_place)),
 }
+
+
+def _ring_pair(comm, fn, send, recv, in_place):
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    if in_place:
+        return partial(comm.comm.Sendrecv_replace, recv, dest=right, source=left), recv
+    return partial(fn, send, dest=right, recvbuf=recv, source=left), recv
 
 
 class _MPIRequest(Request):
@@ -62,13 +99,13 @@ class MPICommunicator(NumpyBuffers, Communicator):
             return f"MPI has no {op} reduction"
         return super().unsupported(collective, dtype, op, in_place, native)
 
-    def bind(self, collective, send, recv, op, in_place):
+    def bind(self, collective, send, recv, op, in_place, root=0):
         """The library's call, carrying the C loop that times it (commbench.rank.mpi_loop) where
         there is one; where the loop cannot be built, the Python loop times it and a note says why."""
-        fn, out = super().bind(collective, send, recv, op, in_place)
+        fn, out = super().bind(collective, send, recv, op, in_place, root)
         try:
             fn.timer = mpi_loop.bind_loop(self.comm, self.native_call(collective)[0].name, send, recv,
-                                          _OPS.get(op), in_place)
+                                          _OPS.get(op), in_place, root)
         except mpi_loop.LoopUnavailable as exc:
             note = f"{exc}: native MPI points are timed by the Python loop (timer column: python)"
             if note not in self.notes:

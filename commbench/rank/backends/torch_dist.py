@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from commbench.dtypes import DType
 from commbench.rank.backends.base import Communicator, Convention, Request, Requests
+from commbench.rank.collectives import COLLECTIVES, NativeCall
 from commbench.rank.reducers import TorchReducer, gpu_reducer
 
 _OPS = {
@@ -32,15 +33,42 @@ _OPS = {
 
 # the calling conventions of the torch.distributed calls the collectives declare
 # (Collective.native["torch"]); in place, recv and send share one tensor as harness.Buffers lays it out
+# (torch.distributed names ranks by their global rank: a root is comm.ranks[root])
 CONVENTIONS = {
     "tensor_op": Convention(  # fn(tensor, op): one tensor, input and output
-        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, _OPS[op], group=comm.group), recv),
+        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, _OPS[op], group=comm.group), recv),
         out_of_place=False),
     "output_input": Convention(
-        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, send, group=comm.group), recv)),
+        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, send, group=comm.group), recv)),
     "output_input_op": Convention(
-        lambda comm, fn, send, recv, op, in_place: (partial(fn, recv, send, _OPS[op], group=comm.group), recv)),
+        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, send, _OPS[op], group=comm.group), recv)),
+    "tensor_root": Convention(  # broadcast(tensor, src): one tensor
+        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, comm.ranks[root], group=comm.group), recv),
+        out_of_place=False),
+    "tensor_root_op": Convention(  # reduce(tensor, dst, op): one tensor
+        lambda comm, fn, send, recv, op, in_place, root:
+        (partial(fn, recv, comm.ranks[root], _OPS[op], group=comm.group), recv), out_of_place=False),
+    "gather_list": Convention(  # gather(tensor, gather_list, dst): the root's list, views of its output
+        lambda comm, fn, send, recv, op, in_place, root:
+        (partial(fn, send, _blocks(comm, recv, len(send)) if comm.rank == root else None, comm.ranks[root],
+                 group=comm.group), recv)),
+    "scatter_list": Convention(  # scatter(tensor, scatter_list, src): the root's list, views of its input
+        lambda comm, fn, send, recv, op, in_place, root:
+        (partial(fn, recv, _blocks(comm, send, len(recv)) if comm.rank == root else None, comm.ranks[root],
+                 group=comm.group), recv)),
+    "ring_pair": Convention(  # batch_isend_irecv: to rank r+1 and from rank r-1, one group
+        lambda comm, fn, send, recv, op, in_place, root: (partial(_ring_pair, comm, fn, send, recv), recv)),
 }
+
+
+def _blocks(comm, buf, block: int) -> list:
+    return [buf.narrow(0, q * block, block) for q in range(comm.size)]
+
+
+def _ring_pair(comm, fn, send, recv) -> None:
+    right, left = comm.ranks[(comm.rank + 1) % comm.size], comm.ranks[(comm.rank - 1) % comm.size]
+    for work in fn([dist.P2POp(dist.irecv, recv, left, comm.group), dist.P2POp(dist.isend, send, right, comm.group)]):
+        work.wait()
 
 
 def _gpu_count() -> int:
@@ -84,6 +112,8 @@ class TorchCommunicator(Communicator):
     def unsupported(self, collective, dtype: DType, op, in_place, native=True):
         if native and not self.carries_device_buffers:
             return "gloo with --device cuda runs the peer algorithms only (gloo's own CUDA support is partial)"
+        if native and self.size < 2 and COLLECTIVES[collective].native.get("torch", NativeCall("", "")).convention == "ring_pair":
+            return "torch.distributed sends to no rank but another: send-recv needs 2 ranks or more"
         reason = super().unsupported(collective, dtype, op, in_place, native)
         if reason is None and op == "avg" and not dtype.is_float:
             return "avg of integers truncates; commbench checks avg on floating-point types only"
@@ -108,9 +138,9 @@ class TorchCommunicator(Communicator):
     def read(self, buf, offset, count):
         return buf.narrow(0, offset, count).to(dtype=torch.float64, device="cpu").numpy()
 
-    def bind(self, collective, send, recv, op, in_place):
+    def bind(self, collective, send, recv, op, in_place, root=0):
         """The library's call; NCCL's may be captured in a CUDA graph (harness.measure's --graph)."""
-        fn, out = super().bind(collective, send, recv, op, in_place)
+        fn, out = super().bind(collective, send, recv, op, in_place, root)
         fn.capturable = self.backend == "nccl"
         return fn, out
 

@@ -5,8 +5,14 @@ from commbench import plugins
 from commbench.errors import InputError
 from commbench.rank.collectives.all_gather import AllGather
 from commbench.rank.collectives.all_reduce import AllReduce
+from commbench.rank.collectives.all_to_all import AllToAll
 from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.collectives.broadcast import Broadcast
+from commbench.rank.collectives.gather import Gather
+from commbench.rank.collectives.reduce import Reduce
 from commbench.rank.collectives.reduce_scatter import ReduceScatter
+from commbench.rank.collectives.scatter import Scatter
+from commbench.rank.collectives.send_recv import SendRecv
 
 COLLECTIVES: dict[str, Collective] = {}
 
@@ -24,14 +30,19 @@ def lookup(name: str) -> Collective:
     return COLLECTIVES[name]
 
 
+def default_collectives() -> list[str]:
+    """What -c means when it is not given: all-reduce, all-gather and reduce-scatter."""
+    return [name for name, c in COLLECTIVES.items() if c.default_sweep]
+
+
 def names(conjunction: str = "or") -> str:
     """The registered names as a phrase for help texts: "a, b or c"."""
     *rest, last = list(COLLECTIVES)
     return f"{', '.join(rest)} {conjunction} {last}" if rest else last
 
 
-for _c in (AllReduce(), AllGather(), ReduceScatter()):
+for _c in (AllReduce(), AllGather(), ReduceScatter(), Broadcast(), Reduce(), AllToAll(), Gather(), Scatter(), SendRecv()):
     register(_c)
 plugins.load()
 
-__all__ = ["COLLECTIVES", "Collective", "Counts", "NativeCall", "lookup", "names", "register"]
+__all__ = ["COLLECTIVES", "Collective", "Counts", "NativeCall", "default_collectives", "lookup", "names", "register"]

@@ -14,6 +14,8 @@ class AllGather(Collective):
     nccl_function = "AllGather"
     nccl_tests_name = "all_gather"
     osu_title = "Allgather"
+    description = "every rank's buffer to every rank, in rank order; size: the gathered output; busbw = algbw x (n-1)/n"
+    default_sweep = True
 
     def bus_factor(self, world):
         return (world - 1) / world

@@ -10,6 +10,8 @@ class AllReduce(Collective):
     nccl_function = "AllReduce"
     nccl_tests_name = "all_reduce"
     osu_title = "Allreduce"
+    description = "every rank's buffer reduced onto every rank; size: the buffer; busbw = algbw x 2(n-1)/n"
+    default_sweep = True
 
     def bus_factor(self, world):
         return 2 * (world - 1) / world

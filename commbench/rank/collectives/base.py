@@ -16,11 +16,13 @@ from commbench.rank.patterns import Pattern
 
 @dataclass(frozen=True)
 class Counts:
-    """Elements per rank for one point, and the size it reports (nccl-tests semantics)."""
+    """Elements per rank for one point, and the size it reports (nccl-tests semantics); root: the
+    rank a rooted collective starts or ends at (--root), 0 for the others."""
 
     in_count: int
     out_count: int
     size_bytes: int
+    root: int = 0
 
     @property
     def count(self) -> int:
@@ -38,6 +40,7 @@ class NativeCall:
     function: str | tuple[str, ...]
     convention: str
     in_place: bool = True
+    no_in_place: str = "gives wrong results in place"  # why not, where in_place is False (the skip's reason)
 
     def resolve(self, library: Any) -> Callable | None:
         """The function itself, looked up on `library` (a module or object); None if absent."""
@@ -53,11 +56,15 @@ class NativeCall:
 class Collective:
     name: str = ""
     reduces: bool = True  # takes a reduction op
+    rooted: bool = False  # one rank (--root) is where the data starts (broadcast, scatter) or ends (reduce, gather)
+    default_sweep: bool = False  # measured when -c is not given (the three collectives training lives on)
     # the library's own call, by library ("mpi": mpi4py's Comm, "torch": torch.distributed)
     native: Mapping[str, NativeCall] = {}
     nccl_function: str | None = None  # the name NCCL logs its calls under (commbench.rank.nccl_log)
     nccl_tests_name: str | None = None  # nccl-tests' binary is <this>_perf
     osu_title: str | None = None  # OSU's "# OSU MPI <this> Latency Test"
+    osu_binary: str | None = None  # OSU's program (default osu_<title lower-cased>)
+    description: str = ""  # what it does and how size and busbw are counted, for the README's table and help
 
     def bus_factor(self, world: int) -> float:
         """busbw = algbw x this factor (nccl-tests doc/PERFORMANCE.md)."""
@@ -72,8 +79,21 @@ class Collective:
         return in_bytes
 
     def expected(self, pattern: Pattern, rank: int, counts: Counts, start: int, length: int) -> np.ndarray:
-        """Rank `rank`'s correct output, elements start .. start+length-1, as float64."""
+        """Rank `rank`'s correct output, elements start .. start+length-1, as float64; NaN where the
+        collective leaves it undefined (a reduce's or gather's output on a rank not the root: not checked)."""
         raise NotImplementedError
+
+    def footprint(self, size_bytes: float, n: int, in_place: bool) -> float:
+        """Bytes of the harness' buffers one rank touches per call (the cost model's working set):
+        its input and its output, one buffer in place."""
+        scale = n * 4096  # counts of a size every block divides, scaled back: no rounding to whole elements
+        counts = self.counts(scale, 1, n)
+        per_byte = (max(counts.in_count, counts.out_count) if in_place else counts.in_count + counts.out_count) / scale
+        return size_bytes * per_byte
+
+    def osu_name(self) -> str | None:
+        """OSU's program for it (osu_bcast, osu_alltoall, ...), None where OSU has none."""
+        return self.osu_binary or (self.osu_title and f"osu_{self.osu_title.lower()}")
 
     def in_place_offset(self, rank: int, counts: Counts) -> int:
         """In-place: where the rank's input lies inside its output buffer (all-gather), or its

@@ -11,6 +11,8 @@ class ReduceScatter(Collective):
     nccl_function = "ReduceScatter"
     nccl_tests_name = "reduce_scatter"
     osu_title = "Reduce_scatter"
+    description = "block r of the reduction of every rank's input to rank r; size: one rank's input (n blocks); busbw = algbw x (n-1)/n"
+    default_sweep = True
 
     def bus_factor(self, world):
         return (world - 1) / world

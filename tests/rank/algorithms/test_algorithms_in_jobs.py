@@ -5,7 +5,7 @@ size, tiny segments so pipelining runs on small buffers; exact against the known
 import pytest
 
 from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.rank.collectives import COLLECTIVES, default_collectives
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
 from commbench.errors import OK
@@ -13,7 +13,9 @@ from commbench.errors import OK
 # the algorithms that send messages (the peer-memory ones run on one node: test_peer.py)
 OWN = [name for name, algorithm in ALGORITHMS.items() if algorithm.sends_messages]
 ALGOS = ["native", *OWN]
-SUPPORTS = {"native": tuple(COLLECTIVES)} | {name: ALGORITHMS[name].collectives for name in OWN}
+# (-c not given: the three; the other six: tests/run/test_rooted_and_pairwise_jobs.py)
+SUPPORTS = {"native": tuple(default_collectives())} | {name: tuple(c for c in ALGORITHMS[name].collectives
+                                                                  if c in default_collectives()) for name in OWN}
 RANKS_PER_NODE = {2: 1, 3: 1, 4: 2, 5: 5, 8: 2}  # uniform layouts: 2x1, 3x1, 2x2, 1x5, 4x2
 KNOWN_SKIPS = ("has no reduce-scatter", "has no all-gather", "less than one element per rank",
                "works in place only", "MPI has no bfloat16")

@@ -38,8 +38,8 @@ class Lib:
 class Toy(NumpyBuffers, Communicator):
     backend, library, library_title = "toy", "toylib", "ToyLib"
     conventions: ClassVar[dict] = {
-        "one": Convention(lambda comm, fn, send, recv, op, in_place: ((lambda: fn(recv, op)), recv), out_of_place=False),
-        "two": Convention(lambda comm, fn, send, recv, op, in_place: ((lambda: fn(recv, send)), recv)),
+        "one": Convention(lambda comm, fn, send, recv, op, in_place, root: ((lambda: fn(recv, op)), recv), out_of_place=False),
+        "two": Convention(lambda comm, fn, send, recv, op, in_place, root: ((lambda: fn(recv, send)), recv)),
     }
 
     def __init__(self):

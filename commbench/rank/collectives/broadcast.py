@@ -1,0 +1,24 @@
+from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.patterns import tile
+
+
+class Broadcast(Collective):
+    """The root's buffer ends on every rank. size = the buffer; busbw = algbw (nccl-tests)."""
+
+    name = "broadcast"
+    reduces, rooted = False, True
+    native = {"mpi": NativeCall("Bcast", "bcast"), "torch": NativeCall("broadcast", "tensor_root")}
+    nccl_function = "Broadcast"
+    nccl_tests_name = "broadcast"
+    osu_title, osu_binary = "Broadcast", "osu_bcast"
+    description = "the root's buffer to every rank; size: the buffer; busbw = algbw"
+
+    def bus_factor(self, world):
+        return 1.0
+
+    def counts(self, size_bytes, itemsize, world):
+        n = size_bytes // itemsize
+        return Counts(n, n, n * itemsize)
+
+    def expected(self, pattern, rank, counts, start, length):
+        return tile(pattern.values(counts.root), start, length)
