@@ -29,8 +29,11 @@ def internode(sent: Counter, node_of_rank: list[int]) -> int:
 
 def expected_internode_bytes(algorithm, collective: str, counts: Counts, itemsize: int,
                              node_of_rank: list[int], segment_bytes: int = 1 << 20) -> int:
+    from commbench.rank.collectives import COLLECTIVES
+
+    rooted = {"root": counts.root} if COLLECTIVES[collective].rooted else {}  # where the line or tree starts
     sent = algorithm.messages(collective, block_elems(collective, counts), node_of_rank,
-                              max(1, segment_bytes // itemsize))
+                              max(1, segment_bytes // itemsize), **rooted)
     return internode(sent, node_of_rank) * itemsize
 
 

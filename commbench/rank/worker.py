@@ -357,6 +357,7 @@ def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, spec: Swe
     ctx.segment_elems = max(1, spec.segment_bytes // dtype.itemsize)
     ctx.timeout_s = KERNEL_TIMEOUT_SHARE * spec.point_timeout(counts.size_bytes)  # the kernel's line comes first
     ctx.channels = spec.channels
+    ctx.root = spec.root
 
     def bind(send, recv):
         return algo.bind(ctx, point.collective, send, recv, point.op, point.in_place, counts.in_count,

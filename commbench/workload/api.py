@@ -106,14 +106,19 @@ def _backends(fields: dict) -> list[str]:
                                      for b in split_list(fields.get("backend") or "auto")], options.BACKENDS)
 
 
-def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | None) -> list[tuple[str, str]]:
+def _algorithms(r: Request) -> list[str]:
+    """-a as given (the workload's default: ring)."""
     from commbench.rank.algorithms import ALGORITHMS
     from commbench.spec import resolve_names
 
+    return resolve_names("algorithm", r.fields.get("algorithm") or "ring", ("native", *ALGORITHMS))
+
+
+def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | None) -> list[tuple[str, str]]:
     if sweeps and sweeps.specs:
         spec = next(iter(sweeps.specs.values()))
         return [(b, a) for b in spec.backends for a in spec.algorithms]
-    algorithms = resolve_names("algorithm", r.fields.get("algorithm") or "ring", ("native", *ALGORITHMS))
+    algorithms = _algorithms(r)
     backends = list(model.fits) if model is not None and not r.backend_given else _backends(r.fields)
     return [(b, a) for b in backends for a in algorithms]
 
@@ -144,7 +149,8 @@ def check(r: Request) -> Checked:
     if measure.mode_given(fields):
         mode = options.cli_fields({k: v for k, v in fields.items() if k in options.BY_NAME})["mode"]
         forced = {"in-place": True, "out-of-place": False}.get(mode)  # both: each entry's own
-    targets = [(e, measure.target(e, nprocs, scale, dtype, forced)) for e in entries]
+    algorithms = tuple(_algorithms(r))
+    targets = [(e, measure.target(e, nprocs, scale, dtype, forced, algorithms)) for e in entries]
     out = _out(r, name)
     if r.param_out is not None:
         output_file(r.param_out, "--param-out")

@@ -68,11 +68,17 @@ def check_scale(scale: float) -> float:
     return float(scale)
 
 
-def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool | None = None) -> Target:
-    """How `entry` is measured with `nprocs` ranks here (in_place None: as training issues it)."""
+def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool | None = None,
+           algorithms: tuple[str, ...] = ("native",)) -> Target:
+    """How `entry` is measured with `nprocs` ranks here (in_place None: as training issues it), by
+    `algorithms` (-a): not at all where none of them runs its collective."""
+    from commbench.rank.algorithms import ALGORITHMS
+
     c = entry.collective
     if c not in COLLECTIVES:
         return Target(why=f"not measured: commbench has no {c} yet")
+    if not any(a == "native" or c in ALGORITHMS[a].collectives for a in algorithms):
+        return Target(why=f"not measured: {' / '.join(algorithms)} has no {c} (-a native measures the library's call)")
     ranks = min(entry.group_size, nprocs)
     if ranks < 2:
         return Target(why=f"not measured: {ranks} rank here communicates nothing (-n 2 or more)")

@@ -55,3 +55,22 @@ def test_gloo_exact_where_torch_has_them(job, tmp_path, world):
     assert "torch.distributed.gather takes separate input and output tensors" in reasons
     assert "torch.distributed.broadcast works in place only" in reasons
     assert "bfloat16" in set(rows.dtype)
+
+
+@needs_mpirun
+@pytest.mark.parametrize("backend,world", [pytest.param("mpi", 4, marks=pytest.mark.smoke), ("gloo", 3)])
+def test_own_algorithms_exact_beside_the_library(job, tmp_path, backend, world):
+    """tree and chain (broadcast, reduce from --root) and pairwise (all-to-all) next to native, both
+    buffer modes (their out-of-place copy timed), segments smaller than the buffer."""
+    out = tmp_path / "run"
+    commbench("run", "-n", world, "--backend", backend, "-c", "broadcast,reduce,all_to_all", "--root", world - 1,
+              "-a", "native,tree,chain,pairwise", "--segment-bytes", 256, "--sizes", "24,4104", "-d", "float32,int32",
+              "-o", "sum,max", "--both", "--iters", 2, "-w", 1, "--out", out, "--quiet", check_rc=OK)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, world, len(rows))
+    runs = {(a, c) for a, c in zip(rows.algorithm, rows.collective)}
+    assert {("tree", "broadcast"), ("tree", "reduce"), ("chain", "broadcast"), ("chain", "reduce"),
+            ("pairwise", "all_to_all")} <= runs
+    own = rows[rows.algorithm != "native"]
+    assert set(own.in_place) == {0, 1} and (rows.wrong == 0).all()
+    assert any("chain has no all-to-all (it runs broadcast, reduce)" in s["reason"] for s in meta["skipped"])

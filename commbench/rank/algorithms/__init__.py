@@ -5,9 +5,11 @@ plugin module that calls `register`: commbench.plugins)."""
 
 from commbench import plugins
 from commbench.rank.algorithms.base import Algorithm, Context
+from commbench.rank.algorithms.chain import Chain
 from commbench.rank.algorithms.dbtree import DoubleBinaryTree
 from commbench.rank.algorithms.hierarchical import Hierarchical, HierarchicalKernel
 from commbench.rank.algorithms.kernel import RingKernel, TreeKernel
+from commbench.rank.algorithms.pairwise import Pairwise
 from commbench.rank.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags
 from commbench.rank.algorithms.rhd import RecursiveHalvingDoubling
 from commbench.rank.algorithms.ring import Ring, TopologyRing
@@ -24,7 +26,7 @@ def register(algorithm: Algorithm) -> Algorithm:
 
 for _a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(), RecursiveHalvingDoubling(), Hierarchical(),
            PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags(), RingKernel(), TreeKernel(),
-           HierarchicalKernel()):
+           HierarchicalKernel(), Chain(), Pairwise()):
     register(_a)
 plugins.load()
 

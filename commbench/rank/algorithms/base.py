@@ -44,6 +44,7 @@ class Context:
     channels: int | None = None  # the kernels' channels per call (None: by size; commbench.rank.kernels)
     notes: list = field(default_factory=list)  # one-line warnings for the run (rank 0's are shown once)
     arena: Any = None  # commbench ab: the memory both sides' buffers lie in (commbench.rank.arena), or None
+    root: int = 0  # where a rooted collective starts or ends (--root: broadcast, reduce)
 
     @property
     def reducer(self):
@@ -123,7 +124,8 @@ def wait_all(requests: list) -> None:
 
 
 class Algorithm:
-    """Base: subclasses define some of all_reduce / all_gather / reduce_scatter (in place)."""
+    """Base: subclasses define some of all_reduce / all_gather / reduce_scatter / broadcast / reduce /
+    all_to_all (each collective's bind_algorithm says how it is called)."""
 
     name = ""
     reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
@@ -160,7 +162,7 @@ class Algorithm:
         raise NotImplementedError
 
     def unsupported(self, ctx: Context, collective: str) -> str | None:
-        if not hasattr(self, collective):
+        if collective not in self.collectives:
             runs = ", ".join(c.replace("_", "-") for c in self.collectives)
             return f"{self.name} has no {collective.replace('_', '-')} (it runs {runs})"
         if self.sends_messages and not ctx.comm.carries_device_buffers:

@@ -102,10 +102,15 @@ def unavailable(name: str, ctx, ranks: int) -> str | None:
 
 class _Kernel(Algorithm):
     kernel = ""  # the schedule's name in cuda/collectives.cu: "ring" or "tree"
+    KERNEL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")  # what cuda/collectives.cu has entries for
     reads_source = True
     sends_messages = False
     engine = "kernel"  # fitted apart from the algorithms whose steps are library calls
     one_node = True
+
+    @property
+    def collectives(self):
+        return tuple(c for c in super().collectives if c in self.KERNEL_COLLECTIVES)
 
     def unsupported(self, ctx, collective):
         reason = super().unsupported(ctx, collective)

@@ -33,3 +33,16 @@ class AllToAll(Collective):
             sel = src == q
             out[sel] = tile(pattern.values(int(q)), rank * per + int(idx[sel][0] % per), int(sel.sum()))
         return out
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op, in_place, in_count, out_count):
+        """algorithm.all_to_all(ctx, recv, block, src): blocks of src out, blocks into recv; in place
+        the input is first copied aside (timed), as the blocks it still has to send get overwritten."""
+        block = in_count // ctx.comm.size
+        if not in_place:
+            return (lambda: algorithm.all_to_all(ctx, recv, block, src=send)), recv
+        aside = ctx.comm.alloc_like(recv, in_count)
+
+        def run():
+            ctx.reducer.copy(aside, recv)
+            algorithm.all_to_all(ctx, recv, block, src=aside)
+        return run, recv

@@ -22,3 +22,14 @@ class Broadcast(Collective):
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.values(counts.root), start, length)
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op, in_place, in_count, out_count):
+        """algorithm.broadcast(ctx, buf, root): the root's buf ends on every rank (out of place, the
+        root first copies its input there, timed)."""
+        if in_place or ctx.comm.rank != ctx.root:
+            return (lambda: algorithm.broadcast(ctx, recv, ctx.root)), recv
+
+        def run():
+            ctx.reducer.copy(recv, send)
+            algorithm.broadcast(ctx, recv, ctx.root)
+        return run, recv

@@ -27,3 +27,14 @@ class Reduce(Collective):
         if rank != counts.root:
             return np.full(length, np.nan)
         return tile(pattern.reduced, start, length)
+
+    def bind_algorithm(self, algorithm, ctx, send, recv, op, in_place, in_count, out_count):
+        """algorithm.reduce(ctx, buf, op, root): every rank's buf reduced into the root's (the others'
+        left as scratch); out of place the input is first copied into the output (timed)."""
+        if in_place:
+            return (lambda: algorithm.reduce(ctx, recv, op, ctx.root)), recv
+
+        def run():
+            ctx.reducer.copy(recv, send)
+            algorithm.reduce(ctx, recv, op, ctx.root)
+        return run, recv
