@@ -334,6 +334,8 @@ def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | Non
                 point = _nccl_point(where, columns["size"], columns["count"], columns["type"],
                                     columns.get("redop", "none"), in_place, t, None)
                 point["wrong"] = _nccl_wrong(wrong, point["dtype"], len(ranks), error_column, where)
+                if COLLECTIVES[imp.collective].rooted and columns.get("root", "-1") != "-1":  # nccl-tests' -r
+                    point["root"] = _integer(columns["root"], "root", where, 0, MAX_IMPORT_RANKS - 1)
                 points.append(point)
         except InputError as exc:
             check.bad(exc)
@@ -438,7 +440,7 @@ def _osu_columns(line: str, where: str) -> list[str]:
 
 
 def parse_osu(text: str, path: str = "<input>", world: int | None = None, lenient: bool = False) -> Imported:
-    title, titles = re.search(r"^# OSU MPI (\w+) Latency Test", text, re.M), _osu_titles()
+    title, titles = re.search(r"^# OSU MPI ([\w-]+(?: [\w-]+){0,3}) Latency Test", text, re.M), _osu_titles()
     if not title or title.group(1).lower() not in titles:
         raise _bad(path, f"not OSU {' / '.join(n.replace('_', '-') for n in titles.values())} latency output "
                          f"(no '# OSU MPI {'|'.join(COLLECTIVES[n].osu_title for n in titles.values())} Latency Test' line)")
@@ -532,7 +534,7 @@ def _write_points(imp: Imported, folder: RunFolder, label: str, run_id: str) -> 
                   "nodes": len(imp.meta.get("hosts", [])) or None, "size_bytes": p["size_bytes"], "count": p["count"],
                   "time_us": p["time_us"], "time_us_mean": p["time_us"], "samples": len(p["samples"]),
                   "iterations": p.get("iterations") or len(p["samples"]), "batch": 1,
-                  "wrong": "" if p["wrong"] is None else p["wrong"], **stats}
+                  "wrong": "" if p["wrong"] is None else p["wrong"], "root": p.get("root"), **stats}
         folder.add(build_row(**fields), p["samples"])
     folder.finalize()
     folder.update({"status": "completed", "points_measured": len(imp.points),
