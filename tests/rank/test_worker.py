@@ -117,7 +117,7 @@ def test_the_reasons_a_point_cannot_run(tmp_path):
     s.comms["mpi"].answer = "the library refuses"
     assert worker.bind_point(s, spec, _point(spec, algorithm="native", size=1024)) == "the library refuses"
     assert worker.bind_point(s, spec, _point(spec, algorithm="tree", collective="all_gather")) == (
-        "tree has no all-gather (it runs all-reduce)")
+        "tree has no all-gather (it runs all-reduce, broadcast, reduce)")
     assert worker.bind_point(s, spec, _point(spec, algorithm="hierarchical", size=1024)) == (
         "hierarchical needs the same number of ranks on every node (found [1, 2])")
     # an own algorithm asks the library for buffers and a reducer only (native=False)

@@ -67,7 +67,10 @@ def test_bounds_uneven():
 def test_metadata_derives_from_the_class():
     from commbench.rank.algorithms import ALGORITHMS
 
-    assert ALGORITHMS["tree"].collectives == ALGORITHMS["dbtree"].collectives == ("all_reduce",)
+    assert ALGORITHMS["dbtree"].collectives == ("all_reduce",)
+    assert ALGORITHMS["tree"].collectives == ("all_reduce", "broadcast", "reduce")  # the binomial tree's halves too
+    assert ALGORITHMS["chain"].collectives == ("broadcast", "reduce") and ALGORITHMS["pairwise"].collectives == ("all_to_all",)
+    assert ALGORITHMS["ring_kernel"].collectives == ("all_reduce", "all_gather", "reduce_scatter")  # its kernels' only
     assert set(ALGORITHMS["ring"].collectives) == {"all_reduce", "all_gather", "reduce_scatter"}
     assert ALGORITHMS["ring"].modelled and not ALGORITHMS["peer_twoshot"].modelled  # peer: no cost()
     assert not ALGORITHMS["ring_topology"].predicted and ALGORITHMS["ring_topology"].modelled
