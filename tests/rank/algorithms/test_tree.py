@@ -93,7 +93,7 @@ def test_cost_two_nodes_by_hand():
 
 def test_refuses_what_it_does_not_run():
     ctx = Context(World(2).comm(0), [0, 0])
-    assert TREE.collectives == ("all_reduce",)
+    assert TREE.collectives == ("all_reduce", "broadcast", "reduce")
     assert TREE.unsupported(ctx, "all_gather") == "tree has no all-gather (it runs all-reduce, broadcast, reduce)"
     assert TREE.unsupported(ctx, "reduce_scatter") == "tree has no reduce-scatter (it runs all-reduce, broadcast, reduce)"
     assert TREE.unsupported(ctx, "all_reduce") is None
