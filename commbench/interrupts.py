@@ -28,6 +28,14 @@ def install() -> None:
         signal.signal(s, handler)
 
 
+def settle() -> None:
+    """The command's outcome is decided and said (its exit code set, its last line printed): a
+    signal from here on changes nothing. Without this, one arriving while the interpreter shuts down
+    (Python restores the default handlers then) kills the process silently after an "OK" line."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def received() -> int:
     """The signal that interrupted this process (SIGINT when none was seen: an interrupt raised
     some other way)."""

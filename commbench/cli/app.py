@@ -97,6 +97,13 @@ def main() -> None:
     file); 128 + N on signal N (SIGINT, SIGTERM, SIGHUP; SIGPIPE for a closed stdout)."""
     interrupts.install()
     try:
+        _main()
+    finally:  # every path ends in sys.exit: the outcome is said, a late signal cannot undo it
+        interrupts.settle()
+
+
+def _main() -> None:
+    try:
         plugins.check()
         command = typer.main.get_command(app)
         # the command is invoked here, not through app(): typer's own main would turn an interrupt

@@ -339,15 +339,16 @@ def _every_point_recorded(spec: SweepSpec, result: RunResult) -> bool:
 def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
     """Write the event into the folder (a row is on disk before anyone is shown it), then note it.
     A signal waits until the event is written whole."""
-    with interrupts.deferred():
-        written = folder.record(event)
     kind = event["event"]
-    if kind == "row" and written:
-        result.rows.append(event["row"])
-    elif kind == "skip":
-        result.skipped.append(event["point"] | {"reason": event["reason"]})
-    elif kind == "done":
-        result.status = "done"
+    with interrupts.deferred():  # what is on disk is noted before a signal is acted on (its row counts)
+        written = folder.record(event)
+        if kind == "row" and written:
+            result.rows.append(event["row"])
+        elif kind == "skip":
+            result.skipped.append(event["point"] | {"reason": event["reason"]})
+        elif kind == "done":
+            result.status = "done"
+    if kind == "done":
         sent = event.get("rows", len(result.rows))
         if sent != len(result.rows):
             raise JobError(f"{sent - len(result.rows)} of the {sent} rows rank 0 sent did not arrive whole; "
