@@ -451,6 +451,10 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     const bool huge = n * count > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
+    // The blocks the neighbour reads at step 1 were written before this launch (the input, or the
+    // own block in place), not by this block: one system-scope fence makes them visible before the
+    // first release publishes them (the releases after it cover what this block writes itself).
+    if (cb_tid() == 0) cb_fence_system();
     for (long long off = lo; off < hi; off += chunk) {
         const long long m = chunk < hi - off ? chunk : hi - off;
         for (int s = 0; s < n; ++s) {

@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,27 +63,43 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
-CGROUP_CPUS = ("/sys/fs/cgroup/cpuset.cpus.effective", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus")
+CGROUP = Path("/sys/fs/cgroup")
 
 
 def cores() -> tuple[int, int]:
-    """The two cores the probe pins its threads to: the first two of the machine's CPUs that this
-    process's cgroup allows, whatever its own binding (a rank that mpirun bound to one core still
-    measures two), or (-1, -1) on a machine of one CPU."""
+    """The two cores the probe pins its threads to: the first two CPUs this process's cgroup allows
+    (its cpuset: a Slurm job's, a container's), whatever its own binding (a rank that mpirun bound
+    to one core still measures two), or (-1, -1) where it allows one."""
     allowed = _cpu_list()
     return (allowed[0], allowed[1]) if len(allowed) >= 2 else (-1, -1)
 
 
+def _cgroup_cpuset_files() -> list[Path]:
+    """This process's cgroup's cpuset files, its own first (/proc/self/cgroup: v2's "0::/path", v1's
+    "N:cpuset:/path"), then the root's."""
+    found = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, rel = line.split(":", 2)
+            if controllers == "":
+                found.append(CGROUP / rel.lstrip("/") / "cpuset.cpus.effective")
+            elif "cpuset" in controllers.split(","):
+                found.append(CGROUP / "cpuset" / rel.lstrip("/") / "cpuset.effective_cpus")
+    except (OSError, ValueError):
+        pass
+    return found + [CGROUP / "cpuset.cpus.effective", CGROUP / "cpuset" / "cpuset.effective_cpus"]
+
+
 def _cpu_list() -> list[int]:
-    for path in CGROUP_CPUS:
+    for path in _cgroup_cpuset_files():
         try:
-            text = Path(path).read_text().strip()
-        except OSError:
+            text = path.read_text().strip()
+            found: list[int] = []
+            for part in filter(None, text.split(",")):
+                lo, _, hi = part.partition("-")
+                found += range(int(lo), int(hi or lo) + 1)
+        except (OSError, ValueError):
             continue
-        found: list[int] = []
-        for part in filter(None, text.split(",")):
-            lo, _, hi = part.partition("-")
-            found += range(int(lo), int(hi or lo) + 1)
         if found:
             return sorted(found)
     return list(range(os.cpu_count() or 1))
@@ -155,19 +172,23 @@ def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, d
     cache holds it; on a GPU it adds its device's copy rate. host -> floors, or the one-line reason
     they could not be had (the host's first rank's)."""
     host = socket.gethostname()
-    hosts = comm.allgather_object(host)
-    first = hosts.index(host) == comm.rank
+    hosts = comm.allgather_object((host, os.getpid()))
+    first_rank = [h for h, _ in hosts].index(host)
+    first = first_rank == comm.rank
     have = cached()
-    probing = comm.allgather_object(have is None and first)[hosts.index(host)]  # the host's first rank measures
+    probing = comm.allgather_object(have is None and first)[first_rank]  # the host's first rank measures
+    ended = Path(tempfile.gettempdir()) / f"commbench-floor-{hosts[first_rank][1]}"  # it says when it is done
     mine: dict | str | None = have
     if first and have is None:
         try:
             mine = machine_floor()
         except FloorUnavailable as exc:
             mine = str(exc)
-    elif have is None:
+        finally:
+            ended.touch()
+    elif have is None:  # sleep until the cache holds it, or the measuring rank says it ended without
         deadline = time.monotonic() + wait_s
-        while probing and (mine := cached()) is None and time.monotonic() < deadline:
+        while probing and (mine := cached()) is None and not ended.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
     if first and device == "cuda" and isinstance(mine, dict):
         mine = {**mine, "device_copy_GBps": device_copy_gbps()}
@@ -175,6 +196,8 @@ def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, d
     for h, f in comm.allgather_object((host, mine if first else None)):
         if f is not None:
             found.setdefault(h, f)
+    if first:
+        ended.unlink(missing_ok=True)  # (every rank is past its wait: the allgather)
     return found
 
 
@@ -195,6 +218,7 @@ def device_copy_gbps(nbytes: int = 256 << 20, batches: int = 5) -> float | None:
             stop.synchronize()
             best = min(best, start.elapsed_time(stop) / 1e3)
         del src, dst
+        torch.cuda.empty_cache()  # (its cached blocks would stay reserved for the whole run)
         return round(nbytes / best / 1e9, 1)
     except Exception:  # noqa: BLE001 - out of memory, no GPU: the bandwidth efficiency stays empty
         return None

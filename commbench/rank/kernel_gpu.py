@@ -111,10 +111,11 @@ def layout(comm, node_of_rank: list[int] | None = None) -> Layout:
         except Exception:  # noqa: BLE001
             return False
 
-    same = None if node_of_rank is None else [n == node_of_rank[comm.rank] for n in node_of_rank]
+    same = [True] * comm.size if node_of_rank is None else [n == node_of_rank[comm.rank] for n in node_of_rank]
     reason = peer_refusal(comm.rank, buses, identities, local_ordinal, can_access, same)
     reason = next((r for r in comm.allgather_object(reason) if r), None)
-    return Layout(sharing=identities.count(identity), peer_reason=reason)
+    sharing = sum(1 for q, i in enumerate(identities) if i == identity and same[q])  # (a bus id repeats across nodes)
+    return Layout(sharing=sharing, peer_reason=reason)
 
 
 def probe_residency() -> Residency:

@@ -102,3 +102,51 @@ def test_two_threads_on_one_core_measure_nothing_quickly(cache, monkeypatch):
     monkeypatch.setattr(floor, "cores", lambda: (0, 0))
     with pytest.raises(floor.FloorUnavailable, match="its two threads took turns on one core"):
         floor.measure()
+
+
+class ThreadRanks:
+    """Ranks as threads of one host: allgather_object through a barrier."""
+
+    def __init__(self, size):
+        import threading
+
+        self.size, self.barrier, self.slots, self.lock = size, threading.Barrier(size), {}, threading.Lock()
+
+    def comm(self, rank):
+        world = self
+
+        class Comm:
+            def __init__(self):
+                self.rank, self.size, self.calls = rank, world.size, 0
+
+            def allgather_object(self, obj):
+                self.calls += 1
+                with world.lock:
+                    world.slots.setdefault(self.calls, [None] * world.size)[self.rank] = obj
+                world.barrier.wait()
+                got = list(world.slots[self.calls])
+                world.barrier.wait()
+                return got
+        return Comm()
+
+
+def test_a_probe_that_fails_does_not_hold_the_hosts_other_ranks(cache, monkeypatch):
+    """The host's first rank cannot measure (no compiler, one core): the others, sleeping until the
+    cache holds the floors, wake as soon as it says it ended, not after their 120 s wait."""
+    import threading
+    import time
+
+    def fail():
+        time.sleep(0.3)
+        raise floor.FloorUnavailable("the floor probe needs two cores (this machine shows one)")
+    monkeypatch.setattr(floor, "measure", fail)
+    world, out = ThreadRanks(2), {}
+    start = time.monotonic()
+    threads = [threading.Thread(target=lambda r: out.update({r: floor.node_floors(world.comm(r), wait_s=60)}), args=(r,))
+               for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert time.monotonic() - start < 10 and out[0] == out[1] == {socket.gethostname(): "the floor probe needs two "
+                                                                                         "cores (this machine shows one)"}

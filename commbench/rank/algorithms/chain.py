@@ -62,7 +62,7 @@ class Chain(Algorithm):
         comm, red = ctx.comm, ctx.comm.reducer
         before, after = line(comm.rank, root, comm.size)  # data flows from `after` towards the root
         segs = segments(comm, [buf], ctx.segment_elems)
-        tmp = scratch_pair(ctx, "chain", min(len(buf), ctx.segment_elems), buf)
+        tmp = scratch_pair(ctx, "chain", max((len(s) for s in segs), default=1), buf)  # (segments() may cut longer)
         pending = []
         for k, seg in enumerate(segs):
             if after is not None:  # the partial sum of the ranks beyond this one

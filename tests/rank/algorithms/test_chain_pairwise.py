@@ -69,3 +69,10 @@ def test_messages_are_what_the_ranks_send(name, collective, world):
     elems = count * (world if collective == "all_to_all" else 1)
     once = ALGORITHMS[name].messages(collective, elems, [0] * world, 4, **rooted)
     assert world_.sent == {edge: 2 * e for edge, e in once.items()}  # two calls
+
+
+def test_chain_reduce_of_more_segments_than_segments_cuts():
+    """segments() cuts at most 4096 pieces: a longer buffer's pieces are longer than --segment-bytes,
+    and the chain's scratch must hold one of those (20,000 elements of 4: pieces of 5)."""
+    outputs = CountingWorld(2).run(lambda comm: _run(comm, "chain", "reduce", 20000, False, 0))
+    np.testing.assert_array_equal(outputs[0][0], _input(0, 20000) + _input(1, 20000))
