@@ -112,28 +112,28 @@ class Predictor:
         links = per_node if "beta_inter" in self.links else (fit.links_per_node if fit else 1)
         return Shape(nodes, per_node, "block", links)
 
-    def seconds(self, backend: str, algorithm: str, collective: str, shape: Shape | str, size_bytes: int,
-                in_place: bool, at_scale: bool = True) -> tuple[float | None, str]:
-        """(seconds per call, "") or (None, why not); at_scale: with the links given (--intra, --inter),
-        else (here) with the model's own."""
+    def _ready(self, backend: str, algorithm: str, collective: str, shape: Shape | str, size_bytes: int,
+               at_scale: bool):
+        """(the fit, the parameter values to predict with, the links taken as given), or why the
+        model cannot answer."""
         from commbench.analysis.model.predict import undetermined
 
         if collective not in COLLECTIVES:
-            return None, f"the model has no {collective}"
+            return f"the model has no {collective}"
         if isinstance(shape, str):
-            return None, shape
+            return shape
         if algorithm not in ALGORITHMS or not ALGORITHMS[algorithm].modelled:
-            return None, not_modelled(algorithm)
+            return not_modelled(algorithm)
         algo = ALGORITHMS[algorithm]
         if collective not in algo.collectives:
-            return None, f"{algorithm} has no {collective}"
+            return f"{algorithm} has no {collective}"
         if shape.n > MAX_RANKS:
-            return None, f"{shape.n} ranks is more than the model takes (at most {MAX_RANKS})"
+            return f"{shape.n} ranks is more than the model takes (at most {MAX_RANKS})"
         if algo.one_node and shape.nodes > 1:
-            return None, f"{algorithm} runs the ranks of one node only, not {shape.nodes} nodes"
+            return f"{algorithm} runs the ranks of one node only, not {shape.nodes} nodes"
         fit, why = self._fit(backend, algorithm)
         if fit is None:
-            return None, why
+            return why
         links = self.links if at_scale else {}
         values = fit.estimates() | links
         key = (fit.group, shape.nodes, shape.per_node, collective, size_bytes, at_scale)
@@ -146,8 +146,32 @@ class Predictor:
                 self._checked[key] = str(exc).removeprefix("cannot predict: ")
         verdict = self._checked[key]
         if isinstance(verdict, str):
-            return None, verdict
+            return verdict
         if (collective, algorithm) in verdict:
-            return None, f"not determined: {verdict[collective, algorithm]}"
-        t = time_s(Params.from_values(values), algorithm, collective, shape, size_bytes, self.segment, in_place)
+            return f"not determined: {verdict[collective, algorithm]}"
+        return fit, values, set(links)
+
+    def seconds(self, backend: str, algorithm: str, collective: str, shape: Shape | str, size_bytes: int,
+                in_place: bool, at_scale: bool = True) -> tuple[float | None, str]:
+        """(seconds per call, "") or (None, why not); at_scale: with the links given (--intra, --inter),
+        else (here) with the model's own."""
+        ready = self._ready(backend, algorithm, collective, shape, size_bytes, at_scale)
+        if isinstance(ready, str):
+            return None, ready
+        t = time_s(Params.from_values(ready[1]), algorithm, collective, shape, size_bytes, self.segment, in_place)
         return (t, "") if t is not None else (None, f"{algorithm} has no cost for {collective}")
+
+    def bounds(self, backend: str, algorithm: str, collective: str, shape: Shape | str, size_bytes: int,
+               in_place: bool, at_scale: bool = True) -> tuple[float, float] | str:
+        """The 95 % interval of seconds(...) from the fit's parameter covariance
+        (commbench.analysis.model.spread), or why there is none."""
+        from commbench.analysis.model.spread import interval
+
+        ready = self._ready(backend, algorithm, collective, shape, size_bytes, at_scale)
+        if isinstance(ready, str):
+            return ready
+        fit, values, given = ready
+        if not fit.log_cov:
+            return "the model has no parameter covariance (no parameter determined, or a file of an older `model fit`)"
+        return interval(lambda v: time_s(Params.from_values(v), algorithm, collective, shape, size_bytes,
+                                         self.segment, in_place), values, fit.log_cov, given)

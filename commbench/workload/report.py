@@ -29,8 +29,12 @@ FIGURES = {
                 "capped: see marks), median time per call x count per step",
     "predicted_here": "the cost model at the ranks and size measured, on this machine's layout: the check of the model",
     "predicted": "the cost model at the entry's own group (nodes = ceil(group size / ranks per node)) and full size",
+    "ranges": "a prediction's low and high: its 95 % interval from the fit's parameter covariance (delta method; "
+              "the points' scatter about the model and the model's form not included; --intra/--inter exact); "
+              "a total's: its entries' ends added",
 }
 TIMES = ("measured", "predicted_here", "predicted")
+RANGED = ("predicted_here", "predicted")  # the figures with a 95 % interval (low, high)
 
 
 def entry_rows(c, measured: dict, predictor) -> list[dict]:
@@ -50,12 +54,15 @@ def entry_rows(c, measured: dict, predictor) -> list[dict]:
                 _put(row, "predicted_here", None, why, entry.count)
             else:
                 shape = predictor.here_shape(backend, algorithm, *_layout(t.ranks, c.request.fields))
-                s, why = predictor.seconds(backend, algorithm, entry.collective, shape, t.size_bytes, t.in_place,
-                                           at_scale=False)
-                _put(row, "predicted_here", None if s is None else s * 1e6, why, entry.count)
+                ask = (backend, algorithm, entry.collective, shape, t.size_bytes, t.in_place, False)
+                s, why = predictor.seconds(*ask)
+                _put(row, "predicted_here", None if s is None else s * 1e6, why, entry.count,
+                     predictor.bounds(*ask) if s is not None else why)
             shape = predictor.scale_shape(backend, algorithm, entry.group_size, entry.ranks_per_node)
-            s, why = predictor.seconds(backend, algorithm, entry.collective, shape, entry.size_bytes, t.in_place)
-            _put(row, "predicted", None if s is None else s * 1e6, why, entry.count)
+            ask = (backend, algorithm, entry.collective, shape, entry.size_bytes, t.in_place, True)
+            s, why = predictor.seconds(*ask)
+            _put(row, "predicted", None if s is None else s * 1e6, why, entry.count,
+                 predictor.bounds(*ask) if s is not None else why)
             rows.append(row)
     return rows
 
@@ -66,10 +73,16 @@ def _layout(ranks: int, fields: dict) -> tuple[int, int]:
     return (ranks // per, per) if per and ranks % per == 0 else (1, ranks)
 
 
-def _put(row: dict, what: str, us: float | None, why: str, count: int) -> None:
+def _put(row: dict, what: str, us: float | None, why: str, count: int, bounds: tuple | str | None = None) -> None:
+    """The figure per call and per step, or why none; a prediction's 95 % interval per step
+    (commbench.analysis.model.spread), or why none."""
     row[f"{what}_us"] = us
     row[f"{what}_step_ms"] = None if us is None else us * count / 1e3
     row[f"{what}_why"] = "" if us is not None else (why or "no figure")
+    if what in RANGED:
+        ok = isinstance(bounds, tuple)
+        row[f"{what}_low_step_ms"], row[f"{what}_high_step_ms"] = (b * count * 1e3 for b in bounds) if ok else (None, None)
+        row[f"{what}_range_why"] = "" if ok else (bounds or "no figure")
 
 
 def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) -> list[dict]:
@@ -88,6 +101,12 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
                 t[f"{what}_ms"] = sum(have) if have else None
                 t[f"{what}_missing"] = len(of) - len(have)
                 t[f"{what}_exposed_ms"] = None if not have else sum(have) * (1 - t["overlap"])
+            for what in RANGED:  # the entries' ends added: they share the parameters, so their errors add
+                ends = [(r[f"{what}_low_step_ms"], r[f"{what}_high_step_ms"]) for r in of if r[f"{what}_step_ms"] is not None]
+                whole = bool(ends) and all(low is not None for low, _ in ends)
+                for i, end in enumerate(("low", "high")):
+                    t[f"{what}_{end}_ms"] = sum(e[i] for e in ends) if whole else None
+                    t[f"{what}_{end}_exposed_ms"] = sum(e[i] for e in ends) * (1 - t["overlap"]) if whole else None
             per_kind.append(t)
         every = {"backend": backend, "algorithm": algorithm, "kind": "all", "overlap": None,
                  "entries": len(mine), "bytes_per_rank_step": sum(t["bytes_per_rank_step"] for t in per_kind)}
@@ -99,6 +118,15 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
             every[f"{what}_exposed_ms"] = exposed
             if compute_ms is not None:
                 every[f"{what}_share"] = None if exposed is None else exposed / (exposed + compute_ms)
+        for what in RANGED:
+            have = [t for t in per_kind if t[f"{what}_ms"] is not None]
+            whole = bool(have) and all(t[f"{what}_low_ms"] is not None for t in have)
+            for end in ("low", "high"):
+                every[f"{what}_{end}_ms"] = sum(t[f"{what}_{end}_ms"] for t in have) if whole else None
+                exposed = sum(t[f"{what}_{end}_exposed_ms"] for t in have) if whole else None
+                every[f"{what}_{end}_exposed_ms"] = exposed
+                if compute_ms is not None:
+                    every[f"{what}_{end}_share"] = None if exposed is None else exposed / (exposed + compute_ms)
         out += per_kind + [every]
     return out
 
@@ -173,7 +201,17 @@ class _Notes:
 
     def cell(self, row: dict, what: str) -> str:
         value = row[f"{what}_step_ms"]
-        return _ms(value) if value is not None else f"- {self.mark(row[f'{what}_why'])}"
+        if value is None:
+            return f"- {self.mark(row[f'{what}_why'])}"
+        if what not in RANGED:
+            return _ms(value)
+        low, high = row[f"{what}_low_step_ms"], row[f"{what}_high_step_ms"]
+        return f"{_ms(value)} {_range(low, high)}" if low is not None else f"{_ms(value)} {self.mark(row[f'{what}_range_why'])}"
+
+
+def _range(low, high) -> str:
+    """A 95 % interval as the table shows it."""
+    return "" if low is None else f"({_ms(low)}-{_ms(high)})"
 
 
 def render(console, c, done) -> None:
@@ -207,18 +245,23 @@ def render(console, c, done) -> None:
         for t in (t for t in done.totals if (t["backend"], t["algorithm"]) == (backend, algorithm)):
             def total(what, t=t):
                 missing = t[f"{what}_missing"]
-                return _ms(t[f"{what}_ms"]) + (f" ({missing} of {t['entries']} missing)" if missing else "")
+                ranged = f" {_range(t[f'{what}_low_ms'], t[f'{what}_high_ms'])}" if what in RANGED and t[f"{what}_low_ms"] is not None else ""
+                return _ms(t[f"{what}_ms"]) + ranged + (f" ({missing} of {t['entries']} missing)" if missing else "")
             kinds.add_row(t["kind"], "" if t["overlap"] is None else f"{t['overlap']:g}",
                           f"{t['bytes_per_rank_step'] / 1e9:.3g}", total("measured"), total("predicted_here"),
                           total("predicted"), _ms(t["predicted_exposed_ms"]))
             if t["kind"] == "all" and c.request.compute_ms is not None:
-                share = t.get("predicted_share")
+                share, low, high = (t.get(f"predicted{end}_share") for end in ("", "_low", "_high"))
                 kinds.caption = (f"with {c.request.compute_ms:g} ms of compute per step, communication exposed at "
-                                 f"scale is {'-' if share is None else f'{100 * share:.1f} %'} of the step")
+                                 f"scale is {'-' if share is None else f'{100 * share:.1f} %'}"
+                                 f"{'' if low is None else f' ({100 * low:.1f}-{100 * high:.1f} %)'} of the step")
         console.print(kinds)
     for m in done.comparison:
         if m["ratio"]:
             console.print(f"measured / model here ({m['backend']} {m['algorithm']}, {m['entries']} entries): "
                           f"{m['measured_ms']:.4g} / {m['predicted_here_ms']:.4g} ms per step = {m['ratio']:.3f}")
+    if any(r.get(f"{what}_low_step_ms") is not None for r in done.rows for what in RANGED):
+        console.print("(low-high): the model's 95 % interval from its fitted parameters' uncertainty "
+                      "(not the points' scatter about it, nor the model's form)", highlight=False)
     for text, number in notes.texts.items():
         console.print(f"[{number}] {escape(text)}", highlight=False)

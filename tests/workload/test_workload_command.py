@@ -115,6 +115,7 @@ def test_predicted_only_writes_the_mix_its_predictions_and_the_trace(tmp_path, m
         assert row.predicted_here_step_ms == pytest.approx(row.predicted_here_us * e.count / 1e3)
         # at scale: 8 ranks on 2 nodes, and a one-node fit has no inter-node α, β
         assert pd.isna(row.predicted_us) and "alpha_inter" in row.predicted_why and "--inter" in row.predicted_why
+        assert pd.isna(row.predicted_low_step_ms) and row.predicted_range_why == row.predicted_why
     assert "4 of its 8 ranks" in outcome.stderr and "not measured: --no-measure" in outcome.stderr
     report = json.loads((out / "workload.json").read_text())
     assert report["commbench_version"] == commbench.__version__ and report["measured"] is None
@@ -143,6 +144,37 @@ def test_links_given_predict_at_scale_and_here_keeps_the_models(tmp_path, model)
         assert row.predicted_us == pytest.approx(expected * 1e6, rel=1e-9)
         # the links given are the target cluster's: "here" is this machine, the model's own
         assert row.predicted_here_us == pytest.approx(truth_us("all_reduce", row.size_bytes, in_place=True), rel=0.05)
+
+
+def test_predictions_carry_their_95_percent_interval_per_entry_and_per_kind(tmp_path):
+    """A model fitted to noisy points: each prediction has a low and a high around it (here, and at
+    scale with --inter given as exact), a kind's ends are its entries' ends added, and the table
+    shows them; the exact model's interval is a point."""
+    from workload_models import fitted_model
+
+    noisy = fitted_model(tmp_path / "noisy", noise=0.05)[0]
+    exact = fitted_model(tmp_path / "exact")[0]
+    path = write_doc(tmp_path / "w.yaml", parallel={"world": 8, "gpus_per_node": 4, "dp_mode": "zero3"},
+                     batch={"global": 8})
+    for model, name in ((noisy, "noisy"), (exact, "exact")):
+        out = tmp_path / f"out-{name}"
+        outcome = workload(path, "--no-measure", "--model", model, "--inter", "10,5", "--compute-ms", "10",
+                           "--out", out)
+        rows = pd.read_csv(out / "mix.csv", keep_default_na=False, na_values=[""])
+        every = next(t for t in json.loads((out / "workload.json").read_text())["totals"] if t["kind"] == "all")
+        for what in ("predicted_here", "predicted"):
+            low, mid, high = (rows[f"{what}{end}_step_ms"] for end in ("_low", "", "_high"))
+            assert rows[f"{what}_range_why"].isna().all() and mid.notna().all()  # "" read as missing
+            if name == "noisy":
+                assert (low < mid).all() and (mid < high).all() and (high / low < 1.5).all(), rows
+            else:
+                assert low.to_numpy() == pytest.approx(mid.to_numpy(), rel=1e-6)
+                assert high.to_numpy() == pytest.approx(mid.to_numpy(), rel=1e-6)
+            assert every[f"{what}_low_ms"] == pytest.approx(low.sum()) and every[f"{what}_high_ms"] == pytest.approx(high.sum())
+        assert every["predicted_low_share"] < every["predicted_share"] < every["predicted_high_share"] or name == "exact"
+        first = rows.iloc[0]
+        assert f"{first.predicted_step_ms:.4g} ({first.predicted_low_step_ms:.4g}-{first.predicted_high_step_ms:.4g})" \
+            in outcome.stderr
 
 
 def test_what_neither_commbench_nor_the_model_has_is_said_per_entry(tmp_path, model):

@@ -13,7 +13,7 @@ import yaml
 from cli_inprocess import run_cli
 from workload_docs import TINY, doc
 
-from commbench.analysis.report.workload import COLOURS, FIGURES
+from commbench.analysis.report.workload import COLOURS, ENDS, FIGURES
 from commbench.errors import BAD_INPUT, OK
 
 FIGURE_NAMES = [name for _, name, _ in FIGURES]
@@ -25,7 +25,7 @@ def out(tmp_path_factory):
     from workload_models import fitted_model
 
     tmp = tmp_path_factory.mktemp("wl")
-    model = fitted_model(tmp)[0]
+    model = fitted_model(tmp, noise=0.05)[0]  # noisy points: the model's predictions have an interval
     config = tmp / "w.yaml"
     config.write_text(yaml.safe_dump(doc(name="tiny_tp", model=dict(TINY), batch={"global": 8},
                                          parallel={"world": 8, "gpus_per_node": 4, "tp": 2, "dp_mode": "ddp"},
@@ -57,6 +57,7 @@ def test_the_section_draws_the_totals_stacked_by_kind(out, tmp_path):
     assert '<h2 id="s-Workload-tiny_tp">Workload: tiny_tp</h2>' in page and 'href="#s-Workload-tiny_tp"' in page
     assert "Summary" not in page  # --no-measure: no runs, only the workload's section
     traces = _chart_data(page, page.index("Workload: tiny_tp</h2>"))
+    traces, whiskers = traces[:2], traces[2]
     assert [t["name"] for t in traces] == ["dp", "tp"] and all(t["type"] == "bar" for t in traces)
     assert [t["marker"]["color"] for t in traces] == [COLOURS["dp"], COLOURS["tp"]]
     variants = ["mpi ring", "mpi native"]
@@ -68,6 +69,17 @@ def test_the_section_draws_the_totals_stacked_by_kind(out, tmp_path):
         ring = trace["y"][:4]
         assert ring[0] is None and ring[1] > 0 and ring[2] > 0  # --no-measure; the model here and at scale
         assert trace["y"][4:] == [None] * 4  # native: measured but not modelled, and not measured here
+    # the whiskers: each stack's total ("all") and its 95 % interval, for the figures the model gives
+    every = {f"{t['backend']} {t['algorithm']}": t for t in totals if t["kind"] == "all"}
+    assert whiskers["name"] == "95 % interval" and whiskers["error_y"]["symmetric"] is False
+    for i, (v, key) in enumerate((v, key) for v in variants for key, _, _ in FIGURES):
+        if v == "mpi ring" and key in ENDS:
+            low, high = (every[v][e] for e in ENDS[key])
+            assert low < whiskers["y"][i] < high and whiskers["y"][i] == pytest.approx(every[v][key])
+            assert whiskers["error_y"]["array"][i] == pytest.approx(high - every[v][key])
+            assert whiskers["error_y"]["arrayminus"][i] == pytest.approx(every[v][key] - low)
+        else:  # nothing measured here, measured figures have no interval, native is not modelled
+            assert whiskers["y"][i] is None
     dp, tp = traces
     assert dp["y"][3] == pytest.approx(0.5 * dp["y"][2]) and tp["y"][3] == pytest.approx(tp["y"][2])  # overlap
     table = page[page.index('<table class="workload">'):]
@@ -76,7 +88,8 @@ def test_the_section_draws_the_totals_stacked_by_kind(out, tmp_path):
     assert [c[:3] for c in cells] == [[b, a, k] for b, a in (("mpi", "ring"), ("mpi", "native"))
                                       for k in ("dp", "tp", "all")]
     ring_dp = next(t for t in totals if (t["algorithm"], t["kind"]) == ("ring", "dp"))
-    assert cells[0][3] == "0.5" and cells[0][8] == f"{ring_dp['predicted_ms']:.4g}"
+    assert cells[0][3] == "0.5"
+    assert cells[0][8] == f"{ring_dp['predicted_ms']:.4g} [{ring_dp['predicted_low_ms']:.4g}-{ring_dp['predicted_high_ms']:.4g}]"
     assert cells[0][6].startswith("- (") and cells[0][6].endswith(" missing)")  # nothing measured
     assert "communication exposed at scale is" in page and "(mpi ring)" in page
 

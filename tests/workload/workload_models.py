@@ -5,6 +5,9 @@ RunFolder + build_row), so that a prediction can be checked against the truth.""
 from __future__ import annotations
 
 import json
+import math
+
+import numpy as np
 
 from cli_inprocess import run_cli
 
@@ -23,8 +26,10 @@ def truth_us(collective: str, size: int, ranks: int = RANKS, in_place: bool = Fa
     return time_s(TRUTH, "ring", collective, Shape(1, ranks), size, in_place=in_place) * 1e6
 
 
-def fitted_model(tmp_path) -> tuple[str, str]:
-    """(the model file, `model fit`'s stdout) of a ring sweep on 4 ranks of one node."""
+def fitted_model(tmp_path, noise: float = 0.0) -> tuple[str, str]:
+    """(the model file, `model fit`'s stdout) of a ring sweep on 4 ranks of one node; noise: the σ
+    of lognormal noise on its times (seeded), which gives the fit's parameters an uncertainty."""
+    rng = np.random.default_rng(0)
     run = tmp_path / "truth-run"
     folder = RunFolder(run)
     folder.create({"run_id": "truth", "label": "truth", "status": "completed", "world_size": RANKS, "nodes": 1,
@@ -33,7 +38,7 @@ def fitted_model(tmp_path) -> tuple[str, str]:
     for collective in COLLECTIVES:
         for in_place in (False, True):
             for size in SIZES:
-                us = truth_us(collective, size, in_place=in_place)
+                us = truth_us(collective, size, in_place=in_place) * math.exp(noise * rng.standard_normal())
                 folder.add(build_row(run_id="truth", point=point, collective=collective, backend="mpi",
                                      algorithm="ring", device="cpu", dtype="float32",
                                      op="none" if collective == "all_gather" else "sum", in_place=int(in_place),

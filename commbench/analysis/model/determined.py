@@ -116,6 +116,24 @@ def log_sigma(jac: np.ndarray, s2: float) -> tuple[np.ndarray, list[int | None],
     return sigma, partner, direction
 
 
+def log_covariance(jac: np.ndarray, s2: float, keep: list[int]) -> np.ndarray:
+    """σ² (JᵀJ)⁻¹ of the log parameters `keep` (columns of jac, each with a bounded σ: see
+    log_sigma), the block of the full covariance, not the inverse of their own columns: computed
+    as log_sigma does, over the directions the points constrain (a kept column has no share of
+    the others, or its σ would be unbounded)."""
+    cols = np.flatnonzero(np.linalg.norm(jac, axis=0) > 0)
+    if not keep or not len(cols):
+        return np.zeros((len(keep), len(keep)))
+    norms = np.linalg.norm(jac[:, cols], axis=0)
+    _, s, vt = np.linalg.svd(jac[:, cols] / norms, full_matrices=False)
+    strong = s > SINGULAR * s.max()
+    scaled = vt[strong] / s[strong, None] / norms  # rows: constrained directions, in log-parameter units
+    cov = s2 * scaled.T @ scaled
+    cov = (cov + cov.T) / 2  # exactly symmetric, as a model file's check expects
+    at = [int(np.flatnonzero(cols == k)[0]) for k in keep]
+    return cov[np.ix_(at, at)]
+
+
 def _needs_for_partner(name: str, other: str, span: tuple[float, float]) -> str:
     kinds = {name.split("_")[0], other.split("_")[0]}
     classes = {name.split("_")[-1], other.split("_")[-1]}

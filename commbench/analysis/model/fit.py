@@ -34,7 +34,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
-from commbench.analysis.model.determined import bounded, log_sigma, not_informed, verdict
+from commbench.analysis.model.determined import bounded, log_covariance, log_sigma, not_informed, verdict
 from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
@@ -78,6 +78,9 @@ class Fit:
     # name -> {"estimate", "why", "needs"}: not determined by the points (commbench.analysis.model.determined);
     # its params entry is None
     undetermined: dict = field(default_factory=dict)
+    # name -> name -> covariance of the logs of the determined parameters with a bounded σ (σ² (JᵀJ)⁻¹):
+    # what a prediction's interval is made of (commbench.analysis.model.spread); {} in older model files
+    log_cov: dict = field(default_factory=dict)
 
     @property
     def group(self) -> str:
@@ -177,11 +180,14 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
                 undetermined[k] = u
     undetermined |= {k: not_informed(k) for k in NAMES if k not in fitted}
     finite = {k: float(sigma[i]) for i, k in enumerate(active) if k in fitted and bounded(sigma[i])}
+    sure = [i for i, k in enumerate(active) if k in finite and k not in undetermined]
+    cov = log_covariance(best.jac, 2 * best.cost / max(1, dof), sure)
     backend, engine = split_group(group)
     return Fit(backend, {k: fitted[k] if k in fitted and k not in undetermined else None for k in NAMES},
                {k: finite.get(k) for k in NAMES}, len(rows), float(np.median(errors)), float(np.percentile(errors, 90)),
                links_per_node, lanes, sorted(rows.algorithm.unique()), engine, {k: source for k in fixed},
-               {k: undetermined[k] for k in NAMES if k in undetermined})
+               {k: undetermined[k] for k in NAMES if k in undetermined},
+               {active[i]: {active[j]: float(cov[a, b]) for b, j in enumerate(sure)} for a, i in enumerate(sure)})
 
 
 def lent(steps: Fit | None) -> tuple[str, dict] | None:
@@ -310,7 +316,7 @@ def _check_fit(name: str, f: dict) -> Fit:
     if not isinstance(f, dict):
         raise InputError(f"fit {name[:40]!r} is not a mapping")
     missing = [k for k in Fit.__dataclass_fields__
-               if k not in f and k not in ("algorithms", "engine", "borrowed", "undetermined")]
+               if k not in f and k not in ("algorithms", "engine", "borrowed", "undetermined", "log_cov")]
     unknown = [k for k in f if k not in Fit.__dataclass_fields__]
     if missing or unknown:
         raise InputError(f"fit {name[:40]!r}: {'missing' if missing else 'unknown'} field "
@@ -330,11 +336,23 @@ def _check_fit(name: str, f: dict) -> Fit:
         "algorithms": isinstance(f.get("algorithms", []), list) and all(isinstance(a, str) for a in f.get("algorithms", [])),
         "borrowed": isinstance(f.get("borrowed", {}), dict),
         "undetermined": _undetermined_ok(f.get("undetermined", {}), params),
+        "log_cov": _cov_ok(f.get("log_cov", {}), params),
     }
     bad = next((k for k, ok in checks.items() if not ok), None)
     if bad:
         raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({str(f[bad])[:60]})")
     return Fit(**f)
+
+
+def _cov_ok(cov, params) -> bool:
+    """A square, symmetric table of finite numbers over determined parameters, variances not negative."""
+    if not isinstance(cov, dict) or not set(cov) <= {k for k, v in params.items() if v is not None}:
+        return False
+    if not all(isinstance(r, dict) and set(r) == set(cov) for r in cov.values()):
+        return False
+    numbers = [v for r in cov.values() for v in r.values()]
+    return all(type(v) in (int, float) and math.isfinite(v) for v in numbers) and \
+        all(cov[a][a] >= 0 and cov[a][b] == cov[b][a] for a in cov for b in cov)
 
 
 def _undetermined_ok(entries, params) -> bool:

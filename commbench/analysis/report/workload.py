@@ -26,9 +26,13 @@ WORKLOAD_JSON, MIX_CSV = "workload.json", "mix.csv"
 FIGURES = (("measured_ms", "measured here", "measured_missing"), ("predicted_here_ms", "model here",
            "predicted_here_missing"), ("predicted_ms", "model at scale", "predicted_missing"),
            ("predicted_exposed_ms", "exposed at scale", "predicted_missing"))  # (field, name, entries without it)
+ENDS = {"predicted_here_ms": ("predicted_here_low_ms", "predicted_here_high_ms"),  # a figure's 95 % interval
+        "predicted_ms": ("predicted_low_ms", "predicted_high_ms"),
+        "predicted_exposed_ms": ("predicted_low_exposed_ms", "predicted_high_exposed_ms")}
 COLOURS = dict(zip(KINDS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"), strict=True))  # "other" (a trace's): grey
 NOTE = ("ms per step of one rank, stacked by kind of traffic; exposed = model at scale x (1 - the kind's overlap); "
-        "a total counts the entries that have the figure (the table says how many do not)")
+        "a total counts the entries that have the figure (the table says how many do not); the whiskers (and the "
+        "table's brackets): the model's 95 % interval from its fitted parameters' uncertainty")
 
 
 def split(paths) -> tuple[list[tuple[Path, dict]], list]:
@@ -92,7 +96,7 @@ def read_workload(d) -> dict:
             raise InputError(f"{d}: {WORKLOAD_JSON} {at} is of a backend/algorithm not in 'variants'")
         for key in ("bytes_per_rank_step", "entries", *(missing for _, _, missing in FIGURES)):
             _number(d, f"{at}.{key}", t.get(key), none=False)
-        for key in ("overlap", "predicted_share", *(key for key, _, _ in FIGURES)):
+        for key in ("overlap", "predicted_share", *(key for key, _, _ in FIGURES), *(k for e in ENDS.values() for k in e)):
             _number(d, f"{at}.{key}", t.get(key), high=1.0 if key in ("overlap", "predicted_share") else math.inf)
     return doc
 
@@ -114,6 +118,21 @@ def figure(doc: dict) -> go.Figure:
         y = [(of.get(v) or {}).get(key) for v in variants for key, _, _ in FIGURES]
         fig.add_trace(go.Bar(x=shown, y=y, name=esc(kind), marker_color=COLOURS.get(kind, "#7f7f7f"),
                              hovertemplate="%{x}: %{y:.4g} ms<extra>" + esc(kind) + "</extra>"))
+    every = {_variant(t): t for t in doc["totals"] if t["kind"] == "all"}
+    y, up, down = [], [], []  # the stack's total with its interval, where it has one
+    for v in variants:
+        t = every.get(v) or {}
+        for key, _, _ in FIGURES:
+            low, high = (t.get(e) for e in ENDS.get(key, ("", "")))
+            ok = None not in (low, high, t.get(key))
+            y.append(t[key] if ok else None)
+            up.append(high - t[key] if ok else None)
+            down.append(t[key] - low if ok else None)
+    if any(v is not None for v in y):
+        fig.add_trace(go.Scatter(x=shown, y=y, mode="markers", name="95 % interval", marker={"color": "#000000", "size": 1},
+                                 error_y={"type": "data", "symmetric": False, "color": "#000000", "array": up,
+                                          "arrayminus": down},
+                                 hovertemplate="%{x}: 95 % interval around %{y:.4g} ms<extra></extra>"))
     return fig
 
 
@@ -126,7 +145,9 @@ def table(doc: dict) -> str:
                  "" if t.get("overlap") is None else f"{t['overlap']:g}", f"{t['entries']:g}",
                  f"{t['bytes_per_rank_step'] / 1e9:.3g}"]
         for key, _, missing in FIGURES:
+            low, high = (t.get(e) for e in ENDS.get(key, ("", "")))
             cells.append(("-" if t.get(key) is None else f"{t[key]:.4g}")
+                         + ("" if low is None or high is None else f" [{low:.4g}-{high:.4g}]")
                          + (f" ({t[missing]:g} of {t['entries']:g} missing)" if t[missing] else ""))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<table class="workload"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

@@ -1,0 +1,46 @@
+"""How sure a prediction is: the 95 % interval of a predicted time from the fit's parameter
+covariance (Fit.log_cov: σ² (JᵀJ)⁻¹ of the log parameters), by the delta method. With
+g = ∂t/∂log p (central differences), var t ≈ gᵀ C g, and as the fit is in logs the interval is
+t·exp(±Z95·√(gᵀCg)/t).
+
+What it covers: how well the fit's points pin its parameters down, carried to the shape and size
+asked (an extrapolation to many nodes widens it where the points do not pin the terms that grow).
+What it does not: the points' own scatter about the model (Fit.median_error, p90_error), and the
+model's form. Links given on the command line (--intra, --inter) count as exact. A prediction that
+moves with a parameter the covariance lacks (not determined, or borrowed from another group's fit)
+has no interval, and says which.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from commbench.analysis.model.determined import Z95
+
+STEP = 1e-4  # the change of log p of a central difference
+DEPENDS = 1e-6  # |∂ log t / ∂ log p| under this: the prediction does not move with p
+
+
+def interval(time_of: Callable[[dict], float | None], values: dict, cov: dict,
+             exact: set[str] = frozenset()) -> tuple[float, float] | str:
+    """(low, high) of time_of(values) (seconds), or why there is none. time_of: the prediction
+    under parameter values (name -> value); cov: Fit.log_cov; exact: parameters taken as given."""
+    t = time_of(values)
+    if not t or not math.isfinite(t):
+        return "no prediction"
+    grad = {}
+    for name, value in values.items():
+        if name in exact or not value:
+            continue
+        up, down = (time_of(values | {name: value * math.exp(s * STEP)}) for s in (1, -1))
+        if up is None or down is None:
+            return f"the prediction has no value when {name} moves"
+        g = (up - down) / (2 * STEP)
+        if abs(g) > DEPENDS * t:
+            if name not in cov:
+                return f"it moves with {name}, whose uncertainty the model does not have (not determined by its points)"
+            grad[name] = g
+    var = sum(grad[a] * cov[a][b] * grad[b] for a in grad for b in grad)
+    half = Z95 * math.sqrt(max(var, 0.0)) / t
+    return t * math.exp(-half), t * math.exp(half)
