@@ -14,6 +14,7 @@ import importlib.util
 import shlex
 from dataclasses import dataclass
 
+from commbench.backends import BACKENDS as BACKEND_REGISTRY
 from commbench.binaries import find_binary
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
@@ -22,9 +23,7 @@ from commbench.rank.collectives import COLLECTIVES, default_collectives
 from commbench.rank.topology import run_defaults
 from commbench.rank.timers import TIMER_CHOICES
 
-# the device each backend drives; a combination outside this is refused up front
-BACKEND_DEVICES = {"mpi": ("cpu",), "gloo": ("cpu", "cuda"), "nccl": ("cuda",)}  # gloo + cuda: peer algorithms
-BACKENDS = tuple(BACKEND_DEVICES)
+BACKENDS = tuple(BACKEND_REGISTRY)  # their names (each one's facts: commbench.backends)
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
 DEVICES = ("cpu", "cuda")
 RING_ORDERS = ("rank", "topology")

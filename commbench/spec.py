@@ -19,7 +19,7 @@ from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.kernels import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
-from commbench.options import (BACKEND_DEVICES, BACKENDS, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
+from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
                                MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MAX_SIZES, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
@@ -186,7 +186,7 @@ class SweepSpec:
         plugins.check()  # a plugin that failed to import would show as an unknown name below
         self.collectives = resolve_names("collective", self.collectives, COLLECTIVES, collective_aliases())
         self.backends = resolve_names("backend", [default_backend() if b.strip().lower() == "auto" else b
-                                            for b in split_list(self.backends)], BACKENDS)
+                                            for b in split_list(self.backends)], BACKEND_REGISTRY)
         self.algorithms = resolve_names("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
         self.dtypes = resolve_names("dtype", self.dtypes, DTYPES, DTYPE_ALIASES)
         self.ops = resolve_names("op", self.ops, OPS)
@@ -195,14 +195,12 @@ class SweepSpec:
         if self.device not in DEVICES:
             raise InputError(f"unknown device {self.device!r} (accepted: {', '.join(DEVICES)})")
         for b in self.backends:
-            if self.device not in BACKEND_DEVICES[b]:
-                raise InputError(
-                    f"backend {b!r} cannot run on device {self.device!r} "
-                    f"(it runs on: {', '.join(BACKEND_DEVICES[b])})"
-                )
-        if ("gloo" in self.backends and self.device == "cuda"
-                and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
-            raise InputError("gloo with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
+            devices = BACKEND_REGISTRY[b].devices
+            if self.device not in devices:
+                raise InputError(f"backend {b!r} cannot run on device {self.device!r} (it runs on: {', '.join(devices)})")
+            if (BACKEND_REGISTRY[b].cuda_peer_only and self.device == "cuda"
+                    and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
+                raise InputError(f"{b} with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
         self._validate_sizes()
         if self.nprocs < 1:
             raise InputError(f"invalid number of processes {self.nprocs}: it must be at least 1")
@@ -294,9 +292,10 @@ class SweepSpec:
             raise InputError(f"--emulate {self.emulate} is {nodes * per_node} ranks; at most {MAX_EMULATED_RANKS}")
         if self.nprocs != nodes * per_node:
             raise InputError(f"-n {self.nprocs} does not match --emulate {self.emulate} ({nodes * per_node} ranks)")
-        if self.backends != ["gloo"]:
-            raise InputError("--emulate runs the gloo backend only (one torchrun agent per emulated node); "
-                             f"got --backend {','.join(self.backends)}")
+        emulated = [b for b, d in BACKEND_REGISTRY.items() if d.emulated]
+        if not set(self.backends) <= set(emulated):
+            raise InputError(f"--emulate runs the {', '.join(emulated)} backend only (one torchrun agent per emulated "
+                             f"node); got --backend {','.join(self.backends)}")
         if self.launcher not in ("auto", "torchrun"):
             raise InputError(f"--emulate launches with torchrun, not {self.launcher!r}")
         if self.ranks_per_node is not None:

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from commbench.analysis import limits
+from commbench.backends import BACKENDS
 from commbench.errors import InputError
 from commbench.metrics import summarize
 from commbench.options import MAX_SIZE_BYTES
@@ -529,7 +530,7 @@ def _write_points(imp: Imported, folder: RunFolder, label: str, run_id: str) -> 
             stats = summarize(np.asarray(p["samples"]) * 1e-6)
             stats["time_us_mean"] = p["time_us"]  # what the tool reported (its average)
         fields = {"run_id": run_id, "label": label, "point": i, "collective": imp.collective, "backend": imp.backend,
-                  "algorithm": "native", "device": "cuda" if imp.backend == "nccl" else "cpu", "dtype": p["dtype"],
+                  "algorithm": "native", "device": BACKENDS[imp.backend].devices[0], "dtype": p["dtype"],
                   "op": p["op"], "in_place": p["in_place"], "world_size": imp.world,
                   "nodes": len(imp.meta.get("hosts", [])) or None, "size_bytes": p["size_bytes"], "count": p["count"],
                   "time_us": p["time_us"], "time_us_mean": p["time_us"], "samples": len(p["samples"]),

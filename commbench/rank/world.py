@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from commbench.backends import BACKENDS, MPI_WORLD
 from commbench.events import emit_stdout
 from commbench.rank import topology
 from commbench.rank.backends import Communicator
@@ -31,7 +32,7 @@ def check(spec: SweepSpec, info: topology.RankInfo, comms: dict[str, Communicato
         comm = comms[name]
         if comm.size == info.world:
             continue
-        if comm.size == 1 and name == "mpi":
+        if comm.size == 1 and BACKENDS[name].world == MPI_WORLD:  # singletons: ranks started outside one MPI job
             raise WorldError(_singletons(started, info.world))
         raise WorldError(f"{started} started {info.world} ranks but backend {name!r} formed a world of {comm.size}")
     if info.world != spec.nprocs:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
+from commbench.backends import needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.options import LOCAL_RANKS_PER_CORE
@@ -51,9 +52,10 @@ def resolve_launcher(spec: SweepSpec) -> str:
         elif alloc is not None:
             launcher = _slurm_launcher(spec, alloc)
         else:
-            launcher = "mpirun" if "mpi" in spec.backends else "local"
-    if "mpi" in spec.backends and launcher not in MPI_LAUNCHERS:
-        raise InputError(f"backend 'mpi' needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
+            launcher = "mpirun" if needs_mpi_launcher(spec.backends) else "local"
+    if needs_mpi_launcher(spec.backends) and launcher not in MPI_LAUNCHERS:
+        which = next(b for b in spec.backends if needs_mpi_launcher([b]))
+        raise InputError(f"backend {which!r} needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
     if alloc is not None and launcher != "none" and spec.nprocs > alloc.tasks:
         raise InputError(f"-n {spec.nprocs} is more ranks than Slurm job {alloc.job_id} has tasks ({alloc.tasks}): "
                          f"leave -n out to use them all, or ask salloc/sbatch for -n {spec.nprocs}")
@@ -63,7 +65,7 @@ def resolve_launcher(spec: SweepSpec) -> str:
 def _slurm_launcher(spec: SweepSpec, alloc: slurm.Allocation) -> str:
     """srun, unless MPI forms no world through any srun plugin here: then mpirun, which reads the
     allocation itself (Open MPI's own way inside Slurm)."""
-    if "mpi" not in spec.backends:
+    if not needs_mpi_launcher(spec.backends):
         return "srun"
     runner = find_binary("srun")
     return "srun" if runner and srun.mpi_plugin(runner, alloc) is not None else "mpirun"

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from commbench import slurm
+from commbench.backends import needs_mpi_launcher
 from commbench.errors import InputError, JobError
 from commbench.spec import SweepSpec
 
@@ -38,7 +39,7 @@ def command(srun: str, spec: SweepSpec, extra: list[str], worker: list[str], env
     args = [srun, "-n", str(spec.nprocs), "--kill-on-bad-exit=1"]
     plugin = mpi_flag(extra)
     alloc = slurm.allocation()
-    if "mpi" in spec.backends and plugin is None and alloc is not None:
+    if needs_mpi_launcher(spec.backends) and plugin is None and alloc is not None:
         plugin = mpi_plugin(srun, alloc)
         if plugin is None:
             raise JobError(NO_PMI)
