@@ -105,7 +105,7 @@ def test_a_model_file_keeps_the_covariance_and_refuses_a_malformed_one():
     assert from_json(doc, None)[0].log_cov == {}
     for bad in ({"alpha_intra": {"alpha_intra": -1.0}}, {"alpha_intra": {"beta_intra": 1.0}},
                 {"alpha_intra": {"alpha_intra": 1.0, "beta_intra": 2.0}, "beta_intra": {"alpha_intra": 3.0, "beta_intra": 1.0}},
-                {"mem_factor": {"mem_factor": 1.0}}, [1]):
+                {"nonsense": {"nonsense": 1.0}}, [1]):
         doc["fits"]["mpi"]["log_cov"] = bad
         with pytest.raises(InputError, match="log_cov"):
             from_json(doc, None)

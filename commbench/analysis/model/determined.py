@@ -117,10 +117,12 @@ def log_sigma(jac: np.ndarray, s2: float) -> tuple[np.ndarray, list[int | None],
 
 
 def log_covariance(jac: np.ndarray, s2: float, keep: list[int]) -> np.ndarray:
-    """σ² (JᵀJ)⁻¹ of the log parameters `keep` (columns of jac, each with a bounded σ: see
-    log_sigma), the block of the full covariance, not the inverse of their own columns: computed
-    as log_sigma does, over the directions the points constrain (a kept column has no share of
-    the others, or its σ would be unbounded)."""
+    """σ² (JᵀJ)⁺ of the log parameters `keep` (columns of jac with a nonzero norm), the block of the
+    full matrix, not the inverse of their own columns: over the directions the points constrain,
+    computed as log_sigma does. For a column with a bounded σ its diagonal is σ² (the column has no
+    share of a direction they do not constrain); for one that trades off against another it is the
+    part the points pin down, which is the variance of any prediction that does not move along the
+    weak direction (the predictions predict.undetermined keeps)."""
     cols = np.flatnonzero(np.linalg.norm(jac, axis=0) > 0)
     if not keep or not len(cols):
         return np.zeros((len(keep), len(keep)))

@@ -78,8 +78,10 @@ class Fit:
     # name -> {"estimate", "why", "needs"}: not determined by the points (commbench.analysis.model.determined);
     # its params entry is None
     undetermined: dict = field(default_factory=dict)
-    # name -> name -> covariance of the logs of the determined parameters with a bounded σ (σ² (JᵀJ)⁻¹):
-    # what a prediction's interval is made of (commbench.analysis.model.spread); {} in older model files
+    # name -> name -> covariance of the logs of the informed parameters (σ² (JᵀJ)⁺ over the directions the
+    # points constrain: a parameter with an unbounded σ has a finite entry here, right only for predictions
+    # that do not move along its weak direction, which predict.undetermined leaves out); what a prediction's
+    # interval is made of (commbench.analysis.model.spread); {} in older model files
     log_cov: dict = field(default_factory=dict)
 
     @property
@@ -180,7 +182,8 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
                 undetermined[k] = u
     undetermined |= {k: not_informed(k) for k in NAMES if k not in fitted}
     finite = {k: float(sigma[i]) for i, k in enumerate(active) if k in fitted and bounded(sigma[i])}
-    sure = [i for i, k in enumerate(active) if k in finite and k not in undetermined]
+    # every informed parameter, over the directions the points constrain (determined.log_covariance)
+    sure = [i for i, k in enumerate(active) if k in fitted and np.linalg.norm(best.jac[:, i]) > 0]
     cov = log_covariance(best.jac, 2 * best.cost / max(1, dof), sure)
     backend, engine = split_group(group)
     return Fit(backend, {k: fitted[k] if k in fitted and k not in undetermined else None for k in NAMES},
@@ -345,8 +348,8 @@ def _check_fit(name: str, f: dict) -> Fit:
 
 
 def _cov_ok(cov, params) -> bool:
-    """A square, symmetric table of finite numbers over determined parameters, variances not negative."""
-    if not isinstance(cov, dict) or not set(cov) <= {k for k, v in params.items() if v is not None}:
+    """A square, symmetric table of finite numbers over the model's parameters, variances not negative."""
+    if not isinstance(cov, dict) or not set(cov) <= set(NAMES):
         return False
     if not all(isinstance(r, dict) and set(r) == set(cov) for r in cov.values()):
         return False

@@ -6,9 +6,11 @@ t·exp(±Z95·√(gᵀCg)/t).
 What it covers: how well the fit's points pin its parameters down, carried to the shape and size
 asked (an extrapolation to many nodes widens it where the points do not pin the terms that grow).
 What it does not: the points' own scatter about the model (Fit.median_error, p90_error), and the
-model's form. Links given on the command line (--intra, --inter) count as exact. A prediction that
-moves with a parameter the covariance lacks (not determined, or borrowed from another group's fit)
-has no interval, and says which.
+model's form. Links given on the command line (--intra, --inter) count as exact. The covariance is
+over the directions the fit's points constrain, so it is right for the predictions that do not move
+along a direction they leave free (two parameters traded off: the only ones predict.undetermined
+keeps). A prediction that moves with a parameter the covariance lacks (not informed by the points,
+or borrowed from another group's fit) has no interval, and says which.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def interval(time_of: Callable[[dict], float | None], values: dict, cov: dict,
         g = (up - down) / (2 * STEP)
         if abs(g) > DEPENDS * t:
             if name not in cov:
-                return f"it moves with {name}, whose uncertainty the model does not have (not determined by its points)"
+                return f"it moves with {name}, whose uncertainty the model does not have (no point of the fit informs it)"
             grad[name] = g
     var = sum(grad[a] * cov[a][b] * grad[b] for a in grad for b in grad)
     half = Z95 * math.sqrt(max(var, 0.0)) / t
