@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--ranks", type=int, default=2)
     args = parser.parse_args()
+    if args.reps < 1 or args.ranks < 2:
+        parser.error("--reps must be at least 1 and --ranks at least 2")
     runs: dict[str, list[dict]] = {"osu": [], "commbench": []}
     with tempfile.TemporaryDirectory() as tmp:
         exes = build(args.osu_src, Path(tmp), osu_collectives())

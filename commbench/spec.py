@@ -198,6 +198,7 @@ class SweepSpec:
             devices = BACKEND_REGISTRY[b].devices
             if self.device not in devices:
                 raise InputError(f"backend {b!r} cannot run on device {self.device!r} (it runs on: {', '.join(devices)})")
+        for b in self.backends:
             if (BACKEND_REGISTRY[b].cuda_peer_only and self.device == "cuda"
                     and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
                 raise InputError(f"{b} with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")

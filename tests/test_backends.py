@@ -12,6 +12,7 @@ from commbench import options
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD, Backend, _resolve, needs_mpi_launcher
 from commbench.errors import InputError
 from commbench.rank.backends import missing
+from commbench.rank.topology import LAUNCHED_MARKERS
 from commbench.run.launch import resolve_launcher
 from commbench.spec import SweepSpec
 
@@ -44,11 +45,15 @@ def fake(monkeypatch):
 
 
 def test_a_descriptor_added_is_a_backend_run_accepts_checks_and_launches(fake, monkeypatch):
+    import os
+
+    for name in [*LAUNCHED_MARKERS, *(k for k in os.environ if k.startswith("SLURM_"))]:
+        monkeypatch.delenv(name, raising=False)  # neither inside a launched job nor a Slurm allocation
     spec = SweepSpec(backends=["FakeComm"], nprocs=2, launcher="auto").validate()
     assert spec.backends == ["fakecomm"]
     assert missing("fakecomm", "cpu") is None
-    monkeypatch.delenv("OMPI_COMM_WORLD_SIZE", raising=False)
-    assert resolve_launcher(spec) != "mpirun"  # its world is torch's: no MPI launcher
+    assert resolve_launcher(spec) == "local"  # its world is torch's: no MPI launcher
+    assert resolve_launcher(SweepSpec(backends=["mpi"], nprocs=2, launcher="auto").validate()) == "mpirun"
     with pytest.raises(InputError, match="cannot run on device 'cuda'"):
         SweepSpec(backends=["fakecomm"], device="cuda").validate()
     monkeypatch.setitem(BACKENDS, "fakecomm", dataclasses.replace(fake, package="no_such_package_here"))
@@ -65,3 +70,6 @@ def test_emulation_and_the_peer_only_rule_come_from_the_descriptors():
         SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2").validate()
     with pytest.raises(InputError, match="gloo with --device cuda runs the peer algorithms only"):
         SweepSpec(backends=["gloo"], device="cuda", algorithms=["ring"]).validate()
+    # a device no backend of the list drives is said before the peer-only rule
+    with pytest.raises(InputError, match="backend 'mpi' cannot run on device 'cuda'"):
+        SweepSpec(backends=["gloo", "mpi"], device="cuda", algorithms=["ring"]).validate()

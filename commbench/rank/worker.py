@@ -32,7 +32,7 @@ from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.algorithms import ALGORITHMS, Context
-from commbench.backends import BACKENDS, TORCH_WORLD, needs_mpi_launcher
+from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
 from commbench.rank.collectives import COLLECTIVES
 from commbench.rank.plan import Point, build_plan
@@ -100,10 +100,14 @@ def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None
 def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Communicator]:
     comms: dict[str, Communicator] = {}
     launched_by_mpi = info.source in ("openmpi", "pmi") or "PMIX_RANK" in os.environ
-    # MPI first: a torch world launched by an MPI launcher makes its rendezvous over it
-    if needs_mpi_launcher(spec.backends) or (launched_by_mpi and "MASTER_ADDR" not in os.environ):
-        threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a != "native")
-        comms["mpi"] = open_backend("mpi", info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
+    # the MPI-world backends first: a torch world launched by an MPI launcher makes its rendezvous over
+    # MPI, opened for that alone where no backend asked for it (world.check does not measure it)
+    mpi_world = [b for b in spec.backends if BACKENDS[b].world == MPI_WORLD]
+    if not mpi_world and launched_by_mpi and "MASTER_ADDR" not in os.environ:
+        mpi_world = ["mpi"]
+    threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a != "native")
+    for name in mpi_world:
+        comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
     for name in spec.backends:
         if name not in comms:
             if BACKENDS[name].world == TORCH_WORLD:

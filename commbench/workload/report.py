@@ -31,7 +31,7 @@ FIGURES = {
     "predicted": "the cost model at the entry's own group (nodes = ceil(group size / ranks per node)) and full size",
     "ranges": "a prediction's low and high: its 95 % interval from the fit's parameter covariance (delta method; "
               "the points' scatter about the model and the model's form not included; --intra/--inter exact); "
-              "a total's: its entries' ends added",
+              "a total's: its entries' ends added (at least as wide as the sum's own interval)",
 }
 TIMES = ("measured", "predicted_here", "predicted")
 RANGED = ("predicted_here", "predicted")  # the figures with a 95 % interval (low, high)
@@ -51,7 +51,7 @@ def entry_rows(c, measured: dict, predictor) -> list[dict]:
                 why = t.why.replace("not measured: ", "nothing to predict here: ")
                 if entry.collective not in COLLECTIVES:
                     why = predictor.seconds(backend, algorithm, entry.collective, "", 0, False)[1]
-                _put(row, "predicted_here", None, why, entry.count)
+                _put(row, "predicted_here", None, why, entry.count, why)
             else:
                 shape = predictor.here_shape(backend, algorithm, *_layout(t.ranks, c.request.fields))
                 ask = (backend, algorithm, entry.collective, shape, t.size_bytes, t.in_place, False)
@@ -101,7 +101,8 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
                 t[f"{what}_ms"] = sum(have) if have else None
                 t[f"{what}_missing"] = len(of) - len(have)
                 t[f"{what}_exposed_ms"] = None if not have else sum(have) * (1 - t["overlap"])
-            for what in RANGED:  # the entries' ends added: they share the parameters, so their errors add
+            for what in RANGED:  # the entries' ends added: a bound on the sum's interval (entries share parameters,
+                # whose errors add at most: α's and β's partly cancel between small and large entries)
                 ends = [(r[f"{what}_low_step_ms"], r[f"{what}_high_step_ms"]) for r in of if r[f"{what}_step_ms"] is not None]
                 whole = bool(ends) and all(low is not None for low, _ in ends)
                 for i, end in enumerate(("low", "high")):

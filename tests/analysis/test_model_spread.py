@@ -97,6 +97,16 @@ def test_a_parameter_without_covariance_leaves_no_interval_and_says_which():
     assert isinstance(interval(asked, f.estimates(), cov, exact={"gamma"}), tuple)
 
 
+def test_an_unbounded_interval_or_a_time_of_zero_is_said_not_overflowed():
+    def twice(v):
+        return 2 * v["a"]
+
+    assert "unbounded" in interval(twice, {"a": 1.0}, {"a": {"a": 1e6}})  # exp of a huge half-width: no OverflowError
+    assert interval(lambda v: 0.0, {"a": 1.0}, {"a": {"a": 0.1}}) == (0.0, 0.0)  # one rank: nothing, exactly
+    low, high = interval(twice, {"a": 1.0}, {"a": {"a": 0.01}})  # σ 0.1 on log a: 2 x exp(±1.96 x 0.1)
+    assert (low, high) == (pytest.approx(2 * math.exp(-0.196)), pytest.approx(2 * math.exp(0.196)))
+
+
 def test_a_model_file_keeps_the_covariance_and_refuses_a_malformed_one():
     f = fit(rows(0.05, 5))[0]
     doc = json.loads(json.dumps(to_json([f], ["x"])))
@@ -105,7 +115,8 @@ def test_a_model_file_keeps_the_covariance_and_refuses_a_malformed_one():
     assert from_json(doc, None)[0].log_cov == {}
     for bad in ({"alpha_intra": {"alpha_intra": -1.0}}, {"alpha_intra": {"beta_intra": 1.0}},
                 {"alpha_intra": {"alpha_intra": 1.0, "beta_intra": 2.0}, "beta_intra": {"alpha_intra": 3.0, "beta_intra": 1.0}},
-                {"nonsense": {"nonsense": 1.0}}, [1]):
+                {"nonsense": {"nonsense": 1.0}}, [1], {"alpha_intra": {"alpha_intra": "1"}},
+                {"alpha_intra": {"alpha_intra": float("nan")}}, {"alpha_intra": {"alpha_intra": True}}):
         doc["fits"]["mpi"]["log_cov"] = bad
         with pytest.raises(InputError, match="log_cov"):
             from_json(doc, None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from commbench.analysis.model.determined import Z95
+from commbench.analysis.model.determined import UNBOUNDED, Z95
 
 STEP = 1e-4  # the change of log p of a central difference
 DEPENDS = 1e-6  # |∂ log t / ∂ log p| under this: the prediction does not move with p
@@ -29,8 +29,10 @@ def interval(time_of: Callable[[dict], float | None], values: dict, cov: dict,
     """(low, high) of time_of(values) (seconds), or why there is none. time_of: the prediction
     under parameter values (name -> value); cov: Fit.log_cov; exact: parameters taken as given."""
     t = time_of(values)
-    if not t or not math.isfinite(t):
+    if t is None or not math.isfinite(t):
         return "no prediction"
+    if t == 0:  # nothing to do (one rank): exactly nothing, whatever the parameters
+        return 0.0, 0.0
     grad = {}
     for name, value in values.items():
         if name in exact or not value:
@@ -41,8 +43,11 @@ def interval(time_of: Callable[[dict], float | None], values: dict, cov: dict,
         g = (up - down) / (2 * STEP)
         if abs(g) > DEPENDS * t:
             if name not in cov:
-                return f"it moves with {name}, whose uncertainty the model does not have (no point of the fit informs it)"
+                return (f"it moves with {name}, whose uncertainty this fit does not have (no point of it informs "
+                        "it, or it is borrowed from another group's fit)")
             grad[name] = g
     var = sum(grad[a] * cov[a][b] * grad[b] for a in grad for b in grad)
     half = Z95 * math.sqrt(max(var, 0.0)) / t
+    if half > UNBOUNDED:  # a factor beyond e^20 either side: the fit's points do not bound this prediction
+        return "its interval is unbounded: the fit's points barely constrain what it depends on"
     return t * math.exp(-half), t * math.exp(half)
