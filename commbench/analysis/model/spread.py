@@ -1,5 +1,5 @@
 """How sure a prediction is: the 95 % interval of a predicted time from the fit's parameter
-covariance (Fit.log_cov: σ² (JᵀJ)⁻¹ of the log parameters), by the delta method. With
+covariance (Fit.log_cov: σ² (JᵀJ)⁺ of the log parameters), by the delta method. With
 g = ∂t/∂log p (central differences), var t ≈ gᵀ C g, and as the fit is in logs the interval is
 t·exp(±Z95·√(gᵀCg)/t).
 
