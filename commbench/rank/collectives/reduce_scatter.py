@@ -1,8 +1,8 @@
-from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.collectives.base import Collective, NativeCall, SplitInput
 from commbench.rank.patterns import tile
 
 
-class ReduceScatter(Collective):
+class ReduceScatter(SplitInput, Collective):
     """Rank r ends with block r of the reduction of all ranks' buffers. size = one rank's input."""
 
     name = "reduce_scatter"
@@ -13,13 +13,6 @@ class ReduceScatter(Collective):
     osu_title = "Reduce_scatter"
     description = "block r of the reduction of every rank's input to rank r; size: one rank's input (n blocks); busbw = algbw x (n-1)/n"
     default_sweep = True
-
-    def bus_factor(self, world):
-        return (world - 1) / world
-
-    def counts(self, size_bytes, itemsize, world):
-        per_rank = size_bytes // itemsize // world
-        return Counts(per_rank * world, per_rank, per_rank * world * itemsize)
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.reduced, rank * counts.out_count + start, length)

@@ -1,8 +1,8 @@
-from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.collectives.base import Collective, NativeCall, SplitInput
 from commbench.rank.patterns import tile
 
 
-class Scatter(Collective):
+class Scatter(SplitInput, Collective):
     """Block r of the root's input ends on rank r. size = the root's whole input (n blocks); busbw =
     algbw x (n-1)/n (nccl-tests)."""
 
@@ -13,13 +13,6 @@ class Scatter(Collective):
     nccl_tests_name = "scatter"
     osu_title, osu_binary = "Scatter", "osu_scatter"
     description = "block r of the root's input to rank r; size: the root's input (n blocks); busbw = algbw x (n-1)/n"
-
-    def bus_factor(self, world):
-        return (world - 1) / world
-
-    def counts(self, size_bytes, itemsize, world):
-        per = size_bytes // itemsize // world
-        return Counts(per * world, per, per * world * itemsize)
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.values(counts.root), rank * counts.out_count + start, length)

@@ -1,8 +1,8 @@
-from commbench.rank.collectives.base import Collective, Counts, NativeCall
+from commbench.rank.collectives.base import Collective, NativeCall, WholeBuffer
 from commbench.rank.patterns import tile
 
 
-class SendRecv(Collective):
+class SendRecv(WholeBuffer, Collective):
     """Every rank sends its buffer to rank r+1 and receives rank r-1's, at once (a ring of pairs: the
     link itself, pipeline parallelism's traffic). size = the buffer; busbw = algbw (nccl-tests)."""
 
@@ -12,13 +12,6 @@ class SendRecv(Collective):
                                                                               in_place=False, no_in_place="takes separate input and output tensors")}
     nccl_tests_name = "sendrecv"
     description = "each rank's buffer to rank r+1, rank r-1's received; size: the buffer; busbw = algbw"
-
-    def bus_factor(self, world):
-        return 1.0
-
-    def counts(self, size_bytes, itemsize, world):
-        n = size_bytes // itemsize
-        return Counts(n, n, n * itemsize)
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.values((rank - 1) % pattern.world), start, length)
