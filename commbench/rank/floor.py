@@ -116,17 +116,19 @@ def cpu_model() -> str:
 
 
 def measure(iters: int = 20000, batches: int = 7) -> dict:
-    """The floors of this machine, measured now (about half a second). FloorUnavailable where a
-    thread cannot be pinned to its core or two cores are not to be had."""
+    """The floors of this machine, measured now (about half a second; a second more where its threads
+    wait for their cores). FloorUnavailable where a thread cannot be pinned to its core or two cores
+    are not to be had."""
     lib = _library()
     a, b = cores()
     if a < 0:
         raise FloorUnavailable("the floor probe needs two cores (this machine shows one)")
-    handoff, exchange = lib.cb_floor_handoff(a, b, iters, batches), lib.cb_floor_exchange(a, b, iters, batches)
+    handoff = lib.cb_floor_handoff(a, b, iters, batches)
+    exchange = lib.cb_floor_exchange(a, b, iters, batches) if handoff > 0 else handoff
     copy = lib.cb_floor_copy(a, COPY_BYTES, batches)
     if min(handoff, exchange, copy) < 0:
-        why = ("its two threads took turns on one core" if -2 in (handoff, exchange) else
-               f"its threads could not be pinned to cores {a} and {b}")
+        why = ("its two threads took turns on one core (or other work held both cores for a second)"
+               if -2 in (handoff, exchange) else f"its threads could not be pinned to cores {a} and {b}")
         raise FloorUnavailable(f"the floor probe measured nothing: {why}")
     return {"handoff_us": round(handoff * 1e6, 4), "exchange_us": round(exchange * 1e6, 4),
             "copy_GBps": round(copy / 1e9, 2),
