@@ -36,7 +36,7 @@ import yaml
 
 from commbench.analysis.compare import compare
 from commbench.analysis.load import read_samples, run_dirs
-from commbench.results import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.schema import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
 from commbench.run.suites import find_suite
 
 FACTORS = (1.10, 1.25)

@@ -61,14 +61,14 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     from mpi4py import MPI
 
     from commbench.dtypes import DTYPES
-    from commbench.rank import kernels
-    from commbench.rank.collectives import COLLECTIVES
+    from commbench.rank import kernel_abi
+    from commbench.collectives import COLLECTIVES
     from commbench.rank.harness import Buffers
     from commbench.rank.kernel_node import NodeKernels
     from commbench.rank.mpi_loop import bind_loop
 
     comm = MPI.COMM_WORLD
-    node = NodeKernels(_comm(comm), "cpu", TIMEOUT_S, kernels.MAX_AUTO_CHANNELS["cpu"])
+    node = NodeKernels(_comm(comm), "cpu", TIMEOUT_S, kernel_abi.MAX_AUTO_CHANNELS["cpu"])
     notes = []
     collectives, algorithms = CONFIGS[config]
     rows = []
@@ -90,7 +90,7 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
                             "all_gather": counts.in_count * 4}[collective]  # all-gather: bytes of a rank's block
             channels = node.call_channels(max(send.nbytes, recv.nbytes), None)
             for algorithm in algorithms:  # each kernel paired with native alone: their blocks adjacent
-                name = kernels.entry(algorithm.removesuffix("_kernel"), collective, "float32", "sum")
+                name = kernel_abi.entry(algorithm.removesuffix("_kernel"), collective, "float32", "sum")
                 run = node.bind(name, "float32", send, recv, kernel_count, channels, direct=True)
                 times = paired_rounds(comm, {"native": lambda n: native(None, n, batch),
                                              algorithm: lambda n, loop=run.timer: loop(None, n, batch)}, rounds, samples)

@@ -18,9 +18,9 @@ def main() -> None:
     import torch
 
     from commbench.metrics import bandwidth
-    from commbench.rank.collectives import COLLECTIVES
+    from commbench.collectives import COLLECTIVES
     from commbench.rank.kernel_gpu import OneGpuNode, residency
-    from commbench.rank.kernels import entry
+    from commbench.rank.kernel_abi import entry
     from commbench.spec import parse_size
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

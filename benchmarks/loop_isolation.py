@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from overhead_mpi import LARGE, SMALL, build_reference, mpirun  # the same C reference, sizes and launch; puts the repo on sys.path
 
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 SIZES = SMALL + LARGE
 BATCH = 100  # calls per sample up to 64 KB

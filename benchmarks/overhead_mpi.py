@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from commbench.binaries import find_binary  # noqa: E402
-from commbench.rank.collectives import COLLECTIVES  # noqa: E402
+from commbench.collectives import COLLECTIVES  # noqa: E402
 
 SMALL = [8 << i for i in range(10)]  # 8 B .. 4 KB
 LARGE = [1 << 20, 4 << 20, 16 << 20]

@@ -24,7 +24,7 @@ import numpy as np
 from cuda_timing import seconds_per_call
 
 from commbench.analysis.model import load_rows
-from commbench.rank.algorithms import ALGORITHMS
+from commbench.algorithms import ALGORITHMS
 
 PEER = [name for name, a in ALGORITHMS.items() if not a.sends_messages]  # the peer-memory algorithms
 SIZES = [8 * 8**k for k in range(7)]  # 8 B .. 2 MB

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 
 BIN = Path(sys.executable).parent

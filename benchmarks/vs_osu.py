@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from commbench.analysis.importers import parse_osu  # noqa: E402
 from commbench.binaries import find_binary  # noqa: E402
-from commbench.rank.collectives import COLLECTIVES  # noqa: E402
+from commbench.collectives import COLLECTIVES  # noqa: E402
 from overhead_mpi import mpirun  # noqa: E402  (this folder: the same mpirun line as the C reference's)
 
 SMALL = 4096  # the band judged: 8 B .. 4 KB

@@ -18,8 +18,8 @@ from commbench.backends import BACKENDS as BACKEND_REGISTRY
 from commbench.binaries import find_binary
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
-from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES, default_collectives
+from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.collectives import COLLECTIVES, default_collectives
 from commbench.rank.topology import run_defaults
 from commbench.rank.timers import TIMER_CHOICES
 

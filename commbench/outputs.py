@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from commbench.errors import InputError
-from commbench.results import RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.schema import RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET
 
 READ_FILES = (RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET, "suite.yaml")  # what readers read in a folder
 

@@ -1,7 +1,7 @@
 """Collectives and algorithms defined outside the package. COMMBENCH_PLUGINS names modules (a
 comma list, importable on PYTHONPATH) that register theirs when imported:
 
-    from commbench.rank.collectives import register
+    from commbench.collectives import register
     register(AllToAll())
 
 The registries load the plugins once, the first time they are imported; a module that fails to

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from commbench import plugins
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
-from commbench.rank.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
-from commbench.rank.kernels import MAX_CHANNELS
+from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.collectives import COLLECTIVES
+from commbench.rank.kernel_abi import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
 from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
                                MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MAX_SIZES, MODES, PLACEMENTS,
@@ -173,7 +173,7 @@ class SweepSpec:
     power: bool = _D["power"]  # GPU power and energy per point (commbench.rank.power)
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
-    channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernels)
+    channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernel_abi)
     root: int = _D["root"]  # where broadcast, reduce, gather and scatter start or end (Counts.root)
     oversubscribe: bool = _D["oversubscribe"]  # more ranks on this machine than its cores allow (commbench.run.launch)
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again

@@ -85,7 +85,7 @@
 // 64 MB: kernel / MPI busbw 0.94 -> 1.22).
 #define CB_CACHED_OUTPUT_BYTES (16ll << 20)
 
-struct CbComm {  // one rank's view of the node; commbench/rank/kernels.py mirrors it (ctypes)
+struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (yields the core, or sleeps on a GPU)
     long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)

@@ -1,5 +1,5 @@
 """commbench's own algorithms with threads as ranks, for the unit tests of ring, rhd, tree and
-dbtree (tests/rank/algorithms/test_ring.py & co.): tests/nccl_semantics.py's World, whose
+dbtree (tests/algorithms/test_ring.py & co.): tests/nccl_semantics.py's World, whose
 communicators also count what every rank sends to every other (elements and messages), so that
 an algorithm's messages() can be set against what its ranks really sent; inputs whose every
 reduction numpy computes exactly in any order; and the reference answers, computed in numpy."""
@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 from nccl_semantics import NcclSemanticsComm, World
 
-from commbench.rank.algorithms import Context
+from commbench.algorithms import Context
 
 UFUNCS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from commbench.dtypes import DTYPES
 from commbench.events import PREFIX
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Measurement
-from commbench.rank.plan import build_plan
+from commbench.plan import build_plan
 from commbench.rank.worker import make_row
 from commbench.run import launch
 from commbench.spec import SweepSpec

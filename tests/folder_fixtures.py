@@ -20,7 +20,7 @@ import pytest
 
 from cli_inprocess import run_cli
 from commbench.errors import BAD_INPUT, InputError
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
 
@@ -63,7 +63,7 @@ def folder(tmp_path):
 @pytest.fixture
 def no_launch(monkeypatch):
     """Replace the launch: a resume that passes every check ends in the sentinel line, exit 2."""
-    from commbench.run import api
+    from commbench.run import session
 
     launched = []
 
@@ -71,7 +71,7 @@ def no_launch(monkeypatch):
         launched.append(launcher_args)
         raise InputError(LAUNCHED)
 
-    monkeypatch.setattr(api, "_launch", sentinel)
+    monkeypatch.setattr(session, "start", sentinel)
     return launched
 
 

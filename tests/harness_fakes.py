@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from commbench.dtypes import DTYPES
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import measure
 from nccl_semantics import NcclSemanticsComm, World
 

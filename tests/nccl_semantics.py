@@ -1,4 +1,4 @@
-"""A Communicator with NCCL's point-to-point semantics, for CPU tests (tests/rank/algorithms/test_nccl_semantics.py).
+"""A Communicator with NCCL's point-to-point semantics, for CPU tests (tests/algorithms/test_nccl_semantics.py).
 
 Ranks are threads of this process working on numpy buffers. It enforces what NCCL through
 torch.distributed does, where MPI and gloo are forgiving:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from commbench.dtypes import DTYPES
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 ROW_COLUMNS = ["run_id", "label", "collective", "backend", "algorithm", "device", "dtype", "op", "in_place",
                "world_size", "nodes", "ranks_per_node", "size_bytes", "count", "iterations", "samples", "batch", "time_us",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 
 SIZES = (1024, 65536)

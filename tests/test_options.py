@@ -10,8 +10,8 @@ from commbench import options
 from commbench.dtypes import DTYPES, OPS
 from commbench.errors import InputError
 from commbench.options import BY_NAME, CLI_OPTIONS, OPTIONS, SPEC_DEFAULTS, SUITE_FIELDS
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.algorithms import ALGORITHMS
+from commbench.collectives import COLLECTIVES
 from commbench.run.suites import load_suite
 from commbench.spec import SweepSpec
 

@@ -67,14 +67,14 @@ def test_failures_wait_for_check_which_raises_the_first_as_one_line(fresh):
 
 
 def test_a_plugin_registers_a_collective(fresh, monkeypatch):
-    from commbench.rank.collectives import COLLECTIVES, AllReduce, lookup
+    from commbench.collectives import COLLECTIVES, AllReduce, lookup
 
     class Renamed(AllReduce):
         name = "cbplug_all_reduce"
 
     monkeypatch.setattr("builtins.CBPLUG_CLASS", Renamed, raising=False)
     monkeypatch.setitem(COLLECTIVES, "cbplug_all_reduce", None)  # taken out of the registry after the test
-    (fresh / "cbplug_coll.py").write_text("import builtins\nfrom commbench.rank.collectives import register\n"
+    (fresh / "cbplug_coll.py").write_text("import builtins\nfrom commbench.collectives import register\n"
                                           "register(builtins.CBPLUG_CLASS())\n")
     plugins.load({plugins.PLUGINS_ENV: "cbplug_coll"})
     assert isinstance(lookup("cbplug_all_reduce"), Renamed) and plugins._errors == []

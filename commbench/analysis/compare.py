@@ -30,7 +30,7 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
-from commbench.analysis import context, verdicts
+from commbench.analysis import conditions, verdicts
 from commbench.analysis.load import load_run, run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
 from commbench.options import COMPARE_FORMATS
@@ -140,7 +140,7 @@ class Comparison:
     missing: list[dict] = field(default_factory=list)  # in the baseline, not in the candidate
     new: list[dict] = field(default_factory=list)  # in the candidate only
     candidates: list[str] = field(default_factory=list)  # all, in time order
-    context: list[list[context.Change]] = field(default_factory=list)  # per candidate: what differs
+    context: list[list[conditions.Change]] = field(default_factory=list)  # per candidate: what differs
     strict: bool = False
     allow_missing: bool = False  # points of the baseline the candidate lacks do not fail the gate
 
@@ -268,7 +268,7 @@ def compare(baseline: str | Path, candidates: str | Path | list, threshold: floa
     sides = [load_side(c) for c in candidates]
     last = sides[-1]
     result = Comparison(str(baseline), last.path, threshold, candidates=[s.path for s in sides],
-                        context=[context.changes(base.metas, s.metas) for s in sides], strict=strict,
+                        context=[conditions.changes(base.metas, s.metas) for s in sides], strict=strict,
                         allow_missing=allow_missing)
     for key, base_jobs in base.points.items():
         if key not in last.points:

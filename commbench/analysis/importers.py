@@ -46,8 +46,8 @@ from commbench.backends import BACKENDS
 from commbench.errors import InputError
 from commbench.metrics import summarize
 from commbench.options import MAX_SIZE_BYTES
-from commbench.rank.collectives import COLLECTIVES
-from commbench.results import build_row
+from commbench.collectives import COLLECTIVES
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",

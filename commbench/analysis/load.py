@@ -1,7 +1,7 @@
 """The one reader of run folders (for report, compare, the model, the topology comparison and
-`run --resume`): rows checked against the schema (commbench.results) like command-line input,
+`run --resume`): rows checked against the schema (commbench.schema) like command-line input,
 run.json, and on request the samples. An unusable folder is one InputError, "<folder>: <problem>"
-naming the first bad row. Folders of every format version up to commbench.results.FORMAT_VERSION
+naming the first bad row. Folders of every format version up to commbench.schema.FORMAT_VERSION
 load (version 1: no format_version in run.json). Nothing is parsed before its size is known to be
 within commbench.analysis.limits (run_dirs' survey; each reader for its own file), no link is
 followed out of a folder, and only regular files are opened (regular_file)."""
@@ -23,8 +23,8 @@ import pandas as pd
 
 from commbench.analysis import limits
 from commbench.errors import InputError
-from commbench.rank.collectives import COLLECTIVES
-from commbench.results import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAY_BE_EMPTY, POSITIVE, REQUIRED, RESULTS_CSV,
+from commbench.collectives import COLLECTIVES
+from commbench.schema import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAY_BE_EMPTY, POSITIVE, REQUIRED, RESULTS_CSV,
                                RUN_JSON, SAMPLE_KINDS, SAMPLE_REQUIRED, SAMPLES_CSV, SAMPLES_PARQUET, TIME)
 
 AB_KEYS = ("side", "round")  # commbench ab: a point has a row per side and round
@@ -329,7 +329,7 @@ def checked(d: Path, name: str, frame: pd.DataFrame, kinds: dict, required, may_
 
 def parse_results(d: Path, data: bytes) -> pd.DataFrame:
     """results.csv's bytes (whole lines) as checked rows: UTF-8 text, a header of distinct names
-    with every required column, each cell what its column holds (commbench.results.KINDS).
+    with every required column, each cell what its column holds (commbench.schema.KINDS).
     Text columns are read as text, the others as numbers where every cell is one."""
     if b"\0" in data:
         raise InputError(f"{d}: unreadable {RESULTS_CSV} (not text: it holds NUL bytes)")

@@ -26,7 +26,7 @@ from commbench.analysis import limits
 from commbench.analysis.load import (SAMPLES_CSV_OPTIONS, checked_samples, file_size, header_names,
                                      parquet_rows, read_bytes, read_file)
 from commbench.errors import InputError
-from commbench.results import SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.schema import SAMPLES_CSV, SAMPLES_PARQUET
 
 BATCH = 1 << 16  # rows a piece: a few MB while it is checked
 KEYS = ("run_id", "point", "job", "side", "round")  # a point's samples of one job (ab: of a side and round)

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err
-from commbench.cli.results import output_format, threshold_fraction
+from commbench.cli.reports import output_format, threshold_fraction
 from commbench.cli.run import given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text

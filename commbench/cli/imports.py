@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from commbench.cli.app import app, err
 from commbench.errors import InputError
-from commbench.rank.collectives import COLLECTIVES, names
+from commbench.collectives import COLLECTIVES, names
 from commbench.terminal import printable
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",

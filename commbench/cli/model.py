@@ -12,7 +12,7 @@ from commbench import options
 from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
 from commbench.options import MAX_RANK_SIZES, MAX_RANKS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.spec import collective_aliases, resolve_names
 
 model_app = typer.Typer(help="The α-β-γ cost model: fit it to sweeps, check it, predict cluster scale.",

@@ -96,7 +96,7 @@ def say_backend_choice(backends) -> None:
 def _summarize(result, json_rows: bool) -> None:
     """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
     OK / FAILED line."""
-    from commbench.results import RESULTS_CSV
+    from commbench.schema import RESULTS_CSV
     from commbench.run.console import summary_text
 
     if not result.reports:
@@ -106,7 +106,7 @@ def _summarize(result, json_rows: bool) -> None:
         reasons = "; ".join(dict.fromkeys(s["reason"] for s in result.skipped))
         raise InputError(f"nothing measured: all {len(result.skipped)} points were skipped ({reasons})")
     if not json_rows and any(int(r.get("nodes") or 1) > 1 for r in result.rows):  # one node: nothing to compare
-        from commbench.cli.results import print_comparison
+        from commbench.cli.reports import print_comparison
 
         print_comparison([str(result.out_dir)])
     if result.wrong:
@@ -187,7 +187,7 @@ def sweep(ctx: typer.Context, **values):
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the sweep to finish")
     folder = out or f"results/{loaded.name}-{new_run_id()}"
-    from commbench.rank.plan import build_plan
+    from commbench.plan import build_plan
 
     renderer = Renderer(quiet=quiet, suite_points=sum(len(build_plan(r.spec)) * r.repeat for r in loaded.runs))
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from commbench.dtypes import DType
 from commbench.rank.backends import Communicator
-from commbench.rank.collectives import Collective, Counts
+from commbench.collectives import Collective, Counts
 from commbench.rank.patterns import Pattern, tile
 from commbench.rank.power import calls_for_window
 from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, capture_graph, choose_batch,

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from commbench.rank.kernels import (ERROR_WORDS, GPU_THREADS, SLOT_BYTES, SOURCE, SPIN_S, KernelFault,
+from commbench.rank.kernel_abi import (ERROR_WORDS, GPU_THREADS, SLOT_BYTES, SOURCE, SPIN_S, KernelFault,
                                     KernelUnavailable, comm_struct, describe, region_bytes, what)
 from commbench.rank.reducers import NVRTC_OPTIONS, cuda_source
 

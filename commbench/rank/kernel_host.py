@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from commbench.rank.kernels import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
+from commbench.rank.kernel_abi import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
                                     address, describe, what)
 from commbench.rank.native_build import BuildFailed, build, first_line
 from commbench.rank.reducers import cuda_source
@@ -69,7 +69,7 @@ def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cb_host_time.restype = ctypes.c_int
     lib.cb_comm_bytes.restype = lib.cb_fifo_offset.restype = ctypes.c_longlong
     if lib.cb_comm_bytes() != ctypes.sizeof(CbComm) or lib.cb_fifo_offset() != FIFO_OFFSET:
-        raise KernelUnavailable("commbench/rank/kernels.py's CbComm does not match cuda/collectives.cu")
+        raise KernelUnavailable("commbench/rank/kernel_abi.py's CbComm does not match cuda/collectives.cu")
     return lib
 
 

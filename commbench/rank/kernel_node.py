@@ -9,7 +9,7 @@ from __future__ import annotations
 from commbench.rank import kernel_gpu
 from commbench.rank.kernel_gpu import GpuNode, gpu_function
 from commbench.rank.kernel_host import HostNode, host_library
-from commbench.rank.kernels import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, region_bytes,
+from commbench.rank.kernel_abi import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, region_bytes,
                                     spin_time)
 
 

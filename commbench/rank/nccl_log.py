@@ -24,7 +24,7 @@ import re
 import sys
 from collections import Counter
 
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 _LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\S+) proto (\S+)")
 CONTROL_FUNCTION = "AllReduce"  # what barriers and host-side reductions run as (lines of a few bytes)

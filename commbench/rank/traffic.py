@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from commbench.rank.collectives import COLLECTIVES, Counts
+from commbench.collectives import COLLECTIVES, Counts
 
 LINK_IFACE_ENV = "COMMBENCH_LINK_IFACE"
 
@@ -29,7 +29,7 @@ def internode(sent: Counter, node_of_rank: list[int]) -> int:
 
 def expected_internode_bytes(algorithm, collective: str, counts: Counts, itemsize: int,
                              node_of_rank: list[int], segment_bytes: int = 1 << 20) -> int:
-    from commbench.rank.collectives import COLLECTIVES
+    from commbench.collectives import COLLECTIVES
 
     rooted = {"root": counts.root} if COLLECTIVES[collective].rooted else {}  # where the line or tree starts
     sent = algorithm.messages(collective, block_elems(collective, counts), node_of_rank,

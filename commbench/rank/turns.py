@@ -35,7 +35,7 @@ import warnings
 
 from commbench.rank import harness, topology, worker
 from commbench.rank.arena import Arena
-from commbench.rank.plan import build_plan
+from commbench.plan import build_plan
 from commbench.rank.timers import choose_batch
 from commbench.spec import SweepSpec
 

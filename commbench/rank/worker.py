@@ -31,12 +31,12 @@ from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
-from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
-from commbench.rank.collectives import COLLECTIVES
-from commbench.rank.plan import Point, build_plan
-from commbench.results import build_row
+from commbench.collectives import COLLECTIVES
+from commbench.plan import Point, build_plan
+from commbench.schema import build_row
 from commbench.spec import SweepSpec
 
 KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills

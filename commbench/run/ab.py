@@ -52,10 +52,10 @@ from commbench.metrics import summarize
 from commbench.outputs import write_text
 from commbench.dtypes import DTYPES
 from commbench.rank import arena
-from commbench.rank.collectives import COLLECTIVES
-from commbench.rank.plan import Point, build_plan
-from commbench.results import AB_COLUMNS, AB_SAMPLE_COLUMNS, build_row
-from commbench.run import api, launch
+from commbench.collectives import COLLECTIVES
+from commbench.plan import Point, build_plan
+from commbench.schema import AB_COLUMNS, AB_SAMPLE_COLUMNS, build_row
+from commbench.run import launch, session
 from commbench.run.folder import RunFolder
 from commbench.run.jobs import blocks
 from commbench.run.turn_server import STARTUP_TIMEOUT_S, TurnJob, TurnServer, check_python, relay_stderr
@@ -453,9 +453,9 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
     if a.spec.launcher == "none" or b.spec.launcher == "none":
         raise InputError("ab launches both sides itself: --launcher none cannot be used")
     a.spec.out_dir = out_dir or a.spec.out_dir
-    a.spec = api.prepare(a.spec)
+    a.spec = session.prepare(a.spec)
     b.spec.validate()
-    api._check_runnable(b.spec)
+    session.check_runnable(b.spec)
     b.spec.run_id, b.spec.out_dir = a.spec.run_id, a.spec.out_dir
     for side in (a, b):
         bad = [k for k in side.env if not k or "=" in k or "\0" in k + side.env[k]]
@@ -579,7 +579,7 @@ def _rounds(m: _Measure, compared: list[Compared], threshold: float, budget_s: f
 
 def _comparison(a: AbSide, b: AbSide, compared: list[Compared], measured: list[Compared], gate, threshold: float,
                 strict: bool, grain: str, rounds: int, seconds: float, facts: dict) -> AbComparison:
-    from commbench.analysis import context
+    from commbench.analysis import conditions
 
     metas = []
     for side in (a, b):
@@ -590,7 +590,7 @@ def _comparison(a: AbSide, b: AbSide, compared: list[Compared], measured: list[C
         meta["versions"] = dict(meta.get("versions", {}), python_executable=side.python)
         metas.append(meta)
     cmp = AbComparison(f"A {a.options or '(common options)'}", f"B {b.options or '(common options)'}", threshold,
-                       strict=strict, candidates=[f"B {b.options}"], context=[context.changes([metas[0]], [metas[1]])],
+                       strict=strict, candidates=[f"B {b.options}"], context=[conditions.changes([metas[0]], [metas[1]])],
                        grain=grain, rounds=rounds, seconds=seconds, tail=gate.tail, looks=len(gate.looks),
                        skipped=[(c.title, c.skip) for c in compared if c.skip])
     reach = []

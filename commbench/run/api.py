@@ -12,64 +12,23 @@ from __future__ import annotations
 import json
 import os
 import platform
-import secrets
 import shlex
 import sys
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from commbench import interrupts, outputs, runinfo
+from commbench import outputs, runinfo
 from commbench.errors import InputError, JobError
 from commbench.options import MAX_REPEAT
-from commbench.rank import backends, topology
-from commbench.rank.plan import build_plan
-from commbench.results import RESULTS_CSV
-from commbench.run import emulate, folder_lock, launch, processes, watchdog
+from commbench.plan import build_plan
+from commbench.rank import topology
+from commbench.run import folder_lock, jobs, launch, processes, session
 from commbench.run.folder import RunFolder, check_place
+from commbench.run.session import RunResult, new_run_id, prepare
+from commbench.schema import RESULTS_CSV
 from commbench.spec import SweepSpec
 
-
-@dataclass
-class RunResult:
-    out_dir: Path
-    rows: list[dict] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)
-    wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
-    unreliable: int = 0  # rows flagged unreliable (commbench.rank.load), counted like wrong
-    status: str = "running"
-    reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
-    """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
-    spec.validate()
-    _check_runnable(spec)
-    spec.run_id = spec.run_id or new_run_id()
-    out = check_place(spec.out_dir or Path(results_root) / spec.run_id, probe=False)
-    # before the probe, which would write into a folder that is not a run's; the lock is rank 0's to take (a
-    # job started by the user: its other ranks write nothing, and would find rank 0 holding it)
-    RunFolder(out).check_new(others=topology.detect().rank == 0)
-    outputs.probe_folder(out)
-    spec.out_dir = str(out)
-    return spec
-
-
-def _check_runnable(spec: SweepSpec) -> None:
-    """Can this machine and this Python run the spec at all? (A new run and a resumed one alike.)"""
-    if spec.nccl_tuning and os.environ.get("NCCL_DEBUG_FILE"):
-        raise InputError("--nccl-tuning sends rank 0's NCCL log to a file of its own: unset NCCL_DEBUG_FILE")
-    for backend in spec.backends:
-        reason = backends.missing(backend, spec.device)
-        if reason:
-            raise InputError(reason)
-    if spec.emulate is not None:
-        emulate.check_available()
+__all__ = ["RunResult", "new_run_id", "prepare", "resumable", "resume_sweep", "run_suite", "run_sweep"]
 
 
 def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
@@ -80,8 +39,6 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
     ranks fail; KeyboardInterrupt kills the ranks and marks the run interrupted. repeat: jobs
     per point, into the one folder (commbench.run.jobs)."""
     if repeat != 1:
-        from commbench.run import jobs
-
         return jobs.run(spec, repeat, launcher_args, on_event, relay, argv)
     spec = prepare(spec)
     launcher = launch.resolve_launcher(spec)
@@ -95,7 +52,7 @@ def run_sweep(spec: SweepSpec, launcher_args: list[str] | None = None,
         if writer:
             folder.create({"run_id": spec.run_id, "label": spec.label, "start_time": runinfo.utc_now(),
                            **runinfo.parent_info(argv or sys.argv)})
-        return _launch(spec, folder, launcher, commands, launcher_args or [], on_event, relay)
+        return session.start(spec, folder, launcher, commands, launcher_args or [], on_event, relay)
     finally:
         folder.release()
 
@@ -156,10 +113,8 @@ def resume_sweep(out_dir: str | Path, launcher_args: list[str] | None = None,
         if writer:
             folder.update({"resumes": resumes})
         if meta.get("repeat", 1) != 1:  # several jobs a point (commbench.run.jobs)
-            from commbench.run import jobs
-
             return jobs.resume(spec, meta, launcher_args, on_event, relay)
-        return _launch(spec, folder, launcher, commands, launcher_args, on_event, relay)
+        return session.start(spec, folder, launcher, commands, launcher_args, on_event, relay)
     finally:
         folder.release()
 
@@ -238,7 +193,7 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
     if spec.done_points and spec.done_points[-1] >= planned:
         raise InputError(f"{out}: results.csv has a row of point {spec.done_points[-1]}, but the run's spec has "
                          f"{planned} points (0 to {planned - 1}): the rows are not this run's")
-    _check_runnable(spec)
+    session.check_runnable(spec)
     return folder, meta, spec, launcher_args or []
 
 
@@ -252,147 +207,6 @@ def _alive(meta: dict) -> bool:
     if meta.get("launch_host") != platform.node() or not meta.get("launch_pid"):
         return False
     return processes.alive(meta["launch_pid"])
-
-
-def _launch(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
-            relay) -> RunResult:
-    on_event = on_event or (lambda e: None)
-    relay = relay or (lambda line: print(line.text, file=sys.stderr))
-    if launcher == "none":
-        return _run_in_process(spec, folder, on_event)
-    with emulate.cluster(spec) as emulation:  # nothing unless --emulate; torn down however this ends
-        if emulation:
-            folder.update({"emulation": emulation})
-        return _follow(spec, folder, launcher, commands, launcher_args, on_event, relay)
-
-
-def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
-            relay) -> RunResult:
-    """Start the job and follow rank 0's events to the end of the sweep, writing them down."""
-    result = RunResult(folder.dir)
-    monitor = watchdog.Monitor()
-    error, job = None, None
-    try:  # from the moment run.json says "running": a signal in between still ends with a final status
-        folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
-                       "launch_argv": commands[0][0], "status": "running"})
-        try:
-            job = launch.Job(commands)
-        except OSError as exc:  # the launcher cannot be started: not the folder's fault
-            raise JobError(f"cannot start {commands[0][0][0]!r}: {exc.strerror or exc}") from None
-        for event in watchdog.iter_events(job, spec, relay, monitor):
-            _collect(result, folder, event)
-            on_event(event)
-        code = job.wait()
-        if code != 0 or monitor.error:
-            error = monitor.failure(job, code)
-        elif result.status != "done":
-            error = f"the ranks exited before the sweep finished {monitor.where()}"
-    except (KeyboardInterrupt, BrokenPipeError) as exc:  # a signal, or the reader of stdout went away
-        with interrupts.deferred():  # a second Ctrl-C waits until the run's status is written
-            if job is not None:
-                job.kill()
-            why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
-            if result.status != "done" and _every_point_recorded(spec, result):
-                folder.record({"event": "done"})  # the ranks had measured everything: what "done" writes
-                result.status = "done"
-            _finish(result, folder, "completed" if result.status == "done" else "interrupted",
-                    None if result.status == "done" else why)
-        raise
-    except JobError as exc:
-        _finish(result, folder, "failed", str(exc))
-        raise
-    except OSError as exc:  # the folder cannot be written (disk full, permissions): the job is of no use
-        if job is not None:
-            job.kill()
-        error = f"cannot write {str(folder.dir)!r}: {exc.strerror or exc}"
-        try:
-            _finish(result, folder, "failed", error)
-        except OSError:
-            pass
-        raise JobError(error) from None
-    except Exception as exc:  # anything else (a bug, a callback's error): the run still ends with a status
-        if job is not None:
-            job.kill()
-        try:
-            _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
-        except OSError:
-            pass
-        raise
-    finally:
-        if job is not None and any(p.poll() is None for p in job.procs):
-            job.kill()
-    if error:
-        job.kill()
-        _finish(result, folder, "failed", error)
-        raise JobError(error)
-    _finish(result, folder, "completed", None)
-    return result
-
-
-def _every_point_recorded(spec: SweepSpec, result: RunResult) -> bool:
-    """Has every point of the plan a row (this launch's, or an earlier session's) or a skip?"""
-    recorded = (set(spec.done_points) | {int(r["point"]) for r in result.rows}
-                | {s["index"] for s in result.skipped})
-    return all(p.index in recorded for p in build_plan(spec))
-
-
-def _collect(result: RunResult, folder: RunFolder, event: dict) -> None:
-    """Write the event into the folder (a row is on disk before anyone is shown it), then note it.
-    A signal waits until the event is written whole."""
-    kind = event["event"]
-    with interrupts.deferred():  # what is on disk is noted before a signal is acted on (its row counts)
-        written = folder.record(event)
-        if kind == "row" and written:
-            result.rows.append(event["row"])
-        elif kind == "skip":
-            result.skipped.append(event["point"] | {"reason": event["reason"]})
-        elif kind == "done":
-            result.status = "done"
-    if kind == "done":
-        sent = event.get("rows", len(result.rows))
-        if sent != len(result.rows):
-            raise JobError(f"{sent - len(result.rows)} of the {sent} rows rank 0 sent did not arrive whole; "
-                           "resume the run to measure those points again")
-        if not folder.has_facts:
-            raise JobError("rank 0's facts for run.json (world, versions, machines) did not arrive whole; "
-                           "resume the run to record them")
-
-
-def _finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:
-    """Record how the run ended; totals count every row of the run (a resumed run included)."""
-    result.status, result.wrong, result.unreliable = status, folder.wrong, folder.unreliable
-    with interrupts.deferred():
-        folder.finish(status, error)
-
-
-def _run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:
-    """--launcher none: this process is one rank of a job someone else started; rank 0 writes
-    the folder through the same RunFolder as a launched job."""
-    from commbench.rank import worker
-
-    rank0 = topology.detect().rank == 0
-    if rank0:
-        folder.update({"spec": spec.__dict__, "launcher": "none", "status": "running"})
-    result = RunResult(folder.dir, reports=rank0)
-
-    def emit(kind, **data):
-        event = {"event": kind, **data}
-        _collect(result, folder, event)
-        on_event(event)
-
-    try:
-        worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
-    except KeyboardInterrupt:  # the launcher forwards the signal to every rank: each ends with its line
-        if rank0:
-            _finish(result, folder, "interrupted", "interrupted by a signal")
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        if rank0:
-            _finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
-        worker.fail(exc)
-    if rank0:
-        _finish(result, folder, "completed", None)
-    return result
 
 
 def run_suite(suite, out_dir: str | Path, resume: bool = False,

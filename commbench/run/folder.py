@@ -22,7 +22,7 @@ from pathlib import Path
 from commbench import runinfo
 from commbench.errors import InputError
 from commbench.outputs import output_folder, probe_folder
-from commbench.results import (COLUMNS, FORMAT_VERSION, REQUIRED, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
+from commbench.schema import (COLUMNS, FORMAT_VERSION, REQUIRED, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
                                SAMPLES_PARQUET)
 from commbench.run import folder_lock
 

@@ -30,7 +30,7 @@ import stat
 from pathlib import Path
 
 from commbench.errors import InputError
-from commbench.results import RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.schema import RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET
 
 LOCK_NAME = ".lock"
 SPEC_FILES = (".spec.json", ".spec-A.json", ".spec-B.json")  # the ranks' spec (commbench.rank.worker, turn_server)

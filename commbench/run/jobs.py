@@ -38,7 +38,8 @@ from typing import Callable
 from commbench import runinfo
 from commbench.errors import InputError
 from commbench.options import MAX_REPEAT
-from commbench.rank.plan import Point, build_plan
+from commbench.plan import Point, build_plan
+from commbench.run import launch, session
 from commbench.run.folder import RunFolder
 from commbench.spec import SweepSpec
 
@@ -99,11 +100,8 @@ def _background(before, after) -> float | None:
 def run(spec: SweepSpec, repeat: int, launcher_args: list[str] | None = None,
         on_event: Callable[[dict], None] | None = None, relay=None, argv: list[str] | None = None):
     """A new run of `repeat` jobs (commbench.run.api.run_sweep with repeat > 1)."""
-    from commbench.run import launch
-    from commbench.run.api import prepare
-
     check_repeat(repeat)
-    spec = prepare(spec)
+    spec = session.prepare(spec)
     launcher = launch.resolve_launcher(spec)
     if launcher == "none":
         raise InputError("--repeat starts its jobs itself; with --launcher none you start the job: run it once per "
@@ -116,12 +114,9 @@ def run(spec: SweepSpec, repeat: int, launcher_args: list[str] | None = None,
 
 def resume(spec: SweepSpec, meta: dict, launcher_args: list[str], on_event=None, relay=None):
     """Measure the (point, job) pairs of a repeated run that have no row (run --resume)."""
-    from commbench.run import launch
-    from commbench.run.api import _check_runnable
-
     folder = JobFolder(spec.out_dir)
     folder.repair()
-    _check_runnable(spec)
+    session.check_runnable(spec)
     launcher = launch.resolve_launcher(spec)
     if launcher == "none":
         raise InputError("a repeated run resumes with the launcher it was started with, not --launcher none")
@@ -132,15 +127,12 @@ def resume(spec: SweepSpec, meta: dict, launcher_args: list[str], on_event=None,
 
 def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: list[str], repeat: int,
              done: set[tuple[int, int]], meta: dict, on_event, relay):
-    from commbench.run import launch
-    from commbench.run.api import RunResult, _finish, _launch
-
     on_event = on_event or (lambda e: None)
     plan = build_plan(spec)
     parts = blocks(plan)
     every = {p.index for p in plan}
     record = dict(spec.__dict__, done_points=[])
-    total = RunResult(folder.dir)
+    total = session.RunResult(folder.dir)
     log = list(meta.get("jobs") or [])  # one entry per launch
     cannot = {s["index"] for s in folder.skipped}  # points the ranks skipped: not launched again
     announced = False
@@ -171,7 +163,7 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 commands = launch.build_commands(one, launcher, launcher_args)
                 folder.job, folder.has_facts, folder.hosts = k, False, []
                 start, before = runinfo.utc_now(), _cpu_seconds()
-                result = _launch(one, folder, launcher, commands, launcher_args, events, relay)
+                result = session.start(one, folder, launcher, commands, launcher_args, events, relay)
                 # srun's ranks are slurmstepd's children, not ours: their CPU time would count as others'
                 background = None if launcher == "srun" else _background(before, _cpu_seconds())
                 cannot |= {s["index"] for s in result.skipped}
@@ -183,8 +175,8 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 folder.update({"jobs": log})
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # the launch under way marked nothing final: cut short
         folder.final = True
-        _finish(total, folder, "interrupted", "standard output was closed" if isinstance(exc, BrokenPipeError)
-                else "interrupted by the user")
+        session.finish(total, folder, "interrupted", "standard output was closed" if isinstance(exc, BrokenPipeError)
+                       else "interrupted by the user")
         raise
     finally:
         try:
@@ -192,6 +184,6 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
         except OSError:
             pass
     folder.final = True
-    _finish(total, folder, "completed", None)
+    session.finish(total, folder, "completed", None)
     on_event({"event": "done", "wrong": total.wrong, "rows": len(total.rows)})
     return total

@@ -108,7 +108,7 @@ def _backends(fields: dict) -> list[str]:
 
 def _algorithms(r: Request) -> list[str]:
     """-a as given (the workload's default: ring)."""
-    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.algorithms import ALGORITHMS
     from commbench.spec import resolve_names
 
     return resolve_names("algorithm", r.fields.get("algorithm") or "ring", ("native", *ALGORITHMS))

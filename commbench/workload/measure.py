@@ -8,7 +8,7 @@ What is measured for an entry of G ranks and S bytes (nccl-tests' size_bytes):
   * size: S x --scale, rounded to whole elements of --dtype for every rank (at least one each),
     at most MAX_MEASURED_BYTES (larger ones are measured at that size, and marked so);
   * buffers: the way training issues the call (NATURAL_IN_PLACE) unless a buffer switch is given;
-  * a collective commbench does not have (commbench.rank.collectives: all_to_all and send_recv
+  * a collective commbench does not have (commbench.collectives: all_to_all and send_recv
     today) is not measured, and says so.
 Where the cost model is fitted from this run, every sweep also measures a ladder of sizes from one
 element per rank to 8x its largest entry, x2 apart: the entries' few sizes alone cannot tell α
@@ -27,7 +27,7 @@ from pathlib import Path
 from commbench import options
 from commbench.dtypes import DTYPES
 from commbench.errors import InputError
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.spec import SweepSpec, split_list
 from commbench.workload.mix import Entry
 
@@ -72,7 +72,7 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
            algorithms: tuple[str, ...] = ("native",)) -> Target:
     """How `entry` is measured with `nprocs` ranks here (in_place None: as training issues it), by
     `algorithms` (-a): not at all where none of them runs its collective."""
-    from commbench.rank.algorithms import ALGORITHMS
+    from commbench.algorithms import ALGORITHMS
 
     c = entry.collective
     if c not in COLLECTIVES:

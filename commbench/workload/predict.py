@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.errors import InputError
 from commbench.options import MAX_RANKS
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.algorithms import ALGORITHMS
+from commbench.collectives import COLLECTIVES
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.workload.measure import MAX_MEASURED_BYTES, human_size
 from commbench.workload.mix import KINDS, bytes_per_rank
 from commbench.workload.param_trace import to_param, write_param_trace

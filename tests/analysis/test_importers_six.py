@@ -5,7 +5,7 @@ title has several words; every point filed under its own collective, never as al
 import pytest
 
 from commbench.analysis.importers import parse_nccl_tests, parse_osu
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 
 def _devices(n: int) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from cli_inprocess import run_cli
 from commbench.errors import BAD_INPUT, InputError, OK
-from commbench.results import AB_COLUMNS, COLUMNS, KINDS
+from commbench.schema import AB_COLUMNS, COLUMNS, KINDS
 from commbench.run.folder import RunFolder
 from folder_fixtures import (READERS, edit_cell, files, folder, make_folder, read_all, set_meta,  # noqa: F401
                              set_spec, six_rows)

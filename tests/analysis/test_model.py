@@ -11,7 +11,7 @@ import pytest
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.analysis.model.fit import fit, fit_backend, from_json, held_out, summary, to_json, usable_rows
 from commbench.analysis.model.predict import predict, predicted
-from commbench.rank.algorithms import ALGORITHMS
+from commbench.algorithms import ALGORITHMS
 from conftest import commbench, needs_mpirun
 from commbench.errors import BAD_INPUT, OK
 

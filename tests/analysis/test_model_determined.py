@@ -20,7 +20,7 @@ from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.determined import MAX_SPAN, RANGES, Z95, log_sigma
 from commbench.analysis.model.fit import BANDS, Fit, from_json, summary, to_json
 from commbench.errors import BAD_INPUT, OK
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 
 TRUTH = Params(5e-6, 2e-10, 0.0, 0.0, 1e-10)  # 5 µs a message, 5 GB/s copies, 10 GB/s reductions

@@ -13,7 +13,7 @@ from conftest import DATA
 
 from commbench.analysis.load import load_run
 from commbench.cli.imports import _out_folder
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.outputs import READ_FILES
 

@@ -13,7 +13,7 @@ from conftest import DATA
 from commbench.analysis.load import load_run
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import BAD_INPUT, InputError, OK
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.run import api
 from commbench.spec import SweepSpec, collective_aliases, resolve_names
 

@@ -1,4 +1,4 @@
-"""One spelling for outputs (commbench/cli/results.py, commbench/cli/ab.py): a file a command writes is
+"""One spelling for outputs (commbench/cli/reports.py, commbench/cli/ab.py): a file a command writes is
 --output FILE, its format from its name where there is a choice (.md, .xml, .json, .html), else
 --format's; the former spellings (report -o, compare -o and --html, topo-compare --csv) still work
 but are no longer shown."""
@@ -12,7 +12,7 @@ import pytest
 from cli_inprocess import run_cli
 from trust_sides import sides  # noqa: F401 - sides: a fixture
 
-from commbench.cli.results import output_format
+from commbench.cli.reports import output_format
 from commbench.errors import BAD_INPUT, OK
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from commbench.rank import kernels
+from commbench.rank import kernel_abi
 from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
 from commbench.errors import OK
 
@@ -15,7 +15,7 @@ from commbench.errors import OK
 
 def entry_points() -> dict[str, list[str]]:
     """Every kernel the Python side launches, by the file in cuda/ that must define it."""
-    return {**reducer_entry_points(), **kernels.entry_points()}
+    return {**reducer_entry_points(), **kernel_abi.entry_points()}
 
 
 SOURCES = sorted(CUDA_DIR.glob("*.cu"))
@@ -98,22 +98,22 @@ REGISTERS_PER_SM = 65536  # sm_80 and sm_90 alike
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_registers_allow_the_launch(ptxas, arch):
-    """Every ring / tree kernel fits one block of its launch size (kernels.GPU_THREADS) on an SM:
+    """Every ring / tree kernel fits one block of its launch size (kernel_abi.GPU_THREADS) on an SM:
     registers x threads within the SM's register file, so a launch of channels x ranks blocks
     needs exactly that many SMs' worth of residency (kernel_gpu.residency checks it up front)."""
-    kernels_of = ptxas(kernels.SOURCE, arch)
-    assert set(kernels.entry_points()[kernels.SOURCE.name]) <= set(kernels_of)
-    too_many = {name: regs for name, (regs, _) in kernels_of.items() if regs * kernels.GPU_THREADS > REGISTERS_PER_SM}
-    assert not too_many, f"{len(too_many)} kernels cannot launch {kernels.GPU_THREADS} threads a block: {too_many}"
+    kernels_of = ptxas(kernel_abi.SOURCE, arch)
+    assert set(kernel_abi.entry_points()[kernel_abi.SOURCE.name]) <= set(kernels_of)
+    too_many = {name: regs for name, (regs, _) in kernels_of.items() if regs * kernel_abi.GPU_THREADS > REGISTERS_PER_SM}
+    assert not too_many, f"{len(too_many)} kernels cannot launch {kernel_abi.GPU_THREADS} threads a block: {too_many}"
 
 
 def test_every_kernel_declares_its_launch_bounds():
     """__launch_bounds__(CB_THREADS, 1) on every entry point: ptxas keeps registers within what a
     launch of GPU_THREADS threads allows (and spills nothing to get there: the test above)."""
-    source = kernels.SOURCE.read_text()
+    source = kernel_abi.SOURCE.read_text()
     entries = re.findall(r'extern "C" __global__ void (CB_LAUNCH_BOUNDS\(CB_THREADS\) )?(\w+)', source)
     assert entries and all(bounds for bounds, _ in entries), [name for bounds, name in entries if not bounds]
-    assert re.search(rf"#define CB_THREADS {kernels.GPU_THREADS}\b", source)
+    assert re.search(rf"#define CB_THREADS {kernel_abi.GPU_THREADS}\b", source)
 
 
 def test_every_launched_kernel_has_a_source():

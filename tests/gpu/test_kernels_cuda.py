@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
-from commbench.rank import kernels  # noqa: E402
+from commbench.rank import kernel_abi  # noqa: E402
 from commbench.rank.kernel_gpu import OneGpuNode  # noqa: E402
 from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS  # noqa: E402
 from commbench.errors import OK
@@ -56,10 +56,10 @@ def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0,
     recv = torch.full((n, slab), 7, dtype=data.dtype, device="cuda")
     item = send.element_size()
     units = count * item if collective == "all_gather" else count
-    node.run(kernels.entry(algorithm, collective, dtype, op), dtype, send.data_ptr(), recv.data_ptr(), units,
+    node.run(kernel_abi.entry(algorithm, collective, dtype, op), dtype, send.data_ptr(), recv.data_ptr(), units,
              slab * item, channels, direct=direct)
     torch.cuda.synchronize()
-    assert node.error_words[0] == 0, kernels.describe(node.error_words.tolist(), algorithm)
+    assert node.error_words[0] == 0, kernel_abi.describe(node.error_words.tolist(), algorithm)
     if collective == "all_reduce":
         expected = _reduce(data, op).expand(n, -1)
     elif collective == "reduce_scatter":
@@ -105,7 +105,7 @@ def test_a_wait_that_times_out_names_the_rank_and_the_step():
     data = torch.ones(1024, device="cuda")
     node.run("cb_ring_all_reduce_float32_sum", "float32", data.data_ptr(), data.data_ptr(), 1024, 0, 1, ranks=1)
     torch.cuda.synchronize()  # only rank 0 of 2 ran: it waited for rank 1 until the timeout
-    text = kernels.describe(node.error_words.tolist(), "ring_all_reduce")
+    text = kernel_abi.describe(node.error_words.tolist(), "ring_all_reduce")
     assert node.error_words[0] == 1 and "rank 0 timed out at step" in text and "rank 1" in text, text
 
 
@@ -134,11 +134,11 @@ def test_a_launch_that_cannot_be_resident_is_refused_not_hung():
     assert fit.blocks_per_sm >= 1 and fit.sms == torch.cuda.get_device_properties(0).multi_processor_count
     n = 8  # an H100 SXM: 132 // 8 = 16 channels fit, 17 do not
     most = fit.max_channels(n)
-    node = OneGpuNode(n, channels=min(most + 1, kernels.MAX_CHANNELS))
-    if most + 1 <= kernels.MAX_CHANNELS:  # (a GPU of more than 16 SMs x blocks per SM: 32 channels fit)
+    node = OneGpuNode(n, channels=min(most + 1, kernel_abi.MAX_CHANNELS))
+    if most + 1 <= kernel_abi.MAX_CHANNELS:  # (a GPU of more than 16 SMs x blocks per SM: 32 channels fit)
         with pytest.raises(KernelUnavailable, match=f"use --channels {most} or fewer"):
             _collective(node, "ring", "all_reduce", "float32", "sum", 1 << 20, most + 1)
-    got, expected = _collective(node, "ring", "all_reduce", "float32", "sum", 1 << 20, min(most, kernels.MAX_CHANNELS))
+    got, expected = _collective(node, "ring", "all_reduce", "float32", "sum", 1 << 20, min(most, kernel_abi.MAX_CHANNELS))
     assert torch.equal(got, expected)
 
 

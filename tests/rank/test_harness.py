@@ -9,7 +9,7 @@ import pytest
 
 from commbench.dtypes import DTYPES
 from commbench.rank import harness
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank import power
 from commbench.rank.harness import Buffers, count_wrong, link_bytes, measure, power_window
 from commbench.rank.patterns import Pattern, tile

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from commbench.rank import kernel_gpu, kernel_node
-from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.kernel_gpu import Layout, Residency, peer_refusal
 
 H100_SXM, H100_PCIE, A100 = 132, 114, 108  # SMs; every ring / tree kernel: one 512-thread block per SM

@@ -1,7 +1,7 @@
 """The kernels with every rank's buffers in reach (cuda/collectives.cu's direct all-gather) and
 the harness' buffers in the node's shared memory (kernel_host.HostNode.buffer,
 Algorithm.allocator): in one process, a thread per rank (tests/kernel_threads.py). The kernels
-themselves: tests/rank/test_kernels.py."""
+themselves: tests/rank/test_kernel_abi.py."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 import kernel_threads as kt
 from commbench.dtypes import DTYPES as ALL_DTYPES
 from commbench.rank import kernel_host
-from commbench.rank import kernels as K
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.algorithms.base import Context
-from commbench.rank.algorithms.kernel import NODE_KEY
-from commbench.rank.collectives import COLLECTIVES
+from commbench.rank import kernel_abi as K
+from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import Context
+from commbench.algorithms.kernel import NODE_KEY
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers
 from kernel_threads import DTYPES, KINDS, SLOT, Alone, Case, Node, needs_compiler
 

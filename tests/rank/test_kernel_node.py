@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from commbench.dtypes import DTYPES
-from commbench.rank import kernel_node, kernels
+from commbench.rank import kernel_node, kernel_abi
 from commbench.rank.kernel_node import NodeKernels
-from commbench.rank.kernels import KernelUnavailable
+from commbench.rank.kernel_abi import KernelUnavailable
 from kernel_threads import needs_compiler
 from nccl_semantics import World
 
@@ -78,29 +78,29 @@ def test_the_comm_struct_and_regions_it_builds(fake_nodes):
     comm = Comm(rank=1, size=4)
     k = NodeKernels(comm, "cpu", 2.5, 3)
     assert k.n == 4 and k.host_ranks == 4 and k.channels == 3 and k.note is None
-    assert k.node.nbytes == kernels.region_bytes(4, 3, kernels.SLOT_BYTES["cpu"])
+    assert k.node.nbytes == kernel_abi.region_bytes(4, 3, kernel_abi.SLOT_BYTES["cpu"])
     s = k.struct
     assert (s.rank, s.nranks, s.channels, s.timeout_ns, s.slot_bytes) == (1, 4, 3, 2_500_000_000,
-                                                                         kernels.SLOT_BYTES["cpu"])
+                                                                         kernel_abi.SLOT_BYTES["cpu"])
     assert list(s.region)[:4] == k.node.regions and s.error == 64
-    assert s.spin_ns == int(kernels.spin_time("cpu", 4) * 1e9)
+    assert s.spin_ns == int(kernel_abi.spin_time("cpu", 4) * 1e9)
     assert k.kernel_struct == ("uploaded", s) and comm.barriers == 1  # built collectively
     k.set_timeout(0.25)
     assert k.struct.timeout_ns == 250_000_000
     # more ranks share the host than the communicator holds (emulated nodes): the shorter spin
     crowded = NodeKernels(Comm(size=2), "cpu", 1.0, 1, host_ranks=10_000)
-    assert crowded.host_ranks == 10_000 and crowded.struct.spin_ns == int(kernels.SPIN_S["oversubscribed"] * 1e9)
+    assert crowded.host_ranks == 10_000 and crowded.struct.spin_ns == int(kernel_abi.SPIN_S["oversubscribed"] * 1e9)
     assert NodeKernels(Comm(size=4), "cpu", 1.0, 1, host_ranks=2).host_ranks == 4  # never fewer than its ranks
     gpu = NodeKernels(Comm(), "cuda", 1.0, 2)
-    assert gpu.node.nbytes == kernels.region_bytes(2, 2, kernels.SLOT_BYTES["cuda"]) and gpu.note == "peer access is off"
-    assert gpu.struct.spin_ns == int(kernels.SPIN_S["cuda"] * 1e9)
+    assert gpu.node.nbytes == kernel_abi.region_bytes(2, 2, kernel_abi.SLOT_BYTES["cuda"]) and gpu.note == "peer access is off"
+    assert gpu.struct.spin_ns == int(kernel_abi.SPIN_S["cuda"] * 1e9)
 
 
 def test_a_calls_channels(fake_nodes):
     k = NodeKernels(Comm(), "cpu", 1.0, 2)
     assert k.call_channels(1 << 30, 1, *PROBE) == 1 and k.call_channels(8, 5, *PROBE) == 2  # asked for: at most the node's
     assert k.call_channels(8, None, *PROBE) == 1  # by size: small calls get one
-    assert k.call_channels(1 << 30, None, *PROBE) == min(2, kernels.auto_channels("cpu", 1 << 30, 2))
+    assert k.call_channels(1 << 30, None, *PROBE) == min(2, kernel_abi.auto_channels("cpu", 1 << 30, 2))
 
 
 def test_the_allocator_falls_back_to_the_communicators_buffers(fake_nodes):
@@ -183,13 +183,13 @@ def test_two_ranks_reduce_and_gather_exactly_through_the_host_kernels():
         mine = gathered[comm.rank * n:(comm.rank + 1) * n]
         mine[:] = np.arange(n) + 1000 * comm.rank
         stride = k.node.stride_of(mine.ctypes.data, gathered.ctypes.data)
-        k.bind(kernels.entry("ring", "all_gather", "float32", None), "float32", mine, gathered, n * 4,
+        k.bind(kernel_abi.entry("ring", "all_gather", "float32", None), "float32", mine, gathered, n * 4,
                k.call_channels(2 * n * 4, None, *PROBE), direct=True)()
         # all-reduce out of place in the communicator's own buffers: through the FIFOs
         send, recv = comm.alloc(3 * n, F32), comm.alloc(3 * n, F32)
         send[:] = np.arange(3 * n) * (comm.rank + 1)
         k.set_timeout(10.0)
-        k.bind(kernels.entry("ring", "all_reduce", "float32", "sum"), "float32", send, recv, 3 * n, 2)()
+        k.bind(kernel_abi.entry("ring", "all_reduce", "float32", "sum"), "float32", send, recv, 3 * n, 2)()
         result = gathered.copy(), recv.copy(), notes, stride
         k.close()
         return result

@@ -11,7 +11,7 @@ import sys
 
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from commbench.errors import BAD_INPUT, OK
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 TINY = ["-c", "all_reduce,all_gather,reduce_scatter", "-b", "8", "-e", "512", "-f", "8", "--iters", "20", "-w", "2"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from commbench.dtypes import DTYPES
 from commbench.rank import harness
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import measure
 from commbench.rank.timers import Loop
 from harness_fakes import RANK, FakeWorld, measure_ranks

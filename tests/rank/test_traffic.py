@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.algorithms.base import ring_order
-from commbench.rank.collectives import COLLECTIVES
+from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import ring_order
+from commbench.collectives import COLLECTIVES
 from commbench.rank.traffic import expected_internode_bytes, internode
 from commbench.run.launch import find_binary
 from conftest import ROOT, needs_mpirun
@@ -24,7 +24,7 @@ def test_messages_match_what_ranks_send(job, world):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == OK, proc.stderr[-3000:]
     cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    silent = {name for name, a in ALGORITHMS.items() if not a.sends_messages}  # tests/rank/algorithms/test_peer.py
+    silent = {name for name, a in ALGORITHMS.items() if not a.sends_messages}  # tests/algorithms/test_peer.py
     uneven = {"hierarchical", "hierarchical_kernel"} if world % 2 else set()  # two nodes of unequal sizes
     assert {c["case"].split()[0] for c in cases} == set(ALGORITHMS) - silent - uneven
     for case in cases:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from commbench.rank import arena, turns, worker
-from commbench.rank.algorithms import Context
-from commbench.rank.plan import build_plan
+from commbench.algorithms import Context
+from commbench.plan import build_plan
 from commbench.spec import SweepSpec
 from harness_fakes import FakeComm, FakeWorld
 

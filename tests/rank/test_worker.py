@@ -14,11 +14,11 @@ import pytest
 from commbench.dtypes import DTYPES
 from commbench.errors import InputError
 from commbench.rank import worker
-from commbench.rank.algorithms import ALGORITHMS, Context
-from commbench.rank.collectives import COLLECTIVES
+from commbench.algorithms import ALGORITHMS, Context
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Measurement
-from commbench.rank.plan import build_plan
-from commbench.results import COLUMNS
+from commbench.plan import build_plan
+from commbench.schema import COLUMNS
 from commbench.spec import SweepSpec
 from harness_fakes import FakeComm, FakeWorld
 

@@ -15,8 +15,8 @@ import pytest
 
 from commbench.errors import InputError, JobError
 from commbench.rank import backends, topology, worker
-from commbench.rank.plan import build_plan
-from commbench.run import api, emulate, jobs, launch
+from commbench.plan import build_plan
+from commbench.run import api, emulate, jobs, launch, session
 from commbench.run.folder import RunFolder
 from commbench.run.suites import load_suite
 from fake_ranks import rank0_events, scripted, spec_of
@@ -59,8 +59,8 @@ def test_what_this_machine_cannot_run_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("NCCL_DEBUG_FILE", "/tmp/nccl.log")
     with pytest.raises(InputError, match="--nccl-tuning sends rank 0's NCCL log to a file of its own: unset "
                                          "NCCL_DEBUG_FILE"):
-        api._check_runnable(_with(spec_of(tmp_path), nccl_tuning=True))
-    api._check_runnable(spec_of(tmp_path))  # without --nccl-tuning the variable is the user's
+        session.check_runnable(_with(spec_of(tmp_path), nccl_tuning=True))
+    session.check_runnable(spec_of(tmp_path))  # without --nccl-tuning the variable is the user's
     asked = []
     monkeypatch.setattr(backends, "missing", lambda name, device: asked.append((name, device)) or
                         (f"backend {name!r} needs mpi4py" if name == "mpi" else None))
@@ -69,7 +69,7 @@ def test_what_this_machine_cannot_run_is_refused(tmp_path, monkeypatch):
     assert asked == [("mpi", "cpu")] and not (tmp_path / "run").exists()
     monkeypatch.setattr(emulate, "check_available", lambda: (_ for _ in ()).throw(InputError("--emulate needs root")))
     with pytest.raises(InputError, match="--emulate needs root"):
-        api._check_runnable(_with(spec_of(tmp_path, backends=["gloo"]), emulate="2x1"))
+        session.check_runnable(_with(spec_of(tmp_path, backends=["gloo"]), emulate="2x1"))
 
 
 def _with(spec, **fields):
@@ -266,13 +266,13 @@ def test_short_values_in_messages():
     assert api._short("x" * 100) == repr("x" * 80 + "...") and api._short("x" * 10, limit=4) == "'xxxx...'"
 
 
-def test_every_point_recorded(tmp_path):
+def testevery_point_recorded(tmp_path):
     spec = spec_of(tmp_path)
     spec.done_points = [0]
     result = api.RunResult(tmp_path, rows=[{"point": "1"}, {"point": 3}], skipped=[{"index": 2}])
-    assert api._every_point_recorded(spec, result)
+    assert session.every_point_recorded(spec, result)
     result.skipped = []
-    assert not api._every_point_recorded(spec, result)
+    assert not session.every_point_recorded(spec, result)
 
 
 # --- a suite's runs ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from commbench.analysis.load import load_runs, read_samples
 from commbench.errors import InputError
-from commbench.results import COLUMN_DOCS, COLUMNS, FORMAT_VERSION, REQUIRED, build_row
+from commbench.schema import COLUMN_DOCS, COLUMNS, FORMAT_VERSION, REQUIRED, build_row
 from commbench.run import folder as folder_module
 from commbench.run.folder import RunFolder
 
@@ -148,15 +148,15 @@ def test_rows_lost_on_the_way_fail_the_run(tmp_path):
     """A row line garbled on the way (rank 0 counted it, the parent never got it) is not lost
     silently: the run fails, resumable."""
     from commbench.errors import JobError
-    from commbench.run.api import RunResult, _collect
+    from commbench.run.session import RunResult, collect
 
     f = RunFolder(tmp_path / "run")
     f.create({"run_id": "r1"})
     result = RunResult(f.dir)
     for event in EVENTS[:8]:  # facts .. the row of point 1
-        _collect(result, f, event)
+        collect(result, f, event)
     with pytest.raises(JobError, match="1 of the 2 rows rank 0 sent did not arrive"):
-        _collect(result, f, {"event": "done", "wrong": 2, "rows": 2})
+        collect(result, f, {"event": "done", "wrong": 2, "rows": 2})
     assert RunFolder(f.dir).repair() == {1}
 
 
@@ -164,29 +164,29 @@ def test_a_row_missing_samples_is_not_written(tmp_path):
     """A samples line lost on the way: the row is not written without them (the point stays
     to be measured again), and the run fails at the end instead of keeping a short row."""
     from commbench.errors import JobError
-    from commbench.run.api import RunResult, _collect
+    from commbench.run.session import RunResult, collect
 
     f = RunFolder(tmp_path / "run")
     f.create({"run_id": "r1"})
     result = RunResult(f.dir)
     for event in EVENTS[:6] + EVENTS[7:]:  # the second samples event of point 1 is lost
         if event["event"] != "done":
-            _collect(result, f, event)
+            collect(result, f, event)
     assert [r["point"] for r in result.rows] == [2] and RunFolder(f.dir).repair() == {2}
     with pytest.raises(JobError, match="1 of the 2 rows"):
-        _collect(result, f, EVENTS[-1])
+        collect(result, f, EVENTS[-1])
 
 
 def test_facts_lost_on_the_way_fail_the_run(tmp_path):
     from commbench.errors import JobError
-    from commbench.run.api import RunResult, _collect
+    from commbench.run.session import RunResult, collect
 
     f = RunFolder(tmp_path / "run")
     f.create({"run_id": "r1"})
     result = RunResult(f.dir)
     with pytest.raises(JobError, match="facts for run.json"):
         for event in EVENTS[1:]:
-            _collect(result, f, event)
+            collect(result, f, event)
 
 
 class FakeComm:
@@ -260,12 +260,12 @@ def test_the_worker_sends_facts_rows_and_samples_and_writes_nothing(fake_job):
 
 def test_worker_events_written_by_the_in_process_path(fake_job):
     """--launcher none: rank 0 runs the worker in this process; the same RunFolder writes."""
-    from commbench.run import api
+    from commbench.run import session
 
     seen = []
     folder = RunFolder(fake_job.out_dir)
     folder.create({"run_id": fake_job.run_id, "label": fake_job.label})
-    result = api._run_in_process(fake_job, folder, lambda e: seen.append(e["event"]))
+    result = session.run_in_process(fake_job, folder, lambda e: seen.append(e["event"]))
     assert seen[:2] == ["facts", "ready"] and seen[-1] == "done" and seen.count("row") == 2
     assert len(result.rows) == 2 and len(result.skipped) == 2 and result.wrong == 0
     rows, metas = load_runs([fake_job.out_dir], samples=True)

@@ -17,7 +17,7 @@ import pytest
 from commbench.errors import InputError
 from commbench.options import MAX_REPEAT
 from commbench.rank import backends
-from commbench.rank.plan import build_plan
+from commbench.plan import build_plan
 from commbench.run import api, jobs, launch
 from commbench.run.jobs import JobFolder, blocks
 from fake_ranks import rank0_events, scripted, spec_of

@@ -8,7 +8,7 @@ import pytest
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
 from commbench.errors import OK
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 SIX = ["broadcast", "reduce", "all_to_all", "gather", "scatter", "send_recv"]
 MPI_DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8"]

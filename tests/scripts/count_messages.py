@@ -7,9 +7,9 @@ import sys
 from collections import Counter
 
 from commbench.dtypes import DTYPES
-from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank.traffic import block_elems
 
 

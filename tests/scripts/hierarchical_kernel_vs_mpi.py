@@ -12,7 +12,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank.algorithms import ALGORITHMS, Context
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}

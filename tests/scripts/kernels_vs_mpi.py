@@ -1,4 +1,4 @@
-"""Run under mpirun: ring_kernel's and tree_kernel's all-reduce (commbench/rank/kernels.py's
+"""Run under mpirun: ring_kernel's and tree_kernel's all-reduce (commbench/rank/kernel_abi.py's
 NodeKernels on the job's /dev/shm segment) against MPI's own Allreduce on the same random integer
 data, byte for byte, for several dtypes, ops, sizes and channels. Rank 0 prints one line:
 "compared N results, M differ" (then the first differing cases); the exit code is 1 if any differ."""
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank import kernel_node, kernels
+from commbench.rank import kernel_node, kernel_abi
 from commbench.rank.backends import open_backend
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
@@ -46,7 +46,7 @@ def main():
                     for channels in (1, 3):
                         send = values(rng, dtype, op, count)
                         ours, theirs = np.zeros_like(send), np.zeros_like(send)
-                        node.bind(kernels.entry(algorithm, "all_reduce", dtype, op), dtype, send, ours, count,
+                        node.bind(kernel_abi.entry(algorithm, "all_reduce", dtype, op), dtype, send, ours, count,
                                   channels)()
                         MPI.COMM_WORLD.Allreduce(send, theirs, OPS[op])
                         compared += 1

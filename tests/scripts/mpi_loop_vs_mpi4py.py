@@ -10,7 +10,7 @@ import sys
 
 from commbench.dtypes import DTYPES
 from commbench.rank.backends import open_backend
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers
 from commbench.rank.patterns import Pattern
 from commbench.rank.timers import loop_for

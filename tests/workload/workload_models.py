@@ -13,7 +13,7 @@ from cli_inprocess import run_cli
 
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.errors import OK
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder
 
 TRUTH = Params(5e-6, 2e-10, 0.0, 0.0, 1e-10)  # 5 µs a message, 5 GB/s copies, 10 GB/s reductions

@@ -1,12 +1,12 @@
 """The modelled time of one call: the algorithm's own `cost()` (its formula is beside it, in
-commbench/rank/algorithms/), with the parameters adjusted to the call's working set. The α-β-γ
-machinery (Params, Shape) is commbench.rank.algorithms.cost; the algorithms modelled are those of
+commbench/algorithms/), with the parameters adjusted to the call's working set. The α-β-γ
+machinery (Params, Shape) is commbench.algorithms.cost; the algorithms modelled are those of
 the registry that define a cost."""
 
 from __future__ import annotations
 
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.algorithms.cost import Params, Shape, footprint
+from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.cost import Params, Shape, footprint
 
 __all__ = ["Params", "Shape", "footprint", "modelled", "time_s"]
 

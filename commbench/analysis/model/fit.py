@@ -38,7 +38,7 @@ from commbench.analysis.model.determined import bounded, log_covariance, log_sig
 from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
-from commbench.rank.algorithms import ALGORITHMS
+from commbench.algorithms import ALGORITHMS
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,

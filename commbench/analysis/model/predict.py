@@ -22,10 +22,10 @@ from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.errors import InputError
 from commbench.metrics import bandwidth
 from commbench.options import MAX_RANK_SIZES, MAX_RANKS
-from commbench.rank.algorithms import ALGORITHMS
-from commbench.rank.collectives import COLLECTIVES
+from commbench.algorithms import ALGORITHMS
+from commbench.collectives import COLLECTIVES
 from commbench.rank.traffic import expected_internode_bytes
-from commbench.results import build_row
+from commbench.schema import build_row
 from commbench.run.folder import RunFolder, check_place
 
 ITEMSIZE = 4  # float32

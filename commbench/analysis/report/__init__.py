@@ -26,7 +26,7 @@ from commbench.analysis.report.series import Series
 from commbench.analysis.report.summary import summarize, summary_table
 from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
 from commbench.outputs import output_file
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 __all__ = ["build_report"]
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from commbench.analysis.report.page import esc
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 from commbench.spec import format_size
 
 BANDS = ((0, 64 << 10, "< 64K"), (64 << 10, 8 << 20, "64K – 8M"), (8 << 20, np.inf, "≥ 8M"))

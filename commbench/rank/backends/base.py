@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from commbench.dtypes import DTYPES, DType
-from commbench.rank.collectives import COLLECTIVES, NativeCall
+from commbench.collectives import COLLECTIVES, NativeCall
 
 Buffer = Any
 

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from commbench.dtypes import DType
 from commbench.rank.backends.base import Communicator, Convention, Request, Requests
-from commbench.rank.collectives import COLLECTIVES, NativeCall
+from commbench.collectives import COLLECTIVES, NativeCall
 from commbench.rank.reducers import TorchReducer, gpu_reducer
 
 _OPS = {

@@ -18,7 +18,7 @@ from commbench.rank.backends.base import (
     Request,
     Requests,
 )
-from commbench.rank.collectives import COLLECTIVES, NativeCall
+from commbench.collectives import COLLECTIVES, NativeCall
 
 
 class Lib:

@@ -12,7 +12,7 @@ from mpi4py import MPI
 from commbench.dtypes import DTYPES
 from commbench.rank import mpi_loop
 from commbench.rank.backends import mpi as M
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 F32 = DTYPES["float32"]
 

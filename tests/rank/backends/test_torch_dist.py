@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from commbench.dtypes import DTYPES
 from commbench.rank.backends import torch_dist as T
-from commbench.rank.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,186 @@
+"""What every commbench algorithm shares: the context it runs in (communicator, reducer,
+node layout, ring order), block partitions, segmenting for pipelining, and the binding of an
+in-place algorithm to the in-place / out-of-place buffer layouts the harness uses.
+
+An algorithm implements, in place, a method named after each collective it supports, called as
+that collective's `bind_algorithm` says (e.g. all_reduce(ctx, buf, op): buf is the input and
+ends as the reduction).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+# The backends and the collectives are imported when used, not when this package loads: the
+# collectives' registry loads the plugins (commbench.plugins), and a plugin algorithm imports this
+# package while the backends or the collectives may still be half-imported.
+if TYPE_CHECKING:
+    from commbench.rank.backends import Communicator
+
+MAX_SEGMENTS = 4096  # per block, so tags stay small
+
+
+def bounds(count: int, parts: int) -> list[int]:
+    """Boundaries of `parts` nearly equal blocks of `count` elements (uneven counts allowed)."""
+    return [i * count // parts for i in range(parts + 1)]
+
+
+def reduce_op(op: str) -> str:
+    """Intermediate steps of avg add; the division happens once, at the end (Reducer.finish)."""
+    return "sum" if op == "avg" else op
+
+
+@dataclass
+class Context:
+    comm: Communicator
+    node_of_rank: list[int]  # node index of every rank of comm
+    segment_elems: int = 1 << 18
+    cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
+    timeout_s: float = 120.0  # a wait inside a kernel gives up after this (the point's timeout, less a margin)
+    channels: int | None = None  # the kernels' channels per call (None: by size; commbench.rank.kernel_abi)
+    notes: list = field(default_factory=list)  # one-line warnings for the run (rank 0's are shown once)
+    arena: Any = None  # commbench ab: the memory both sides' buffers lie in (commbench.rank.arena), or None
+    root: int = 0  # where a rooted collective starts or ends (--root: broadcast, reduce)
+
+    @property
+    def reducer(self):
+        return self.comm.reducer
+
+    def ring(self, order: str = "rank") -> list[int]:
+        """Ranks in ring order: rank order, or "topology": node by node, so the ring leaves each
+        node once."""
+        return ring_order(self.node_of_rank, order)
+
+
+def ring_order(node_of_rank: list[int], order: str = "rank") -> list[int]:
+    ranks = list(range(len(node_of_rank)))
+    if order == "topology":
+        ranks.sort(key=lambda r: (node_of_rank[r], r))
+    return ranks
+
+
+def segments(comm: Communicator, views: list, seg: int) -> list:
+    """Split views into pieces of at most `seg` elements (empty views give none)."""
+    if len(views) == 1 and 0 < len(views[0]) <= seg:
+        return views  # the common small case, kept cheap: it runs every step
+    out = []
+    for v in views:
+        n = len(v)
+        seg_n = max(seg, -(-n // MAX_SEGMENTS))
+        out += [comm.view(v, o, min(seg_n, n - o)) for o in range(0, n, seg_n)]
+    return out
+
+
+def pipeline(stages: list[Callable[[Any], None]], items: list, comm: Communicator) -> None:
+    """Run every item through the stages in order, each stage in its own thread, so stage s of
+    item k overlaps stage s+1 of item k-1. A stage must use its own communicator; each thread
+    first enters comm's device (comm.enter_thread)."""
+    links = [queue.Queue() for _ in stages[1:]]
+    errors: list[BaseException] = []
+
+    def run(s):
+        try:
+            comm.enter_thread()
+            for k in range(len(items)):
+                item = links[s - 1].get() if s else items[k]
+                if item is None:  # an earlier stage failed
+                    break
+                stages[s](item)
+                if s + 1 < len(stages):
+                    links[s].put(item)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(exc)
+        finally:
+            if s + 1 < len(stages):
+                links[s].put(None)
+
+    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(len(stages))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def scratch_pair(ctx: Context, key, length: int, like) -> list:
+    """Two scratch buffers of `length` elements, allocated once and reused across calls."""
+    cache_key = ("scratch", key, like.dtype)
+    cached = ctx.cache.get(cache_key)
+    if cached is None or len(cached[0]) < length:
+        cached = [ctx.comm.alloc_like(like, max(length, 1)) for _ in range(2)]
+        ctx.cache[cache_key] = cached
+    return cached
+
+
+def wait_all(requests: list) -> None:
+    for r in requests:
+        r.wait()
+    requests.clear()
+
+
+class Algorithm:
+    """Base: subclasses define some of all_reduce / all_gather / reduce_scatter / broadcast / reduce /
+    all_to_all (each collective's bind_algorithm says how it is called)."""
+
+    name = ""
+    reads_source = False  # all_reduce / reduce_scatter accept src=: out-of-place without a copy
+    sends_messages = True  # its data goes through the communicator's point-to-point calls (not so: peer)
+    description = ""  # one line for the help texts
+    predicted = True  # `commbench model predict` shows it (when it has a cost)
+    engine = "steps"  # what a step costs: "steps", a library call each; "kernel", a flag hand-off (fitted apart)
+    threads = False  # calls the library from several threads at once (pipeline): MPI_THREAD_MULTIPLE
+    one_node = False  # runs the ranks of one node only (the kernels: their data moves through the node's memory)
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives it runs: those of the registry it has a method for."""
+        from commbench.collectives import COLLECTIVES  # when used: see the imports above
+
+        return tuple(c for c in COLLECTIVES if callable(getattr(self, c, None)))
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the cost model knows it: it defines cost()."""
+        return type(self).cost is not Algorithm.cost
+
+    def cost(self, p, shape, collective: str, size_bytes: float, segment_bytes: int) -> float:
+        """Modelled seconds of one call of a collective it runs, on size_bytes (N as in
+        nccl-tests) for shape (commbench.algorithms.cost.Shape, n > 1) with the parameters
+        p (cost.Params, already adjusted to the call's working set). The formula is in the docstring."""
+        raise NotImplementedError(f"{self.name} has no cost model")
+
+    def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
+        """What one call sends, as {(source rank, destination rank): elements}: the analytical
+        traffic that link counters are checked against and the cost model charges. elems: the
+        all-reduce buffer, or one rank's block for all-gather and reduce-scatter; segment_elems
+        as in Context (the totals do not depend on it)."""
+        raise NotImplementedError
+
+    def unsupported(self, ctx: Context, collective: str) -> str | None:
+        if collective not in self.collectives:
+            runs = ", ".join(c.replace("_", "-") for c in self.collectives)
+            return f"{self.name} has no {collective.replace('_', '-')} (it runs {runs})"
+        if self.sends_messages and not ctx.comm.carries_device_buffers:
+            return (f"{ctx.comm.backend} cannot send {ctx.comm.device} buffers point to point; "
+                    "the peer algorithms need no sends")
+        return None
+
+    def allocator(self, ctx: Context) -> Callable[[int, Any], Any] | None:
+        """Where the harness puts this algorithm's buffers, as (count, DType) -> buffer, called
+        collectively; None: the communicator's alloc (the kernels put them in the node's shared
+        memory)."""
+        return None
+
+    def bind(self, ctx: Context, collective: str, send: Any, recv: Any, op: str | None, in_place: bool,
+             in_count: int, out_count: int) -> tuple[Callable[[], None], Any]:
+        """A zero-argument callable running this algorithm once on the harness' buffers, and the
+        buffer holding this rank's output (the collective adapts the layouts: bind_algorithm)."""
+        from commbench.collectives import COLLECTIVES  # when used: see the imports above
+
+        ctx.comm.reducer.prepare()  # a CUDA reducer builds its kernels here, not in the first timed call
+        return COLLECTIVES[collective].bind_algorithm(self, ctx, send, recv, op, in_place, in_count, out_count)

@@ -1,0 +1,372 @@
+"""Hierarchical (two-level) collectives: keep the bulk of the traffic inside nodes.
+
+With G ranks on each of M nodes (from the launcher, the hostnames, or --ranks-per-node), every
+rank belongs to an intra-node group (its node) and an inter-node group (the ranks with the same
+local index on every node). Each level runs the ring algorithm.
+
+* all-reduce: intra-node reduce-scatter into G parts -> all-reduce of part l across nodes among
+  the ranks with local index l -> intra-node all-gather.
+* all-gather: across nodes, ranks with local index l gather the blocks of every node's local
+  rank l -> inside each node, the G collections are all-gathered.
+* reduce-scatter: inside each node, local rank l receives (reduced over the node) the blocks of
+  every node's local rank l -> across nodes, a reduce-scatter of those M blocks.
+
+Each node's uplink carries G times less than a flat ring that crosses node boundaries at every
+hop (round-robin placement), and the same amount as a topology-ordered ring, in fewer steps.
+
+hierarchical_kernel runs the same three stages with the ring kernel (cuda/collectives.cu, as
+ring_kernel) inside each node and the backend's point-to-point ring between nodes: an intra-node
+step is a flag hand-off through the node's shared memory instead of a library call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from commbench.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
+from commbench.algorithms.kernel import ring_on, unavailable
+from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
+
+
+def node_members(node_of_rank: list[int]) -> list[list[int]]:
+    """The ranks of each node, nodes in index order, ranks ascending."""
+    return [sorted(r for r, j in enumerate(node_of_rank) if j == node) for node in sorted(set(node_of_rank))]
+
+
+MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of at least one segment per local rank)
+
+
+def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
+    """Chunk boundaries of the pipelined all-reduce."""
+    return bounds(count, max(1, min(MAX_CHUNKS, count // (g * seg))))
+
+
+class Levels:
+    """The two sub-communicators and the rank grid, built once per job (collective)."""
+
+    def __init__(self, ctx: Context):
+        comm, nodes = ctx.comm, ctx.node_of_rank
+        self.members = node_members(nodes)
+        node = sorted(set(nodes)).index(nodes[comm.rank])
+        self.node, self.local = node, self.members[node].index(comm.rank)
+        self.intra = comm.split(color=node, key=comm.rank)
+        self.intra_gather = comm.split(color=node, key=comm.rank)  # the all-gather stage's own
+        self.inter = comm.split(color=self.local, key=node)
+
+    def rank_of(self, node: int, local: int) -> int:
+        return self.members[node][local]
+
+
+def levels(ctx: Context) -> Levels:
+    if "levels" not in ctx.cache:
+        ctx.cache["levels"] = Levels(ctx)
+    return ctx.cache["levels"]
+
+
+def cut(comm, views: list, parts: int) -> list[list]:
+    """The elements of `views` (one after the other) in `parts` nearly equal blocks (bounds), each
+    a list of views of them."""
+    b, out, start = bounds(sum(len(v) for v in views), parts), [[] for _ in range(parts)], 0
+    for v in views:
+        for q in range(parts):
+            lo, hi = max(b[q], start), min(b[q + 1], start + len(v))
+            if hi > lo:
+                out[q].append(comm.view(v, lo - start, hi - lo))
+        start += len(v)
+    return out
+
+
+def inter_all_reduce(ctx: Context, lv: Levels, views: list, op: str) -> None:
+    """Across nodes, the ranks with this rank's local index all-reduce `views` with the backend's
+    ring: reduce-scatter into M blocks, the average's one division, all-gather."""
+    m, seg = lv.inter.size, ctx.segment_elems
+    pieces = cut(lv.inter, views, m)
+    longest = max(sum(len(v) for v in p) for p in pieces)
+    ring_reduce_scatter(lv.inter, list(range(m)), pieces, reduce_op(op), seg,
+                        scratch_pair(ctx, "hier-inter", longest + 1, views[0]))
+    for v in pieces[lv.node]:
+        ctx.comm.reducer.finish(v, op, ctx.comm.size)
+    ring_all_gather(lv.inter, list(range(m)), pieces, seg)
+
+
+class Hierarchical(Algorithm):
+    name = "hierarchical"
+    description = "two levels: rings inside each node, rings across nodes (same local rank)"
+    threads = True  # the pipelined all-reduce runs each level in its own thread
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """G ranks on each of M nodes, N bytes; α, β inside a node, α', β' between nodes:
+          all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
+                        b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
+                        pipelined over K chunks, the two intra stages sharing the node: a + b + c + (K-1)·max(a + c, b)
+          all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ"""
+        G, M, N = shape.per_node, shape.nodes, size_bytes
+        load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
+        if collective != "all_reduce":
+            inter = (M - 1) * p.step(M > 1, N / shape.n, load)
+            intra = (G - 1) * p.step(False, N / G, lanes)
+            red = (collective == "reduce_scatter") * ((G - 1) / G * N + (M - 1) / M * N / G) * p.gamma * lanes
+            return inter + intra + red
+        K = len(pipeline_chunks(int(N), G, M, segment_bytes)) - 1  # the algorithm's own chunking (bytes as units)
+        c = N / K
+        a = (G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes
+        b = 2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes
+        ag = (G - 1) * p.step(False, c / G, lanes)
+        return a + b + ag + (K - 1) * max(a + ag, b)  # both intra stages share the node's lanes
+
+    def unsupported(self, ctx, collective):
+        sizes = {ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)}
+        if len(sizes) > 1:
+            return f"{self.name} needs the same number of ranks on every node (found {sorted(sizes)})"
+        return super().unsupported(ctx, collective)
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        members = node_members(node_of_rank)
+        m, g = len(members), len(members[0])
+        intra = [members[j] for j in range(m)]
+        inter = [[members[j][q] for j in range(m)] for q in range(g)]
+        sent = Counter()
+        if collective == "all_reduce":
+            chunks = pipeline_chunks(elems, g, m, segment_elems)
+            for k in range(len(chunks) - 1):
+                b = bounds(chunks[k + 1] - chunks[k], g)
+                for ranks in intra:  # reduce-scatter and all-gather of the G parts
+                    sent += ring_messages(ranks, [b[q + 1] - b[q] for q in range(g)], True, True)
+                for q, ranks in enumerate(inter):  # all-reduce of part q across nodes
+                    c = bounds(b[q + 1] - b[q], m)
+                    sent += ring_messages(ranks, [c[j + 1] - c[j] for j in range(m)], True, True)
+            return sent
+        gather = collective == "all_gather"
+        for ranks in intra:  # blocks of M slots
+            sent += ring_messages(ranks, [m * elems] * g, not gather, gather)
+        for ranks in inter:  # blocks of one slot
+            sent += ring_messages(ranks, [elems] * m, not gather, gather)
+        return sent
+
+    def all_reduce(self, ctx, buf, op):
+        """Pipelined over chunks of the buffer: while chunk k crosses the nodes, chunk k+1 is
+        reduce-scattered and chunk k-1 all-gathered inside them (one thread per level)."""
+        lv, seg = levels(ctx), ctx.segment_elems
+        g, m = lv.intra.size, lv.inter.size
+        chunks = pipeline_chunks(len(buf), g, m, seg)
+        parts_of = {}
+
+        def intra_reduce_scatter(k):
+            piece = lv.intra.view(buf, chunks[k], chunks[k + 1] - chunks[k])
+            b = bounds(len(piece), g)
+            parts_of[k] = [[lv.intra.view(piece, b[q], b[q + 1] - b[q])] for q in range(g)]
+            ring_reduce_scatter(lv.intra, list(range(g)), parts_of[k], reduce_op(op), seg,
+                                scratch_pair(ctx, "hier-intra", b[1] - b[0] + 1, buf))
+
+        def across_nodes(k):
+            inter_all_reduce(ctx, lv, parts_of[k][lv.local], op)
+
+        def intra_all_gather(k):
+            ring_all_gather(lv.intra_gather, list(range(g)), parts_of.pop(k), seg)
+
+        stages = [intra_reduce_scatter, across_nodes, intra_all_gather]
+        if len(chunks) == 2:
+            for stage in stages:
+                stage(0)
+        else:
+            pipeline(stages, list(range(len(chunks) - 1)), ctx.comm)
+
+    def _slots(self, ctx, buf, block):
+        lv = levels(ctx)
+        return lambda node, local: ctx.comm.view(buf, lv.rank_of(node, local) * block, block)
+
+    def all_gather(self, ctx, buf, block):
+        lv, seg = levels(ctx), ctx.segment_elems
+        slot = self._slots(ctx, buf, block)
+        g, m = lv.intra.size, lv.inter.size
+        ring_all_gather(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)], seg)
+        ring_all_gather(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)], seg)
+
+    def reduce_scatter(self, ctx, buf, op, block):
+        lv, seg = levels(ctx), ctx.segment_elems
+        slot = self._slots(ctx, buf, block)
+        g, m = lv.intra.size, lv.inter.size
+        tmp = scratch_pair(ctx, "hier", block * max(g, m), buf)
+        ring_reduce_scatter(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)],
+                            reduce_op(op), seg, tmp)
+        ring_reduce_scatter(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)],
+                            reduce_op(op), seg, tmp)
+        ctx.comm.reducer.finish(slot(lv.node, lv.local), op, ctx.comm.size)
+
+
+class HierarchicalKernel(Hierarchical):
+    """hierarchical's stages with the ring kernel inside each node (on the node's sub-communicators:
+    kernel.RingOn) and the backend's ring between nodes. The kernel works on contiguous buffers
+    with equal blocks per rank, so the stages cut the data as it needs (see each collective)."""
+
+    name = "hierarchical_kernel"
+    description = "hierarchical with the ring kernel inside each node, the backend's ring between nodes"
+    reads_source = True
+    engine = "kernel"  # its intra-node steps are the kernel's flag hand-offs (α', β' between nodes: fit.py)
+
+    def cost(self, p, shape, collective, size_bytes, segment_bytes):
+        """hierarchical's formula with the kernels' parameters (the model fits α, β, γ inside a node
+        with ring_kernel and tree_kernel, and takes α', β' between nodes from the backend's step
+        algorithms, whose point-to-point ring this is: commbench/analysis/model/fit.py):
+          all-reduce      as hierarchical (the count mod G elements that do not divide into G parts
+                          add one small kernel all-reduce inside the node: not modelled)
+          all-gather      inter (M-1)·(α' + N/n·β'·L') then M kernel calls of (G-1)·(α + N/n·β)
+          reduce-scatter  M kernel calls of (G-1)·(α + N/n·β) + γ, then inter (M-1)·(α' + N/n·β'·L') + γ
+        (one kernel call per node's G blocks: M(G-1) flag hand-offs where hierarchical has G-1 ring
+        steps). On a GPU the all-reduce runs one chunk (K = 1) through the stages, in order."""
+        if collective == "all_reduce":
+            return super().cost(p, shape, collective, size_bytes, segment_bytes)
+        G, M, N = shape.per_node, shape.nodes, size_bytes
+        load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
+        inter = (M - 1) * p.step(M > 1, N / shape.n, load)
+        intra = M * (G - 1) * p.step(False, N / shape.n, lanes)
+        red = (collective == "reduce_scatter") * ((G - 1) / G * N + (M - 1) / M * N / G) * p.gamma * lanes
+        return inter + intra + red
+
+    def unsupported(self, ctx, collective):
+        reason = super().unsupported(ctx, collective)
+        if reason:
+            return reason
+        why = unavailable(self.name, ctx, max(ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)))
+        return None if why is None else f"{self.name} runs the ring kernel inside each node: {why}"
+
+    def rings(self, ctx):
+        """The ring kernel on the node's two sub-communicators (the all-reduce's intra stages run at
+        once: each needs its own regions and flags), built once per job, collectively."""
+        lv = levels(ctx)
+        return ring_on(ctx, lv.intra, "node-kernels:intra"), ring_on(ctx, lv.intra_gather, "node-kernels:intra-gather")
+
+    def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
+        for ring in self.rings(ctx):  # built here, not in the first timed call
+            ring.node.set_timeout(ctx.timeout_s)
+        return super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
+
+    def chunks(self, count: int, g: int, m: int, seg: int, device: str) -> list[int]:
+        """Chunk boundaries of the all-reduce: multiples of G (hierarchical's number of chunks on the
+        CPU, one on a GPU); the count mod G elements after the last, the tail, go with the last chunk."""
+        k = 1 if device == "cuda" else len(pipeline_chunks(count, g, m, seg)) - 1
+        return [g * e for e in bounds(count // g, k)]
+
+    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+        """As hierarchical's, on the all-reduce's own chunks; the intra-node ones are the kernel's ring
+        (through the node's memory), the inter-node ones the backend's."""
+        if collective != "all_reduce":
+            return super().messages(collective, elems, node_of_rank, segment_elems)
+        members = node_members(node_of_rank)
+        m, g = len(members), len(members[0])
+        edges = self.chunks(elems, g, m, segment_elems, "cpu")
+        tail = elems - edges[-1]
+        sent = Counter()
+        for k in range(len(edges) - 1):
+            c = (edges[k + 1] - edges[k]) // g
+            across = c + (tail if k == len(edges) - 2 else 0)
+            for ranks in members:  # reduce-scatter and all-gather of the G parts (the tail: an all-reduce)
+                sent += ring_messages(ranks, [c] * g, True, True)
+                if across > c:
+                    b = bounds(tail, g)
+                    sent += ring_messages(ranks, [b[q + 1] - b[q] for q in range(g)], True, True)
+            b = bounds(across, m)
+            sizes = [b[j + 1] - b[j] for j in range(m)]
+            for q in range(g):  # all-reduce of part q (and the tail) across nodes
+                sent += ring_messages([members[j][q] for j in range(m)], sizes, True, True)
+        return sent
+
+    def all_reduce(self, ctx, buf, op, src=None):
+        """Chunk by chunk, the chunk being G equal parts (the tail, the count mod G elements left
+        over, goes with the last chunk):
+          1. inside the node, the ring kernel reduce-scatters the chunk: local rank l gets part l
+             reduced over the node (the tail: the kernel all-reduces it, every rank keeps it);
+          2. across nodes, the ranks with local index l all-reduce part l (and the tail) with the
+             backend's ring (inter_all_reduce, as hierarchical);
+          3. inside the node, the ring kernel all-gathers the chunk's parts.
+        Pipelined as hierarchical (step 1 of chunk k+1 and step 3 of chunk k-1 while chunk k crosses
+        the nodes, each intra step on its own sub-communicator's kernel); on a GPU one chunk, its
+        steps in order on the rank's stream."""
+        lv, (intra, gather), view = levels(ctx), self.rings(ctx), ctx.comm.view
+        g, l = lv.intra.size, lv.local
+        src = buf if src is None else src
+        edges = self.chunks(len(buf), g, lv.inter.size, ctx.segment_elems, ctx.comm.device)
+        last, tail = len(edges) - 2, len(buf) - edges[-1]
+
+        def part(k):  # this rank's part of chunk k, and the chunk's part size
+            c = (edges[k + 1] - edges[k]) // g
+            return view(buf, edges[k] + l * c, c), c
+
+        def intra_reduce_scatter(k):
+            mine, c = part(k)
+            if c:
+                intra.reduce_scatter(view(src, edges[k], g * c), mine, op, c)
+            if k == last and tail:
+                intra.all_reduce(view(src, edges[-1], tail), view(buf, edges[-1], tail), op, tail)
+
+        def across_nodes(k):
+            mine, c = part(k)
+            with_tail = [view(buf, edges[-1], tail)] if k == last and tail else []
+            inter_all_reduce(ctx, lv, ([mine] if c else []) + with_tail, op)
+
+        def intra_all_gather(k):
+            mine, c = part(k)
+            if c:
+                gather.all_gather(mine, view(buf, edges[k], g * c), c)
+
+        stages = [intra_reduce_scatter, across_nodes, intra_all_gather]
+        if last == 0:
+            for stage in stages:
+                stage(0)
+        else:
+            pipeline(stages, list(range(last + 1)), ctx.comm)
+
+    def _slab(self, ctx, buf, block: int, node: int):
+        """Node `node`'s G blocks (of local ranks 0..G-1) as one contiguous view of buf where they
+        are consecutive (ranks placed node by node), else None."""
+        ranks = levels(ctx).members[node]
+        if ranks != list(range(ranks[0], ranks[0] + len(ranks))):
+            return None
+        return ctx.comm.view(buf, ranks[0] * block, len(ranks) * block)
+
+    def reduce_scatter(self, ctx, buf, op, block, src=None):
+        """1. inside the node, for each node j, the ring kernel reduce-scatters node j's G blocks:
+              local rank l gets block (j, l) reduced over its own node (M kernel calls);
+           2. across nodes, the ranks with local index l reduce-scatter their M blocks (j, l) with
+              the backend's ring (as hierarchical): node j's rank gets block (j, l), reduced;
+           3. avg's one division.
+        Where a node's blocks are not consecutive (ranks placed round-robin), they are first
+        gathered into a scratch slab."""
+        lv, (intra, _), comm = levels(ctx), self.rings(ctx), ctx.comm
+        g, m, l = lv.intra.size, lv.inter.size, lv.local
+        src = buf if src is None else src
+        slot = self._slots(ctx, buf, block)
+        for j in range(m):
+            slab = self._slab(ctx, src, block, j)
+            if slab is None:
+                slab = comm.view(scratch_pair(ctx, "hier-slab", g * block, buf)[0], 0, g * block)
+                for q in range(g):
+                    comm.reducer.copy(comm.view(slab, q * block, block),
+                                      comm.view(src, lv.rank_of(j, q) * block, block))
+            intra.reduce_scatter(slab, slot(j, l), op, block)
+        ring_reduce_scatter(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)], reduce_op(op),
+                            ctx.segment_elems, scratch_pair(ctx, "hier", block, buf))
+        comm.reducer.finish(slot(lv.node, l), op, comm.size)
+
+    def all_gather(self, ctx, buf, block):
+        """1. across nodes, the ranks with local index l all-gather the blocks (j, l) of every node
+              j with the backend's ring (as hierarchical);
+           2. inside the node, for each node j, the ring kernel all-gathers node j's G blocks
+              (M kernel calls; a scratch slab where a node's blocks are not consecutive)."""
+        lv, (intra, _), comm = levels(ctx), self.rings(ctx), ctx.comm
+        g, m, l = lv.intra.size, lv.inter.size, lv.local
+        slot = self._slots(ctx, buf, block)
+        ring_all_gather(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)], ctx.segment_elems)
+        for j in range(m):
+            slab = self._slab(ctx, buf, block, j)
+            if slab is not None:
+                intra.all_gather(slot(j, l), slab, block)
+                continue
+            slab = scratch_pair(ctx, "hier-slab", g * block, buf)[0]
+            mine = comm.view(slab, l * block, block)
+            comm.reducer.copy(mine, slot(j, l))
+            intra.all_gather(mine, comm.view(slab, 0, g * block), block)
+            for q in range(g):
+                if q != l:
+                    comm.reducer.copy(slot(j, q), comm.view(slab, q * block, block))

@@ -1,0 +1,34 @@
+"""The ordered list of points a sweep measures. Every rank builds the same plan from the spec,
+and a point's index in it identifies the point in results (resume runs the missing indexes)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from itertools import product
+
+from commbench.collectives import COLLECTIVES
+from commbench.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    backend: str
+    collective: str
+    algorithm: str
+    dtype: str
+    op: str | None  # None for collectives that do not reduce
+    in_place: bool
+    size: int  # requested bytes; the measured size follows nccl-tests rounding
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_plan(spec: SweepSpec) -> list[Point]:
+    points = []
+    for backend, coll, algo, dtype in product(spec.backends, spec.collectives, spec.algorithms, spec.dtypes):
+        ops = spec.ops if COLLECTIVES[coll].reduces else [None]
+        for op, in_place, size in product(ops, spec.in_place, spec.sizes):
+            points.append(Point(len(points), backend, coll, algo, dtype, op, in_place, size))
+    return points

@@ -1,0 +1,181 @@
+"""The contract between cuda/collectives.cu and Python: its structures (CbComm, CbCall) field for
+field, its constants, the connections and trees a rank's CbComm describes, the kernels' names,
+and the sizing rules (slots, channels, how long a wait spins). Building and running them:
+kernel_host.py (the host build, the /dev/shm segment), kernel_gpu.py (NVRTC, CUDA IPC) and
+kernel_node.py (one communicator's kernels, bound to the harness' buffers).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from commbench.rank.reducers import CUDA_DIR
+
+SOURCE = CUDA_DIR / "collectives.cu"
+MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
+TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
+MAX_LANES = MAX_CHANNELS * TREES
+LINE = 64  # CB_LINE: a flag's line; each FIFO slot's line for a small message and its number
+FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
+SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
+GPU_THREADS = 512  # CB_THREADS
+SLOTS = 8  # FIFO depth per connection and lane
+SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
+CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
+MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
+SPIN_S = {"cpu": 200e-6, "oversubscribed": 2e-6, "cuda": 20e-6}
+ERROR_WORDS = 6
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernels cannot be built or run here; the message is the one line the user sees."""
+
+
+class KernelFault(RuntimeError):
+    """A kernel's wait timed out (a peer died or stalled)."""
+
+
+class CbComm(ctypes.Structure):
+    """struct CbComm of cuda/collectives.cu, field for field."""
+
+    _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
+                                                  "timeout_ns", "spin_ns")] + [
+        ("error", ctypes.c_void_p),
+        ("region", ctypes.c_void_p * MAX_RANKS),
+        ("in_conn", ctypes.c_int * MAX_RANKS), ("out_conn", ctypes.c_int * MAX_RANKS),
+        ("peer_in_conn", ctypes.c_int * MAX_RANKS), ("peer_out_conn", ctypes.c_int * MAX_RANKS),
+        ("tree_parent", ctypes.c_int * TREES), ("tree_child", (ctypes.c_int * 2) * TREES),
+        ("tree_depth", ctypes.c_int * TREES),
+        ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+    ]
+
+
+class CbCall(ctypes.Structure):
+    _fields_ = [("entry", ctypes.c_void_p), ("comm", ctypes.POINTER(CbComm)), ("send", ctypes.c_void_p),
+                ("recv", ctypes.c_void_p), ("count", ctypes.c_longlong), ("channels", ctypes.c_longlong),
+                ("stride", ctypes.c_longlong)]  # 0, or the ranks' buffers in reach, this far apart: direct
+
+
+# --- topology: who talks to whom ----------------------------------------------------------------------
+def trees(n: int) -> list[tuple[list[int | None], list[list[int]]]]:
+    """The two binary trees (parent, children) of the double binary tree: dbtree's."""
+    from commbench.algorithms.dbtree import double_tree  # the algorithms import this module
+
+    return double_tree(n)
+
+
+def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Every rank's senders and receivers (ring neighbours and tree neighbours), sorted: the
+    connection index of a peer is its place in these lists."""
+    senders, receivers = [set() for _ in range(n)], [set() for _ in range(n)]
+    for r in range(n if n > 1 else 0):
+        senders[r].add((r - 1) % n)
+        receivers[r].add((r + 1) % n)
+        for parent, children in trees(n):
+            for q in ([parent[r]] if parent[r] is not None else []) + children[r]:
+                senders[r].add(q)
+                receivers[r].add(q)
+    return [sorted(s) for s in senders], [sorted(s) for s in receivers]
+
+
+def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
+                slot_bytes: int, spin_s: float) -> CbComm:
+    """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
+    if slot_bytes < LINE or slot_bytes % LINE:
+        raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
+    senders, receivers = peers(n)
+    c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
+               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9))
+    for p in range(MAX_RANKS):
+        c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
+    for p in range(n):
+        c.region[p] = regions[p]
+        if p in senders[rank]:
+            c.in_conn[p] = senders[rank].index(p)
+            c.peer_out_conn[p] = receivers[p].index(rank)
+        if p in receivers[rank]:
+            c.out_conn[p] = receivers[rank].index(p)
+            c.peer_in_conn[p] = senders[p].index(rank)
+    for t, (parent, children) in enumerate(trees(n)):
+        c.tree_parent[t] = -1 if parent[rank] is None else parent[rank]
+        for k in range(2):
+            c.tree_child[t][k] = children[rank][k] if k < len(children[rank]) else -1
+        c.tree_depth[t] = depth(parent, rank)
+    return c
+
+
+def depth(parent: list[int | None], rank: int) -> int:
+    """How many edges below its tree's root a rank is."""
+    d = 0
+    while parent[rank] is not None:
+        rank, d = parent[rank], d + 1
+    return d
+
+
+def connections(n: int) -> int:
+    """The most connections any rank has in either direction (CbComm.conns: in_conn and out_conn
+    both index below it; a FIFO per incoming one)."""
+    senders, receivers = peers(n)
+    return max([len(s) for s in senders + receivers] + [1])
+
+
+def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
+    return FIFO_OFFSET + SKEW_BYTES + connections(n) * channels * TREES * SLOTS * (LINE + slot_bytes)  # fifo_slot
+
+
+def entry_points() -> dict[str, list[str]]:
+    """Every kernel of cuda/collectives.cu the Python side launches (tests/cuda/test_cuda_compile.py)."""
+    from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS
+
+    names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"))
+             for d in CUDA_DTYPES for o in CUDA_OPS]
+    return {SOURCE.name: names + [entry("ring", "all_gather", "float32", None)]}
+
+
+def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
+    """The kernel's name in cuda/collectives.cu (avg runs as sum; the caller divides)."""
+    if collective == "all_gather":
+        return "cb_ring_all_gather"
+    return f"cb_{algorithm}_{collective}_{dtype}_{'sum' if op in (None, 'avg') else op}"
+
+
+def what(name: str) -> str:
+    """A kernel's schedule, for messages: cb_ring_all_reduce_int8_max -> ring_all_reduce."""
+    return "_".join(name.split("_")[1:4])
+
+
+def describe(error, what: str) -> str:
+    """The error record (cuda/collectives.cu record_error) in one line. A code of -1 is a record
+    claimed whose details are still being written (read from the host while the GPU runs)."""
+    code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
+    if code == -1:
+        return f"{what}: a wait timed out (its record was still being written when read)"
+    waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}"}.get(kind, f"rank {peer} to read this rank's output")
+    return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
+
+
+def spin_time(device: str, local_ranks: int) -> float:
+    """How long a wait spins before it backs off: long where every rank has a core of its own (a
+    yield hands the core to whatever else runs, the launcher say, for a time slice: measured 3x
+    slower all-reduce on 2 ranks), short where ranks outnumber cores (the rank being waited for
+    needs this core). Automatic channels never outnumber the cores (auto_channels)."""
+    if device == "cuda":
+        return SPIN_S["cuda"]
+    return SPIN_S["cpu"] if local_ranks <= (os.cpu_count() or 1) else SPIN_S["oversubscribed"]
+
+
+def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:
+    cap = MAX_AUTO_CHANNELS[device]
+    if device == "cpu":
+        cap = min(cap, max(1, (os.cpu_count() or 1) // max(local_ranks, 1)))
+    return max(1, min(cap, nbytes // CHANNEL_BYTES[device]))
+
+
+def address(buf) -> int:
+    """Where a numpy array's or a torch tensor's first element is."""
+    return buf.ctypes.data if isinstance(buf, np.ndarray) else buf.data_ptr()

@@ -1,0 +1,212 @@
+"""hierarchical_kernel: the ring kernel inside each node, the backend's ring between nodes.
+
+Bit for bit against MPI's own collectives in real mpirun jobs (every node layout of 4 and 6
+ranks); a gloo job on 2x3 nodes through the CLI, shown by topo-compare and the report; the
+reasons it is skipped; an emulated cluster (network namespaces, round-robin placement); and the
+cost model, which fits its intra-node stages with the kernels and borrows the inter-node link
+from the backend's step algorithms. tests/algorithms/test_algorithms_in_jobs.py, test_traffic.py and
+test_nccl_semantics.py run it with every other algorithm that sends messages.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from commbench.analysis.model.costs import Params, Shape, time_s
+from commbench.analysis.model.fit import fit, held_out, summary, to_json, usable_rows
+from commbench.analysis.model.predict import predict
+from conftest import ROOT, commbench, load_run, needs_mpirun
+from kernel_threads import needs_compiler
+from sweep_checks import check_sweep
+from commbench.errors import OK
+
+COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather"}
+
+
+def _rows(out, algorithm="hierarchical_kernel"):
+    rows, samples, meta = load_run(out)
+    return rows[rows.algorithm == algorithm], rows, samples, meta
+
+
+# --- bit for bit against the library, in real jobs ------------------------------------------------------------
+@needs_compiler
+@needs_mpirun
+@pytest.mark.parametrize("world,layouts,results", [(4, 4, 5184), (6, 6, 11664)])
+def test_bit_exact_against_mpi_in_every_layout(job, world, layouts, results):
+    """One job per world size: 1xn, Mx(n/M) node by node and round-robin, nx1; 3 collectives x dtypes
+    x ops x counts (1 element, a tail of count mod G, 8 pipelined chunks) x both buffer modes, two
+    calls per binding, against MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather."""
+    from commbench.run.launch import find_binary
+
+    proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(world),
+                           sys.executable, str(ROOT / "tests" / "scripts" / "hierarchical_kernel_vs_mpi.py")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"compared {results} results in {layouts} layouts, 0 differ" in proc.stdout
+    sizes = [1, world - 1]  # the last rank a node of its own
+    assert f"uneven: hierarchical_kernel needs the same number of ranks on every node (found {sizes})" in proc.stdout
+
+
+@needs_compiler
+@needs_mpirun
+def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
+    """gloo, 2 nodes of 3 ranks (odd G: parts and tails), bfloat16 and avg (which MPI has not), both
+    buffer modes, exact; topo-compare and the report show it next to the flat ring."""
+    pytest.importorskip("torch")
+    out = tmp_path / "r"
+    proc = commbench("run", "-n", 6, "--ranks-per-node", 3, "--backend", "gloo", "-a", "ring,hierarchical_kernel",
+                     "--sizes", "4,4100", "--segment-bytes", 256, "-d", "bfloat16,float32", "-o", "avg", "--both",
+                     "--iters", 2, "-w", 0, "--out", out, check_rc=OK, timeout=300)
+    mine, rows, samples, meta = _rows(out)
+    check_sweep(rows, samples, meta, 6, meta["planned_points"] - len(meta["skipped"]))
+    assert all(s["reason"].endswith("less than one element per rank") for s in meta["skipped"])
+    assert meta["node_of_rank"] == [0, 0, 0, 1, 1, 1]
+    big = mine[mine.size_bytes > 100]
+    assert set(big.collective) == COLLECTIVES and set(big.dtype) == {"bfloat16", "float32"}
+    assert set(big.in_place) == {0, 1} and set(big[big.collective != "all_gather"].op) == {"avg"}
+    assert ((mine["count"] % 3 != 0) & (mine.collective == "all_reduce")).any()  # 3 parts and a tail
+    assert "hierarchical_" in proc.stderr and "speedup over the flat ring" in proc.stderr  # the table after the run
+
+    compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=OK)
+    assert "hierarchical_" in compared.stderr and "(speedup over the flat ring)" in compared.stderr
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert set(table.collective) == COLLECTIVES and len(table) == len(mine)
+    speedup = table["time_us:ring"] / table["time_us:hierarchical_kernel"]
+    assert (table["speedup:hierarchical_kernel"] == speedup).all() and speedup.gt(0).all()
+
+    report = tmp_path / "report.html"
+    commbench("report", out, "-o", report, check_rc=OK)
+    assert "hierarchical_kernel vs ring" in report.read_text()  # the topology-aware speedup chart
+
+    fitted = commbench("model", "fit", out, "-o", tmp_path / "model.json", check_rc=OK)  # ring: the gloo group
+    kernel = fitted.stdout.split("gloo/kernel:")[1].splitlines()
+    assert "(hierarchical_kernel)" in kernel[0]
+    steps = fitted.stdout.split("gloo/kernel:")[0].splitlines()
+    for name in ("alpha_inter", "beta_inter"):  # the link between nodes: the backend's, borrowed where it is known
+        line = next(ln for ln in kernel if ln.split()[0] == name)
+        lent = next(ln for ln in steps if ln.split() and ln.split()[0] == name)
+        assert line.endswith("(the gloo fit's)") or ("not determined" in line and "not determined" in lent), \
+            fitted.stdout
+
+
+# --- where it cannot run -----------------------------------------------------------------------------------------
+@needs_mpirun
+def test_without_a_compiler_it_is_skipped_with_the_reason(job, tmp_path):
+    """(Nodes of unequal sizes: the reason is checked by the bit-exact jobs above.)"""
+    env = {"CXX": "/nonexistent/c++", "COMMBENCH_CACHE": str(tmp_path / "cache")}
+    proc = commbench("run", "-n", 2, "--ranks-per-node", 1, "--backend", "mpi", "-a", "ring,hierarchical_kernel",
+                     "-c", "all_reduce", "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r",
+                     env=env, check_rc=OK, timeout=300)
+    mine, rows, _, meta = _rows(tmp_path / "r")
+    assert mine.empty and list(rows.algorithm) == ["ring"] and (rows.wrong == 0).all()
+    [skip] = meta["skipped"]
+    assert skip["algorithm"] == "hierarchical_kernel", skip
+    assert skip["reason"].startswith("hierarchical_kernel runs the ring kernel inside each node: "), skip
+    assert "C++ compiler" in skip["reason"] and "CXX=/nonexistent/c++ is not a program" in skip["reason"]
+    assert "\n" not in skip["reason"] and "Traceback" not in proc.stdout + proc.stderr
+
+
+# --- an emulated cluster -----------------------------------------------------------------------------------------
+@needs_compiler
+def test_emulated_nodes_placed_round_robin(tmp_path, netns):
+    """Network namespaces as nodes (one /dev/shm: the kernel needs only that a node's ranks share
+    memory), ranks placed round-robin, so a node's blocks are not consecutive (the scratch slab);
+    the bytes crossing the emulated links are the analytical count."""
+    pytest.importorskip("torch")
+    from commbench.run import emulate
+
+    before = set(emulate.namespaces())
+    out = tmp_path / "r"
+    commbench("run", "--backend", "gloo", "--emulate", "2x2", "--placement", "round-robin", "-a", "hierarchical_kernel",
+              "--sizes", "64K", "--iters", 2, "-w", 0, "--both", "--out", out, "--quiet", check_rc=OK, timeout=300)
+    assert not [ns for ns in emulate.namespaces() if ns not in before and ns.startswith("cb")]
+    mine, rows, samples, meta = _rows(out)
+    check_sweep(rows, samples, meta, 4, 6)
+    assert meta["node_of_rank"] == [0, 1, 0, 1] and set(mine.collective) == COLLECTIVES
+    ratio = mine.internode_bytes_measured / mine.internode_bytes_expected
+    assert ratio.between(0.99, 1.1).all(), mine[["collective", "internode_bytes_measured", "internode_bytes_expected"]]
+
+
+# --- the cost model ----------------------------------------------------------------------------------------------
+STEPS = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)  # a library call per step
+FLAGS = Params(2e-7, 2e-10, 8e-5, 8e-9, 1e-10)  # a flag hand-off per step; between nodes the same library
+
+
+def _synthetic(params, algorithms, shapes, collectives=tuple(sorted(COLLECTIVES)), sizes=range(3, 27, 5)):
+    rows = []
+    for shape in shapes:
+        for algorithm in algorithms:
+            for collective in collectives:
+                for size in (2**k for k in sizes):
+                    t = time_s(params, algorithm, collective, shape, size)
+                    if t is not None:
+                        rows.append({"backend": "gloo", "algorithm": algorithm, "collective": collective,
+                                     "size_bytes": size, "world_size": shape.n, "nodes": shape.nodes,
+                                     "ranks_per_node": shape.per_node, "placement": "block", "wrong": 0,
+                                     "time_us": t * 1e6})
+    return pd.DataFrame(rows)
+
+
+def test_cost_counts_a_kernel_call_per_node():
+    """All-reduce: hierarchical's formula; reduce-scatter and all-gather: M kernel calls of G-1
+    hand-offs each, then M-1 steps between nodes."""
+    alpha = Params(1e-6, 0.0, 1e-5, 0.0, 0.0)
+    for collective in ("reduce_scatter", "all_gather"):
+        kernel = time_s(alpha, "hierarchical_kernel", collective, Shape(4, 3), 96)
+        assert kernel == pytest.approx(4 * 2 * 1e-6 + 3 * 1e-5)
+        assert time_s(alpha, "hierarchical", collective, Shape(4, 3), 96) == pytest.approx(2 * 1e-6 + 3 * 1e-5)
+    for shape in (Shape(4, 2), Shape(2, 8, lanes=2)):
+        for size in (8, 2**20, 2**26):
+            assert time_s(STEPS, "hierarchical_kernel", "all_reduce", shape, size) == pytest.approx(
+                time_s(STEPS, "hierarchical", "all_reduce", shape, size))
+
+
+def test_the_model_fits_its_stages_with_the_kernels_and_the_link_with_the_steps(tmp_path):
+    one_node, two_nodes = Shape(1, 4), Shape(2, 2)
+    steps = _synthetic(STEPS, ["ring", "hierarchical"], [one_node, two_nodes])
+    kernels = _synthetic(FLAGS, ["ring_kernel", "tree_kernel"], [one_node])
+    mixed = _synthetic(FLAGS, ["hierarchical_kernel"], [two_nodes])
+    fits = {f.group: f for f in fit(pd.concat([steps, kernels, mixed]))}
+    kernel = fits["gloo/kernel"]
+    assert kernel.algorithms == ["hierarchical_kernel", "ring_kernel", "tree_kernel"]
+    assert kernel.borrowed == {"alpha_inter": "gloo", "beta_inter": "gloo"}  # one owner: the step group
+    for name in ("alpha_inter", "beta_inter"):
+        assert kernel.params[name] == fits["gloo"].params[name] == pytest.approx(STEPS.__dict__[name], rel=1e-3)
+        assert kernel.rel_std[name] is None
+    assert kernel.median_error < 1e-3 and kernel.p90_error < 1e-3  # its own α, β, γ explain the rest
+    assert not fits["gloo"].borrowed
+
+    # predicted at scale with the kernel group's parameters (the borrowed link included); the one-node kernels not
+    params = {f.engine: f.to_params() for f in fits.values()}
+    table = predict(params, Shape(8, 4), "all_reduce", [8, 2**24]).set_index(["algorithm", "size_bytes"]).time_us
+    assert {"hierarchical", "hierarchical_kernel"} <= set(table.index.get_level_values(0))
+    assert "ring_kernel" not in set(table.index.get_level_values(0))
+    for size in (8, 2**24):
+        truth = time_s(FLAGS, "hierarchical_kernel", "all_reduce", Shape(8, 4, lanes=kernel.lanes), size)
+        assert table[("hierarchical_kernel", size)] == pytest.approx(truth * 1e6, rel=1e-2)
+    assert table[("hierarchical_kernel", 8)] < table[("hierarchical", 8)]  # 2(G-1) hand-offs, not library calls
+
+    # held out: a size left out of every group (the step group's link refitted without it too) is predicted
+    few = dict(collectives=("all_reduce",), sizes=(3, 12, 18, 24))
+    errors = held_out(usable_rows(pd.concat([_synthetic(STEPS, ["ring", "hierarchical"], [one_node, two_nodes], **few),
+                                             _synthetic(FLAGS, ["ring_kernel"], [one_node], **few),
+                                             _synthetic(FLAGS, ["hierarchical_kernel"], [two_nodes], **few)])),
+                      "size_bytes")
+    assert len(errors[errors.algorithm == "hierarchical_kernel"]) == 4
+    assert summary(errors[errors.algorithm == "hierarchical_kernel"])["median_abs_error"] < 1e-2
+
+    # no step points across nodes: the kernel group fits the link from hierarchical_kernel's own points
+    alone = {f.group: f for f in fit(pd.concat([steps[steps.nodes == 1], kernels, mixed]))}
+    assert alone["gloo"].params["beta_inter"] is None and not alone["gloo/kernel"].borrowed
+    assert alone["gloo/kernel"].params["beta_inter"] == pytest.approx(FLAGS.beta_inter, rel=0.05)
+
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(to_json(list(fits.values()), ["x"])))
+    proc = commbench("model", "predict", "--nodes", 4, "--ranks-per-node", 8, "--model", model, "-e", "1M", check_rc=OK)
+    assert "hierarchical_kernel" in proc.stdout and "ring_kernel" not in proc.stdout
+

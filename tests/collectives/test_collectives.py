@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+
+from commbench.dtypes import DTYPES
+from commbench.collectives import COLLECTIVES
+from commbench.rank.patterns import Pattern
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+def test_bus_factors_are_nccl_tests(world):
+    assert COLLECTIVES["all_reduce"].bus_factor(world) == pytest.approx(2 * (world - 1) / world)
+    assert COLLECTIVES["all_gather"].bus_factor(world) == pytest.approx((world - 1) / world)
+    assert COLLECTIVES["reduce_scatter"].bus_factor(world) == pytest.approx((world - 1) / world)
+
+
+def test_size_semantics():
+    ar = COLLECTIVES["all_reduce"].counts(1000, 4, 3)
+    assert (ar.in_count, ar.out_count, ar.size_bytes) == (250, 250, 1000)
+    ag = COLLECTIVES["all_gather"].counts(1000, 4, 3)  # size = gathered output, rounded down
+    assert (ag.in_count, ag.out_count, ag.size_bytes) == (83, 249, 996)
+    rs = COLLECTIVES["reduce_scatter"].counts(1000, 4, 3)  # size = one rank's input
+    assert (rs.in_count, rs.out_count, rs.size_bytes) == (249, 83, 996)
+    assert COLLECTIVES["all_gather"].counts(8, 4, 4).size_bytes == 0
+    for c in (ar, ag, rs):
+        assert c.count * 4 == c.size_bytes
+
+
+def test_all_gather_expected_is_rank_blocks():
+    coll, world = COLLECTIVES["all_gather"], 3
+    p = Pattern(None, DTYPES["int32"], world)
+    counts = coll.counts(3 * 4 * 1500, 4, world)
+    whole = coll.expected(p, 0, counts, 0, counts.out_count)
+    for r in range(world):
+        block = whole[r * 1500:(r + 1) * 1500]
+        assert np.array_equal(block, np.resize(p.values(r), 1500))
+    # any window equals the same slice of the whole
+    assert np.array_equal(coll.expected(p, 2, counts, 1400, 200), whole[1400:1600])
+
+
+def test_reduce_scatter_expected_is_block_of_reduction():
+    coll, world = COLLECTIVES["reduce_scatter"], 4
+    p = Pattern("sum", DTYPES["float32"], world)
+    counts = coll.counts(4 * 4 * 3000, 4, world)
+    full = np.resize(p.reduced, counts.in_count)
+    for r in range(world):
+        assert np.array_equal(coll.expected(p, r, counts, 0, 3000), full[r * 3000:(r + 1) * 3000])
+
+
+@pytest.mark.parametrize("name", list(COLLECTIVES))
+def test_size_for_input_is_what_counts_gives_each_rank(name):
+    coll = COLLECTIVES[name]
+    for world, in_bytes in ((2, 4096), (3, 1200), (4, 16)):  # whole elements per rank and block
+        counts = coll.counts(coll.size_for_input(in_bytes, world), 4, world)
+        assert counts.in_count * 4 == in_bytes
+
+
+@pytest.mark.parametrize("library,module", [("mpi", "commbench.rank.backends.mpi"),
+                                            ("torch", "commbench.rank.backends.torch_dist")])
+def test_every_declared_native_call_exists_in_its_backend(library, module):
+    pytest.importorskip("mpi4py" if library == "mpi" else "torch")
+    import importlib
+
+    backend = importlib.import_module(module)
+    target = __import__("mpi4py.MPI").MPI.COMM_WORLD if library == "mpi" else __import__("torch.distributed").distributed
+    for coll in COLLECTIVES.values():
+        call = coll.native[library]
+        assert call.convention in backend.CONVENTIONS, (coll.name, call)
+        assert call.resolve(target) is not None, (coll.name, call)
+
+
+def test_names_other_tools_use_are_unique():
+    for attr in ("nccl_function", "nccl_tests_name", "osu_title"):
+        values = [getattr(c, attr) for c in COLLECTIVES.values() if getattr(c, attr)]
+        assert len(values) == len(set(values)), attr  # (not every tool has every collective)
+    assert all(c.nccl_tests_name for c in COLLECTIVES.values())  # nccl-tests has all nine
+
+
+def test_message_elems_is_one_ranks_block():
+    counts = {name: c.counts(4 * 12 * 100, 4, 4) for name, c in COLLECTIVES.items()}
+    assert {name: COLLECTIVES[name].message_elems(c) for name, c in counts.items()} == {
+        "all_reduce": 1200, "all_gather": 300, "reduce_scatter": 300, "broadcast": 1200, "reduce": 1200,
+        "all_to_all": 1200, "gather": 300, "scatter": 300, "send_recv": 1200}

@@ -1,0 +1,70 @@
+"""commbench.plan: the ordered list of points every rank builds from the spec."""
+
+from itertools import product
+
+from commbench.collectives import COLLECTIVES, Collective
+from commbench.plan import Point, build_plan
+from commbench.spec import SweepSpec
+
+
+def _spec(**kw):
+    base = dict(collectives=["all_reduce", "all_gather", "reduce_scatter"], backends=["mpi"],
+                algorithms=["native", "ring"], dtypes=["float32", "int8"], ops=["sum", "max"],
+                in_place=[False, True], sizes=[8, 1024, 65536], nprocs=2, run_id="r", out_dir="/tmp/x")
+    return SweepSpec(**(base | kw)).validate()
+
+
+def test_indexes_are_positions():
+    plan = build_plan(_spec())
+    assert [p.index for p in plan] == list(range(len(plan)))
+    assert len({(p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place, p.size) for p in plan}) == len(plan)
+
+
+def test_order_is_backend_collective_algorithm_dtype_op_mode_size():
+    """Sizes vary fastest, so one table per (collective, algorithm, dtype, op, mode) is contiguous."""
+    spec = _spec()
+    expected = [(b, c, a, d, o if COLLECTIVES[c].reduces else None, m, s)
+                for b, c, a, d in product(spec.backends, spec.collectives, spec.algorithms, spec.dtypes)
+                for o in (spec.ops if COLLECTIVES[c].reduces else [None])
+                for m, s in product(spec.in_place, spec.sizes)]
+    got = [(p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place, p.size) for p in build_plan(spec)]
+    assert got == expected
+    assert got[:3] == [("mpi", "all_reduce", "native", "float32", "sum", False, s) for s in (8, 1024, 65536)]
+
+
+def test_ops_only_for_reducing_collectives():
+    plan = build_plan(_spec())
+    per = {c: [p for p in plan if p.collective == c] for c in ("all_reduce", "all_gather", "reduce_scatter")}
+    assert {p.op for p in per["all_gather"]} == {None}
+    assert {p.op for p in per["all_reduce"]} == {p.op for p in per["reduce_scatter"]} == {"sum", "max"}
+    one_op = 2 * 2 * 2 * 3  # algorithms x dtypes x modes x sizes
+    assert (len(per["all_gather"]), len(per["all_reduce"]), len(per["reduce_scatter"])) == (one_op, 2 * one_op, 2 * one_op)
+
+
+def test_a_registered_collective_that_does_not_reduce_gets_no_op(monkeypatch):
+    """The op axis follows the collective's own `reduces`, not a list of names."""
+    class Toy(Collective):
+        name, reduces = "toy_gather", False
+
+    monkeypatch.setitem(COLLECTIVES, "toy_gather", Toy())
+    plan = build_plan(_spec(collectives=["toy_gather"], algorithms=["native"], dtypes=["float32"]))
+    assert len(plan) == 2 * 3 and {p.op for p in plan} == {None}
+
+
+def test_done_points_do_not_move_indexes():
+    """--resume passes the measured indexes; the plan, and so every index, stays the same."""
+    spec = _spec()
+    resumed = _spec(done_points=[0, 5, 17])
+    assert build_plan(resumed) == build_plan(spec)
+
+
+def test_every_rank_builds_the_same_plan_from_the_spec_it_receives():
+    spec = _spec(label="x")
+    assert build_plan(SweepSpec.from_json(spec.to_json())) == build_plan(spec)
+
+
+def test_point_as_dict():
+    p = build_plan(_spec(collectives=["all_gather"]))[0]
+    assert p.as_dict() == {"index": 0, "backend": "mpi", "collective": "all_gather", "algorithm": "native",
+                           "dtype": "float32", "op": None, "in_place": False, "size": 8}
+    assert Point(**p.as_dict()) == p
