@@ -64,7 +64,7 @@ def test_expected_is_the_exchange_of_blocks():
 
 
 def test_the_names_other_tools_use_come_from_the_registry(monkeypatch):
-    from commbench.analysis.importers import _nccl_tests_collective
+    from commbench.analysis.importers.nccl_tests import _nccl_tests_collective
     from commbench.rank import nccl_log, traffic
     from commbench.collectives import lookup
 
