@@ -6,7 +6,7 @@ import pytest
 from commbench.errors import InputError
 from commbench.rank import arena
 from commbench.rank.turns import PROTOCOL
-from commbench.run import ab
+from commbench.run import ab, ab_rounds
 from commbench.run.turn_server import hello_problem
 from commbench.spec import SweepSpec
 
@@ -55,13 +55,13 @@ def test_jobs_that_cannot_live_together_take_rounds_of_launches():
 
 def test_turns_alternate_abba_and_every_pair_has_one_turn_a_side():
     for round_no in (1, 2):
-        order = ab._turn_order(round_no, 8)
+        order = ab_rounds.turn_order(round_no, 8)
         assert len(order) == 16
         for k in range(8):
             assert sorted(side for side, pair in order if pair == k) == ["A", "B"]
         firsts = [order[2 * k][0] for k in range(8)]
         assert firsts.count("A") == firsts.count("B") == 4
-    assert ab._turn_order(1, 8)[0][0] != ab._turn_order(2, 8)[0][0]
+    assert ab_rounds.turn_order(1, 8)[0][0] != ab_rounds.turn_order(2, 8)[0][0]
 
 
 def test_the_arena_holds_every_point_of_both_sides_one_region_a_rank():
