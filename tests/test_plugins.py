@@ -67,7 +67,8 @@ def test_failures_wait_for_check_which_raises_the_first_as_one_line(fresh):
 
 
 def test_a_plugin_registers_a_collective(fresh, monkeypatch):
-    from commbench.collectives import COLLECTIVES, AllReduce, lookup
+    from commbench.collectives import COLLECTIVES, lookup
+    from commbench.collectives.all_reduce import AllReduce
 
     class Renamed(AllReduce):
         name = "cbplug_all_reduce"

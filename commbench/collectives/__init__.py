@@ -1,18 +1,13 @@
-"""The collectives commbench measures. Adding one is one small module and one line here (or,
-outside the package, a plugin module that calls `register`: commbench.plugins)."""
+"""The collectives commbench measures. Adding one is one small module in this package: every
+Collective class a module here defines is found and registered (or, outside the package, a plugin
+module that calls `register`: commbench.plugins)."""
+
+import importlib
+import pkgutil
 
 from commbench import plugins
-from commbench.errors import InputError
-from commbench.collectives.all_gather import AllGather
-from commbench.collectives.all_reduce import AllReduce
-from commbench.collectives.all_to_all import AllToAll
 from commbench.collectives.base import Collective, Counts, NativeCall
-from commbench.collectives.broadcast import Broadcast
-from commbench.collectives.gather import Gather
-from commbench.collectives.reduce import Reduce
-from commbench.collectives.reduce_scatter import ReduceScatter
-from commbench.collectives.scatter import Scatter
-from commbench.collectives.send_recv import SendRecv
+from commbench.errors import InputError
 
 COLLECTIVES: dict[str, Collective] = {}
 
@@ -41,7 +36,18 @@ def names(conjunction: str = "or") -> str:
     return f"{', '.join(rest)} {conjunction} {last}" if rest else last
 
 
-for _c in (AllReduce(), AllGather(), ReduceScatter(), Broadcast(), Reduce(), AllToAll(), Gather(), Scatter(), SendRecv()):
+def package_collectives() -> list[Collective]:
+    """One of each collective this package's modules define (a class with a name of its own; base.py
+    holds none), the default sweep's first in its order, then the others by name."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [cls() for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, Collective)
+                  and cls.__module__ == module.__name__ and vars(cls).get("name")]
+    return sorted(found, key=lambda c: (not c.default_sweep, c.default_sweep, c.name))
+
+
+for _c in package_collectives():
     register(_c)
 plugins.load()
 

@@ -15,7 +15,7 @@ class AllGather(Collective):
     nccl_tests_name = "all_gather"
     osu_title = "Allgather"
     description = "every rank's buffer to every rank, in rank order; size: the gathered output; busbw = algbw x (n-1)/n"
-    default_sweep = True
+    default_sweep = 2
 
     def bus_factor(self, world):
         return (world - 1) / world

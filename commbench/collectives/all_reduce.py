@@ -11,7 +11,7 @@ class AllReduce(Collective):
     nccl_tests_name = "all_reduce"
     osu_title = "Allreduce"
     description = "every rank's buffer reduced onto every rank; size: the buffer; busbw = algbw x 2(n-1)/n"
-    default_sweep = True
+    default_sweep = 1
 
     def bus_factor(self, world):
         return 2 * (world - 1) / world

@@ -57,7 +57,9 @@ class Collective:
     name: str = ""
     reduces: bool = True  # takes a reduction op
     rooted: bool = False  # one rank (--root) is where the data starts (broadcast, scatter) or ends (reduce, gather)
-    default_sweep: bool = False  # measured when -c is not given (the three collectives training lives on)
+    # its place in the sweep -c means when not given (1, 2, 3: the three collectives training lives on);
+    # 0: measured when asked for
+    default_sweep: int = 0
     # the library's own call, by library ("mpi": mpi4py's Comm, "torch": torch.distributed)
     native: Mapping[str, NativeCall] = {}
     nccl_function: str | None = None  # the name NCCL logs its calls under (commbench.rank.nccl_log)

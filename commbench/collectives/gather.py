@@ -9,7 +9,7 @@ class Gather(AllGather):
     checked). size = the gathered output; busbw = algbw x (n-1)/n (nccl-tests)."""
 
     name = "gather"
-    rooted, default_sweep = True, False
+    rooted, default_sweep = True, 0
     native = {"mpi": NativeCall("Gather", "gather"), "torch": NativeCall("gather", "gather_list", in_place=False,
                                                                        no_in_place="takes separate input and output tensors")}
     nccl_function = None

@@ -12,7 +12,7 @@ class ReduceScatter(SplitInput, Collective):
     nccl_tests_name = "reduce_scatter"
     osu_title = "Reduce_scatter"
     description = "block r of the reduction of every rank's input to rank r; size: one rank's input (n blocks); busbw = algbw x (n-1)/n"
-    default_sweep = True
+    default_sweep = 3
 
     def expected(self, pattern, rank, counts, start, length):
         return tile(pattern.reduced, rank * counts.out_count + start, length)

@@ -77,7 +77,7 @@ def test_the_collective_is_checked_before_the_file_is_read(tmp_path):
     outcome.assert_clean()
     assert outcome.code == BAD_INPUT and outcome.stderr.startswith(
         "commbench: error: unknown collective 'all_to_allv' (accepted: all_reduce, all_gather, reduce_scatter, "
-        "broadcast, reduce, all_to_all, gather, scatter, send_recv)")
+        "all_to_all, broadcast, gather, reduce, scatter, send_recv)")
     assert not (tmp_path / "imp").exists()
 
 

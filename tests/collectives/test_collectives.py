@@ -80,3 +80,31 @@ def test_message_elems_is_one_ranks_block():
     assert {name: COLLECTIVES[name].message_elems(c) for name, c in counts.items()} == {
         "all_reduce": 1200, "all_gather": 300, "reduce_scatter": 300, "broadcast": 1200, "reduce": 1200,
         "all_to_all": 1200, "gather": 300, "scatter": 300, "send_recv": 1200}
+
+
+def test_every_module_of_the_package_is_a_registered_collective_in_the_default_sweeps_order():
+    from commbench import collectives
+
+    found = collectives.package_collectives()
+    assert [c.name for c in found] == list(COLLECTIVES)[:len(found)] == [
+        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "gather", "reduce", "scatter",
+        "send_recv"]
+    assert collectives.default_collectives() == ["all_reduce", "all_gather", "reduce_scatter"]
+    assert all(type(COLLECTIVES[c.name]) is type(c) for c in found)  # one instance each, base.py's mixins none
+
+
+def test_a_new_module_is_a_new_collective_with_nothing_else_edited(tmp_path, monkeypatch):
+    """Adding a collective inside the package is its module alone: a module on the package's path is
+    found, and a class it imports (here AllReduce, for its subclass) is not registered twice."""
+    import sys
+
+    from commbench import collectives
+
+    (tmp_path / "all_reduce_again.py").write_text(
+        "from commbench.collectives.all_reduce import AllReduce\n\n\n"
+        "class AllReduceAgain(AllReduce):\n    name = 'all_reduce_again'\n    default_sweep = 0\n")
+    monkeypatch.setattr(collectives, "__path__", [*collectives.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "commbench.collectives.all_reduce_again", raising=False)
+    names = [c.name for c in collectives.package_collectives()]
+    assert names.count("all_reduce") == 1 and names.index("all_reduce_again") == 3
+    sys.modules.pop("commbench.collectives.all_reduce_again", None)
