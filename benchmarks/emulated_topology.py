@@ -1,10 +1,11 @@
 """Topology-aware variants on an emulated cluster (needs root): flat ring vs ring in topology
-order vs hierarchical vs gloo's own all-reduce, across 1 Gbit/s links.
+order vs hierarchical (Python and kernels) vs the library's own all-reduce, across 1 Gbit/s links.
 
-    sudo python benchmarks/emulated_topology.py                     # 2x2 and 4x2, both placements
+    sudo python benchmarks/emulated_topology.py                     # gloo: 2x2 and 4x2, both placements
+    sudo python benchmarks/emulated_topology.py --backend mpi       # MPI: mpirun across the namespaces
     sudo python benchmarks/emulated_topology.py --layouts 2x2 --sizes 16M,64M --out results/emu
 
-One `commbench run --emulate LAYOUT --placement P` job per layout and placement (gloo, all-reduce,
+One `commbench run --emulate LAYOUT --placement P` job per layout and placement (all-reduce,
 float32 sum, in place), then the topology comparison of all of them, and the three figures the
 topology issue asks for: hierarchical over the flat ring (block placement), the topology-ordered
 ring over the rank-ordered ring (round-robin placement), and measured over expected inter-node bytes.
@@ -28,14 +29,15 @@ def main() -> None:
     parser.add_argument("--layouts", default="2x2,4x2")
     parser.add_argument("--sizes", default="16M,64M")
     parser.add_argument("--link-rate", default="1gbit")
-    parser.add_argument("--out", default="results/emulated-topology")
+    parser.add_argument("--backend", default="gloo", choices=("gloo", "mpi"))
+    parser.add_argument("--out", default=None, help="default: results/emulated-topology-BACKEND")
     args = parser.parse_args()
-    runs = []
+    runs, root = [], Path(args.out or f"results/emulated-topology-{args.backend}")
     for layout in args.layouts.split(","):
         for placement in ("block", "round-robin"):
-            out = Path(args.out) / f"{layout}-{placement}"
+            out = root / f"{layout}-{placement}"
             if not (out / "results.csv").exists():
-                subprocess.run([sys.executable, "-m", "commbench", "run", "--backend", "gloo", "--emulate", layout,
+                subprocess.run([sys.executable, "-m", "commbench", "run", "--backend", args.backend, "--emulate", layout,
                                 "--link-rate", args.link_rate, "--placement", placement, "-c", "all_reduce",
                                 "-a", ",".join(VARIANTS), "--sizes", args.sizes,
                                 "--in-place", "-w", "1", "--out", str(out), "--quiet",
@@ -45,9 +47,10 @@ def main() -> None:
     table = topology_comparison(rows)
     pd.set_option("display.width", 250)
     print(table[["label", "size_bytes", *(f"time_us:{v}" for v in VARIANTS)]].round(0).to_string(index=False))
-    print("\nhierarchical over flat ring, block placement (target >= 1.4, theory 1.5 on 2x2):")
+    print("\nhierarchical variants over flat ring, block placement (target >= 1.4, theory 1.5 on 2x2):")
     block = table[table.placement == "block"]
-    print(block[["label", "size_bytes", "speedup:hierarchical"]].round(3).to_string(index=False))
+    shown = [c for c in ("speedup:hierarchical", "speedup:hierarchical_kernel", "speedup:native") if c in block]
+    print(block[["label", "size_bytes", *shown]].round(3).to_string(index=False))
     print("\nring_topology over ring, round-robin placement (target >= 1.8, theory G):")
     robin = table[table.placement == "round-robin"]
     print(robin[["label", "size_bytes", "speedup:ring_topology"]].round(3).to_string(index=False))

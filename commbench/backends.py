@@ -26,7 +26,7 @@ class Backend:
     extra: str  # pip install 'commbench[EXTRA]' installs the package
     world: str  # MPI_WORLD: started by an MPI launcher (mpirun, mpiexec, srun --mpi); TORCH_WORLD: a rendezvous
     communicator: str  # "module:function" opening a rank's Communicator (rank, world, local_rank, timeout_s, device, threads)
-    emulated: bool = False  # runs across --emulate's network namespaces (one torchrun agent per node)
+    emulated: bool = False  # runs across --emulate's network namespaces (emulated_launcher)
     cuda_peer_only: bool = False  # with --device cuda, only algorithms that send no messages through it (peer_*)
     probe: str = ""  # "module:function" (name, device) -> why this installation cannot run it, or None
 
@@ -50,7 +50,7 @@ def _resolve(path: str):
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("mpi", ("cpu",), "mpi4py", "mpi", MPI_WORLD, "commbench.rank.backends:open_mpi"),
+    Backend("mpi", ("cpu",), "mpi4py", "mpi", MPI_WORLD, "commbench.rank.backends:open_mpi", emulated=True),
     Backend("gloo", ("cpu", "cuda"), "torch", "torch", TORCH_WORLD, "commbench.rank.backends:open_torch",
             emulated=True, cuda_peer_only=True, probe="commbench.rank.backends:torch_cannot_run"),
     Backend("nccl", ("cuda",), "torch", "torch", TORCH_WORLD, "commbench.rank.backends:open_torch",
@@ -61,3 +61,9 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
 def needs_mpi_launcher(names) -> bool:
     """Whether any of these backends forms its world through an MPI launcher."""
     return any(BACKENDS[n].world == MPI_WORLD for n in names)
+
+
+def emulated_launcher(names) -> str:
+    """What starts these backends' ranks across --emulate's namespaces (commbench.run.emulate): one
+    mpirun for an MPI world, else one torchrun agent per node."""
+    return "mpirun" if needs_mpi_launcher(names) else "torchrun"

@@ -19,6 +19,7 @@ from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.collectives import COLLECTIVES
 from commbench.rank.kernel_abi import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
+from commbench.backends import emulated_launcher
 from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
                                MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MAX_SIZES, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
@@ -295,10 +296,16 @@ class SweepSpec:
             raise InputError(f"-n {self.nprocs} does not match --emulate {self.emulate} ({nodes * per_node} ranks)")
         emulated = [b for b, d in BACKEND_REGISTRY.items() if d.emulated]
         if not set(self.backends) <= set(emulated):
-            raise InputError(f"--emulate runs the {', '.join(emulated)} backend only (one torchrun agent per emulated "
-                             f"node); got --backend {','.join(self.backends)}")
-        if self.launcher not in ("auto", "torchrun"):
-            raise InputError(f"--emulate launches with torchrun, not {self.launcher!r}")
+            raise InputError(f"--emulate runs the {' and '.join(emulated)} backends only; got --backend "
+                             f"{','.join(self.backends)}")
+        worlds = {BACKEND_REGISTRY[b].world for b in self.backends}
+        if len(worlds) > 1:
+            raise InputError(f"--emulate starts one launcher across the nodes, and --backend {','.join(self.backends)} "
+                             "needs two (mpirun for MPI, torchrun agents for torch.distributed): one run each")
+        launcher = emulated_launcher(self.backends)
+        if self.launcher not in ("auto", launcher):
+            raise InputError(f"--emulate with --backend {','.join(self.backends)} launches with {launcher}, "
+                             f"not {self.launcher!r}")
         if self.ranks_per_node is not None:
             raise InputError("--ranks-per-node and --emulate both set the node layout; give one")
         if not _RATE_RE.match(self.link_rate):

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from commbench import options
-from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD, Backend, _resolve, needs_mpi_launcher
+from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD, Backend, _resolve, emulated_launcher, needs_mpi_launcher
 from commbench.errors import InputError
 from commbench.rank.backends import missing
 from commbench.rank.topology import LAUNCHED_MARKERS
@@ -66,8 +66,14 @@ def test_a_descriptor_added_is_a_backend_run_accepts_checks_and_launches(fake, m
 
 
 def test_emulation_and_the_peer_only_rule_come_from_the_descriptors():
-    with pytest.raises(InputError, match="--emulate runs the gloo backend only"):
-        SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2").validate()
+    with pytest.raises(InputError, match="--emulate runs the mpi and gloo backends only; got --backend nccl"):
+        SweepSpec(backends=["nccl"], device="cuda", nprocs=4, emulate="2x2").validate()
+    with pytest.raises(InputError, match="needs two \\(mpirun for MPI, torchrun agents for torch.distributed\\)"):
+        SweepSpec(backends=["mpi", "gloo"], nprocs=4, emulate="2x2").validate()
+    with pytest.raises(InputError, match="--emulate with --backend mpi launches with mpirun, not 'torchrun'"):
+        SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2", launcher="torchrun").validate()
+    assert SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2", launcher="mpirun").validate().emulate == "2x2"
+    assert emulated_launcher(["mpi"]) == "mpirun" and emulated_launcher(["gloo"]) == "torchrun"
     with pytest.raises(InputError, match="gloo with --device cuda runs the peer algorithms only"):
         SweepSpec(backends=["gloo"], device="cuda", algorithms=["ring"]).validate()
     # a device no backend of the list drives is said before the peer-only rule

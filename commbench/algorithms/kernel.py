@@ -15,9 +15,9 @@ sub-communicator (RingOn, below) and the backend's point-to-point ring between t
 
 from __future__ import annotations
 
-import socket
 
-from commbench.rank import kernel_node, kernel_abi
+from commbench.rank import kernel_abi, kernel_node
+from commbench.rank.load import machine_id
 from commbench.rank.peermem import itemsize
 from commbench.algorithms.base import Algorithm
 from commbench.algorithms.dbtree import DoubleBinaryTree
@@ -28,10 +28,11 @@ MAX_BOUND = 256  # RingOn keeps at most this many bound calls (a point's buffers
 
 
 def host_ranks(ctx) -> int:
-    """How many ranks of the job run on this rank's host (collectively, once per job): they share
-    its cores, however many nodes --ranks-per-node or --emulate make of them."""
+    """How many ranks of the job run on this rank's machine (collectively, once per job; machines told
+    apart by the kernel's boot id): they share its cores, however many nodes --ranks-per-node or
+    --emulate make of them (MPI's emulated nodes have host names of their own)."""
     if "host-ranks" not in ctx.cache:
-        names = ctx.comm.allgather_object(socket.gethostname())
+        names = ctx.comm.allgather_object(machine_id())
         ctx.cache["host-ranks"] = names.count(names[ctx.comm.rank])
     return ctx.cache["host-ranks"]
 

@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from commbench.rank.load import machine_id
 from commbench.rank.native_build import BuildFailed, build, cache_dir, first_line
 
 SOURCE = Path(__file__).with_name("floor.cc")
@@ -169,17 +170,18 @@ def machine_floor(fresh: bool = False) -> dict:
 
 
 def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, dict | str]:
-    """Every host's floors, on every rank (collective): per host, its first rank reads the cache or
-    measures while the host's other ranks sleep (not spin: the probe needs their cores) until the
-    cache holds it; on a GPU it adds its device's copy rate. host -> floors, or the one-line reason
-    they could not be had (the host's first rank's)."""
-    host = socket.gethostname()
-    hosts = comm.allgather_object((host, os.getpid()))
-    first_rank = [h for h, _ in hosts].index(host)
+    """Every host's floors, on every rank (collective): per machine (told apart by the kernel's boot
+    id: MPI's emulated nodes are hosts of one machine), its first rank reads the cache or measures
+    while the machine's other ranks sleep (not spin: the probe needs their cores) until it is done;
+    on a GPU it adds its device's copy rate. host -> floors, or the one-line reason they could not
+    be had (the machine's first rank's)."""
+    machine = machine_id()
+    ranks = comm.allgather_object((machine, socket.gethostname(), os.getpid()))
+    first_rank = [m for m, _, _ in ranks].index(machine)
     first = first_rank == comm.rank
     have = cached()
-    probing = comm.allgather_object(have is None and first)[first_rank]  # the host's first rank measures
-    ended = Path(tempfile.gettempdir()) / f"commbench-floor-{hosts[first_rank][1]}"  # it says when it is done
+    probing = comm.allgather_object(have is None and first)[first_rank]  # the machine's first rank measures
+    ended = Path(tempfile.gettempdir()) / f"commbench-floor-{ranks[first_rank][2]}"  # it says when it is done
     mine: dict | str | None = have
     if first and have is None:
         try:
@@ -188,19 +190,16 @@ def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, d
             mine = str(exc)
         finally:
             ended.touch()
-    elif have is None:  # sleep until the cache holds it, or the measuring rank says it ended without
+    elif probing:  # sleep until the cache holds it, or the measuring rank says it ended without
         deadline = time.monotonic() + wait_s
-        while probing and (mine := cached()) is None and not ended.exists() and time.monotonic() < deadline:
+        while (mine := cached()) is None and not ended.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
     if first and device == "cuda" and isinstance(mine, dict):
         mine = {**mine, "device_copy_GBps": device_copy_gbps()}
-    found: dict[str, dict | str] = {}
-    for h, f in comm.allgather_object((host, mine if first else None)):
-        if f is not None:
-            found.setdefault(h, f)
+    measured = {ranks[r][0]: f for r, f in enumerate(comm.allgather_object(mine if first else None)) if f is not None}
     if first:
         ended.unlink(missing_ok=True)  # (every rank is past its wait: the allgather)
-    return found
+    return {host: measured[m] for m, host, _ in ranks if m in measured}
 
 
 def device_copy_gbps(nbytes: int = 256 << 20, batches: int = 5) -> float | None:

@@ -1,7 +1,7 @@
 """An emulated multi-node cluster on one machine, out of Linux network namespaces.
 
     node 0 ns             bridge ns                node 1 ns
-    ranks 0..G-1          br0                      ranks G..2G-1
+    ranks 0..G-1          br0 10.231.0.254         ranks G..2G-1
     eth0 10.231.0.1 ───── n0   n1 ──────────────── eth0 10.231.0.2
           (tbf rate R)        (tbf rate R)               ...
 
@@ -12,6 +12,14 @@ through a non-blocking switch. MTU 9000 keeps header bytes near 1% of what the c
 
 Latency is not emulated: netem is not available on these kernels, and tbf only shapes rate, so a
 message between emulated nodes costs the veth and TCP latency (tens of µs) plus queueing.
+
+The ranks start one of two ways, by the backends' world (commbench.backends):
+  * torch.distributed (gloo): one torchrun agent per node, inside its namespace, meeting at node 0;
+  * MPI: one mpirun inside the bridge namespace (where br0's address reaches every node), given one
+    host per node, HOST-nI; its launch agent (netns_agent.sh, in place of ssh) starts node I's daemon
+    inside node I's namespace under that host name, so Open MPI sees N nodes: TCP between them over
+    the shaped links (btl_tcp_if_include eth0), shared memory inside each. Placement: mpirun's
+    --map-by slot (block) or node (round-robin).
 
 Names carry the parent's pid (cb<pid>n<i>, cb<pid>br), so namespaces left by a process that was
 SIGKILLed are recognised and removed by the next emulated run. Everything is torn down on exit,
@@ -24,10 +32,14 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 from contextlib import contextmanager
 
+from pathlib import Path
+
 from commbench import interrupts
+from commbench.backends import emulated_launcher
 from commbench.errors import InputError
 from commbench.rank.topology import PLACEMENT_ENV
 from commbench.rank.traffic import LINK_IFACE_ENV
@@ -43,6 +55,9 @@ QUEUE_LIMIT = "64mb"  # deep enough that TCP never loses a packet (retransmits w
 # from its initial window every phase (hosts tuned for collectives set it too)
 SYSCTLS = {"net.ipv4.tcp_slow_start_after_idle": 0}
 MASTER_PORT = 29500  # node 0's namespace is fresh: any port is free there
+SWITCH_ADDR = f"{SUBNET}.254"  # br0's own address, in the bridge namespace: where mpirun meets its daemons
+AGENT = Path(__file__).with_name("netns_agent.sh")
+NETNS_PREFIX_ENV = "COMMBENCH_NETNS_PREFIX"  # the agent's namespace names: this, then the node's index
 _NAME_RE = re.compile(r"^cb(\d+)(?:n\d+|br)$")
 
 
@@ -56,6 +71,11 @@ def bridge_ns(pid: int | None = None) -> str:
 
 def node_addr(i: int) -> str:
     return f"{SUBNET}.{i + 1}"
+
+
+def node_host(i: int) -> str:
+    """Emulated node i's host name for MPI's ranks (its namespace has a UTS namespace of its own)."""
+    return f"{socket.gethostname()[:48]}-n{i}"
 
 
 def check_available() -> None:
@@ -79,13 +99,25 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def _delete(ns: str) -> None:
+    """Kill what still runs inside the namespace (a rank, an MPI daemon in a process group of its
+    own), then delete it: a namespace with a process in it would outlive its name."""
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=60).stdout
+    for pid in out.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+
+
 def remove_stale() -> list[str]:
     """Delete the namespaces of emulated clusters whose process no longer exists."""
     removed = []
     for name in namespaces():
         m = _NAME_RE.match(name)
         if m and not processes.alive(int(m.group(1))):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)
+            _delete(name)
             removed.append(name)
     return removed
 
@@ -98,6 +130,8 @@ def create(nodes: int, rate: str) -> None:
     _sh("ip", "netns", "add", bridge_ns())
     _sh("ip", "-n", bridge_ns(), "link", "add", "br0", "type", "bridge")
     _sh("ip", "-n", bridge_ns(), "link", "set", "br0", "up")
+    _sh("ip", "-n", bridge_ns(), "link", "set", "lo", "up")
+    _sh("ip", "-n", bridge_ns(), "addr", "add", f"{SWITCH_ADDR}/24", "dev", "br0")
     for i in range(nodes):
         ns, port = node_ns(i), f"n{i}"
         _sh("ip", "netns", "add", ns)
@@ -114,9 +148,9 @@ def create(nodes: int, rate: str) -> None:
 
 
 def destroy(nodes: int) -> None:
-    """Delete this process's namespaces (the veths inside go with them)."""
+    """Delete this process's namespaces (the veths inside go with them) and whatever still runs in them."""
     for ns in [node_ns(i) for i in range(nodes)] + [bridge_ns()]:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+        _delete(ns)
 
 
 @contextmanager
@@ -143,9 +177,31 @@ def cluster(spec: SweepSpec):
 
 def description(spec: SweepSpec) -> dict:
     nodes, per_node = spec.emulated_layout()
+    launcher = emulated_launcher(spec.backends)
     return {"nodes": nodes, "ranks_per_node": per_node, "link_rate": spec.link_rate, "placement": spec.placement,
             "mtu": MTU, "tbf": {"burst": BURST, "limit": QUEUE_LIMIT}, "latency": "not emulated (no netem)",
-            "namespaces": [node_ns(i) for i in range(nodes)], "addresses": [node_addr(i) for i in range(nodes)]}
+            "namespaces": [node_ns(i) for i in range(nodes)], "addresses": [node_addr(i) for i in range(nodes)],
+            "launcher": launcher, **({"hosts": [node_host(i) for i in range(nodes)]} if launcher == "mpirun" else {})}
+
+
+def mpirun_command(spec: SweepSpec, mpirun: list[str], extra: list[str], worker: list[str],
+                   env: dict) -> list[tuple[list[str], dict]]:
+    """One mpirun, in the bridge namespace, with a host per emulated node and the agent that starts
+    each node's daemon in its namespace (mpirun: the launcher's own arguments, commbench.run.launch)."""
+    nodes, per_node = spec.emulated_layout()
+    if any(c.isspace() for c in str(AGENT)):  # mpirun splits its agent's command line at spaces
+        raise InputError(f"--emulate with MPI cannot use its launch agent from {str(AGENT)!r}: install commbench "
+                         "under a path without spaces")
+    env = dict(env, **{LINK_IFACE_ENV: IFACE, NETNS_PREFIX_ENV: f"cb{os.getpid()}n"})
+    hosts = ",".join(f"{node_host(i)}:{per_node}" for i in range(nodes))
+    args = ["ip", "netns", "exec", bridge_ns(), *mpirun, "--host", hosts,
+            "--map-by", "node" if spec.placement == "round-robin" else "slot",
+            "--mca", "plm_ssh_agent", f"{shutil.which('sh') or '/bin/sh'} {AGENT}",
+            "--mca", "plm_ssh_no_tree_spawn", "1",  # every daemon started from the bridge, by the agent
+            "--mca", "oob_tcp_if_include", f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", IFACE, "-x", LINK_IFACE_ENV]
+    if spec.nprocs > (os.cpu_count() or 1):  # Open MPI counts each node's slots, not the one machine's cores
+        args += ["--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
+    return [(args + extra + worker, env)]
 
 
 def commands(spec: SweepSpec, extra: list[str], worker: list[str], env: dict) -> list[tuple[list[str], dict]]:

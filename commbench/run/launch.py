@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
-from commbench.backends import needs_mpi_launcher
+from commbench.backends import emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.options import LOCAL_RANKS_PER_CORE
@@ -40,7 +40,7 @@ BUFFERS_PER_RANK = 2  # a rank's buffers at the largest size, at least: send and
 def resolve_launcher(spec: SweepSpec) -> str:
     """'auto' becomes: none inside a launched job; inside a Slurm allocation srun, or for MPI
     mpirun where no srun plugin forms an MPI world; elsewhere mpirun for MPI, else the local
-    launcher. --emulate always launches one torchrun agent per emulated node ("emulated").
+    launcher. --emulate launches across its namespaces ("emulated": commbench.run.emulate).
     Inside an allocation, more ranks than it has tasks is refused."""
     launcher = spec.launcher
     if spec.emulate is not None:
@@ -155,18 +155,15 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
     env = dict(os.environ, PYTHONUNBUFFERED="1", **ranks_env)
     n = spec.nprocs
     if launcher == "mpirun":
-        mpirun = _which("mpirun")
-        args = [mpirun, "-n", str(n)]
-        if _mpirun_flavor(mpirun) == "openmpi":
-            if os.geteuid() == 0:
-                args.append("--allow-run-as-root")
-            if n > (os.cpu_count() or 1):
-                args.append("--oversubscribe")
-            for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + sorted(ranks_env):
-                args += ["-x", name]  # Open MPI passes variables to other hosts only when told
-        return [(args + extra + worker, env)]
+        return [(_mpirun(n, env, ranks_env) + extra + worker, env)]
     if launcher == "srun":
         return [srun.command(_which("srun"), spec, extra, worker, env)]
+    if launcher == "emulated" and emulated_launcher(spec.backends) == "mpirun":
+        mpirun = _mpirun(n, env, ranks_env)
+        if _mpirun_flavor(mpirun[0]) != "openmpi":
+            raise InputError(f"--emulate with MPI needs Open MPI's mpirun (its launch agent enters the namespaces); "
+                             f"{mpirun[0]} is another MPI's")
+        return emulate.mpirun_command(spec, mpirun, extra, worker, env)
     if launcher in ("torchrun", "emulated") and importlib.util.find_spec("torch") is None:
         raise InputError(f"launcher {launcher!r} needs torch, which is not installed (pip install 'commbench[torch]')")
     if launcher == "emulated":
@@ -180,6 +177,21 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
                               GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
                 for r in range(n)]
     raise ValueError(f"no command for launcher {launcher!r}")
+
+
+def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:
+    """mpirun and its own arguments for n ranks (Open MPI's: as root, oversubscribed, the variables
+    it must pass to other hosts)."""
+    mpirun = _which("mpirun")
+    args = [mpirun, "-n", str(n)]
+    if _mpirun_flavor(mpirun) == "openmpi":
+        if os.geteuid() == 0:
+            args.append("--allow-run-as-root")
+        if n > (os.cpu_count() or 1):
+            args.append("--oversubscribe")
+        for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + sorted(ranks_env):
+            args += ["-x", name]  # Open MPI passes variables to other hosts only when told
+    return args
 
 
 @dataclass

@@ -1,0 +1,103 @@
+"""The emulated cluster with MPI: one real mpirun in the bridge namespace, its daemons started in each
+node's namespace by the launch agent (commbench/run/netns_agent.sh) under host names of their own,
+Open MPI's TCP transport over the shaped links. Needs root, iproute2 and Open MPI; every test
+checks that no namespace and no MPI daemon is left."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from commbench.run import emulate
+from conftest import ROOT, commbench, load_run, needs_mpirun
+from commbench.errors import OK
+from sweep_checks import check_sweep
+
+pytestmark = needs_mpirun
+
+
+def _daemons() -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "prted"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fails the test if it leaves a namespace or an MPI daemon; removes what it left, pass or fail."""
+    before, daemons = set(emulate.namespaces()), _daemons()
+    yield
+    left = [ns for ns in emulate.namespaces() if ns not in before and ns.startswith("cb")]
+    for ns in left:
+        emulate._delete(ns)
+    assert not left, f"namespaces left behind: {left}"
+    assert _daemons() == daemons
+
+
+def _emulated(tmp_path, *args, **kw):
+    out = tmp_path / "run"
+    return commbench("run", "--backend", "mpi", "--out", out, "--quiet", *args, **kw), out
+
+
+def test_mpi_across_2x2_nodes(netns, tmp_path, no_leftovers):
+    algorithms = "native,ring,ring_topology,hierarchical"
+    _, out = _emulated(tmp_path, "--emulate", "2x2", "--link-rate", "2gbit", "-a", algorithms,
+                       "-c", "all_reduce,all_gather", "--sizes", "4100,1M", "--iters", 3, "-w", 1, check_rc=OK)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, 4, meta["planned_points"] - len(meta["skipped"]))
+    assert (rows.wrong == 0).all() and set(rows.algorithm) == set(algorithms.split(","))
+    hosts = meta["emulation"]["hosts"]
+    assert meta["emulation"]["launcher"] == "mpirun" and len(set(hosts)) == 2
+    assert meta["node_of_rank"] == [0, 0, 1, 1] and meta["nodes"] == 2
+    assert [r["hostname"] for r in meta["ranks"]] == [hosts[0], hosts[0], hosts[1], hosts[1]]
+    big = rows[(rows.size_bytes >= 2**20) & rows.internode_bytes_expected.notna()]
+    assert set(big.algorithm) == set(algorithms.split(",")) - {"native"}
+    ratio = big.internode_bytes_measured / big.internode_bytes_expected
+    assert ratio.between(0.99, 1.05).all(), big[["algorithm", "collective", "internode_bytes_measured",
+                                                 "internode_bytes_expected"]]
+    native = rows[(rows.algorithm == "native") & (rows.size_bytes >= 2**20)]
+    assert (native.internode_bytes_measured > 0).all()  # Open MPI's own all-reduce crossed the links: TCP
+    assert set(meta["floors"]) == set(hosts)  # one machine: measured once, said for each of its hosts
+
+
+def test_mpi_round_robin_placement(netns, tmp_path, no_leftovers):
+    _, out = _emulated(tmp_path, "--emulate", "2x2", "--placement", "round-robin", "-a", "ring,ring_topology",
+                       "-c", "all_reduce", "--sizes", "1M", "--in-place", "--iters", 2, "-w", 1, check_rc=OK)
+    rows, _, meta = load_run(out)
+    assert meta["node_of_rank"] == [0, 1, 0, 1] and (rows.wrong == 0).all()
+    bytes_of = rows.set_index("algorithm").internode_bytes_measured
+    assert bytes_of["ring_topology"] < 0.55 * bytes_of["ring"]  # every rank-order ring edge crosses nodes
+
+
+def test_mpi_sigterm_tears_down_the_daemons_and_namespaces(netns, tmp_path, no_leftovers):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", "mpi", "--emulate", "2x1",
+                             "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
+    seen = []
+    for line in proc.stdout:  # the parent reports the ranks ready (then rank 0 hangs in its first point)
+        seen.append(line)
+        if " points" in line:
+            break
+    mine = [n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]
+    assert len(mine) == 3 and all(subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout
+                                  for n in mine[:2] if n.endswith(("n0", "n1"))), seen
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not [n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_a_namespace_with_a_process_in_it_is_emptied_and_deleted(netns, no_leftovers):
+    ns = f"cb{2**22 + 54321}n0"  # a dead run's (no such pid): removed by the next emulated run
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"])
+    try:
+        assert emulate.remove_stale() == [ns]
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL and ns not in emulate.namespaces()
+    finally:
+        sleeper.kill()
