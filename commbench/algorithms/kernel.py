@@ -15,7 +15,6 @@ sub-communicator (RingOn, below) and the backend's point-to-point ring between t
 
 from __future__ import annotations
 
-
 from commbench.rank import kernel_abi, kernel_node
 from commbench.rank.load import machine_id
 from commbench.rank.peermem import itemsize

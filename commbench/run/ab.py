@@ -12,8 +12,8 @@ They are interleaved at the finest grain their difference allows (GRAINS, finest
               (commbench.rank.turns); a pair is milliseconds apart, the launches paid once. Each
               launch has its own luck in where its library's buffers lie, so LAUNCH_PAIRS pairs of
               jobs run, rounds rotating through them, and a verdict must hold in each (paired)
-  launch      rounds of launches (the two jobs cannot be alive together: an emulated cluster, a
-              Slurm allocation, or memory for one job's buffers only): per round, per block of
+  launch      rounds of launches (the two jobs cannot be alive together: a Slurm allocation, or
+              memory for one job's buffers only): per round, per block of
               points, A's launch and B's in a balanced order (ABBA over rounds and blocks); the pair
               is the round, seconds apart
 

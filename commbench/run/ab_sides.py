@@ -142,9 +142,7 @@ def choose_grain(a: AbSide, b: AbSide, launcher: str, requested: str = "auto") -
         if job:
             why_apart = f"the sides' jobs differ ({', '.join(job)})"
     why_not_together = None
-    if a.spec.emulate or b.spec.emulate:
-        why_not_together = "an emulated cluster is one at a time"
-    elif launcher == "srun":
+    if launcher == "srun":
         why_not_together = "two job steps may not fit in the Slurm allocation at once"
     else:
         why_not_together = _memory_for_all(a.spec, b.spec)
@@ -171,6 +169,9 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
     """Both specs validated, one run id and folder for both (checked, nothing written)."""
     if a.spec.launcher == "none" or b.spec.launcher == "none":
         raise InputError("ab launches both sides itself: --launcher none cannot be used")
+    if a.spec.emulate or b.spec.emulate:
+        raise InputError("ab does not build emulated clusters (--emulate): run each side with `commbench run "
+                         "--emulate ... --repeat N` and compare the folders with `commbench compare`")
     a.spec.out_dir = out_dir or a.spec.out_dir
     a.spec = session.prepare(a.spec)
     b.spec.validate()

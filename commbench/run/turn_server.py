@@ -142,6 +142,9 @@ class TurnServer:
         while any(len(j.conns) < j.world for j in jobs):
             for j in jobs:
                 j.follow()
+                if len(j.conns) < j.world and j.job.exited():  # no rank that has not connected yet ever will
+                    j.fail(f"its launcher ended (exit code {j.job.wait()}) with {len(j.conns)} of {j.world} ranks "
+                           "connected")
             if time.monotonic() > deadline:
                 late = next(j for j in jobs if len(j.conns) < j.world)
                 late.fail(f"timed out after {STARTUP_TIMEOUT_S:g} s waiting for its ranks to connect "

@@ -173,3 +173,25 @@ def test_a_probe_that_fails_does_not_hold_the_hosts_other_ranks(cache, monkeypat
         t.join(30)
     assert time.monotonic() - start < 10 and out[0] == out[1] == {socket.gethostname(): "the floor probe needs two "
                                                                                          "cores (this machine shows one)"}
+
+
+def test_hosts_of_one_machine_share_one_measurement(cache, monkeypatch):
+    """MPI's emulated nodes: two host names on one kernel (one boot id) are one machine: its first
+    rank measures, once, and every host of it gets those floors."""
+    import threading
+    import types
+
+    calls = []
+    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or {"handoff_us": 0.06, "exchange_us": 0.07,
+                                                                       "copy_GBps": 20.0})
+    monkeypatch.setattr(floor, "socket", types.SimpleNamespace(
+        gethostname=lambda: f"vm-n{threading.current_thread().name[-1]}"))
+    world, out = ThreadRanks(4), {}
+    threads = [threading.Thread(target=lambda r: out.update({r: floor.node_floors(world.comm(r), wait_s=30)}),
+                                args=(r,), name=f"rank-{r // 2}") for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert calls == [1] and out[0] == out[1] == out[2] == out[3]
+    assert set(out[0]) == {"vm-n0", "vm-n1"} and out[0]["vm-n0"] is not None and out[0]["vm-n1"]["exchange_us"] == 0.07

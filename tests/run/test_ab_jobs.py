@@ -211,6 +211,18 @@ def test_ctrl_c_stops_every_job_and_keeps_the_rows(job, tmp_path):
 
 
 @needs_mpirun
+def test_a_launcher_that_ends_before_its_ranks_connect_fails_at_once(job, tmp_path):
+    """mpirun refuses its arguments and exits: the comparison fails then, naming the side and the
+    exit code, instead of waiting out the start-up timeout (300 s) for ranks that will never come."""
+    start = time.monotonic()
+    proc, out, _ = _ab(tmp_path, *TINY, "-c", "all_reduce", "--env-b", "X=1", "--launcher-args=--no-such-mpirun-flag",
+                       rc=FAILED)
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("commbench: failed")]
+    assert len(line) == 1 and "its launcher ended (exit code" in line[0] and "with 0 of 2 ranks connected" in line[0]
+    assert time.monotonic() - start < 60 and json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+@needs_mpirun
 def test_an_ab_folder_is_not_compared_resumed_but_reported_by_side(job, tmp_path):
     proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--rounds", "1")
     for args in (["compare", out, out], ["run", "--resume", out]):
@@ -241,6 +253,7 @@ BAD = [
     (["--format", "yaml"], "unknown format"),
     (["--repeat", "3"], "No such option"),
     (["--threshold", "150%"], "invalid threshold"),
+    (["--emulate", "1x2"], "ab does not build emulated clusters (--emulate)"),
 ]
 
 
