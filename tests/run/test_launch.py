@@ -69,3 +69,29 @@ def test_ranks_started_by_the_user(job, tmp_path):
     assert meta["launcher"] == "none" and meta["status"] == "completed"
     assert proc.stdout.count("# all_reduce") == 1  # one table (both modes) per group, printed by rank 0 only
     assert proc.stderr.count("OK: 8 points measured") == 1 and "OK: 0 points" not in proc.stderr  # rank 0 sums up
+
+
+def test_emulated_mpi_argv_one_mpirun_in_the_bridge_with_a_host_per_node(tmp_path, monkeypatch):
+    """--emulate with MPI: one mpirun inside the bridge namespace, one host per node with its ranks
+    as slots, the launch agent that enters each node's namespace, TCP on the nodes' links only;
+    round-robin is mpirun's --map-by node. Another MPI's mpirun is refused (the agent is Open MPI's)."""
+    from commbench.run import emulate, launch
+
+    monkeypatch.setattr(launch, "_which", lambda name: f"/opt/mpi/bin/{name}")
+    monkeypatch.setattr(launch, "_mpirun_flavor", lambda mpirun: "openmpi")
+    spec = SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2", out_dir=str(tmp_path), run_id="r").validate()
+    assert resolve_launcher(spec) == "emulated"
+    [(argv, env)] = build_commands(spec, "emulated", [])
+    assert argv[:4] == ["ip", "netns", "exec", emulate.bridge_ns()] and argv[4] == "/opt/mpi/bin/mpirun"
+    assert argv[argv.index("--host") + 1] == f"{emulate.node_host(0)}:2,{emulate.node_host(1)}:2"
+    assert argv[argv.index("--map-by") + 1] == "slot"
+    agent = argv[argv.index("plm_ssh_agent") + 1].split()
+    assert agent[1] == str(emulate.AGENT) and os.access(emulate.AGENT, os.R_OK)
+    assert argv[argv.index("btl_tcp_if_include") + 1] == emulate.IFACE
+    assert env[emulate.NETNS_PREFIX_ENV] + "0" == emulate.node_ns(0) and env["COMMBENCH_LINK_IFACE"] == "eth0"
+    spec.placement = "round-robin"
+    [(argv, _)] = build_commands(spec, "emulated", [])
+    assert argv[argv.index("--map-by") + 1] == "node"
+    monkeypatch.setattr(launch, "_mpirun_flavor", lambda mpirun: "mpich")
+    with pytest.raises(InputError, match="needs Open MPI's mpirun"):
+        build_commands(spec, "emulated", [])
