@@ -156,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
     Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks (default inside a "
            "Slurm allocation without -n: its tasks per node)."),
-    Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; gloo)."),
+    Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; mpi or gloo)."),
     Option("link_rate", str, "1gbit", "Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
     Option("placement", str, "block", "Emulated ranks: block (node by node) or round-robin over the nodes."),
     Option("power", bool, False, "Power and energy per point: GPUs (NVML) and CPU packages and DRAM (RAPL: "

@@ -12,7 +12,8 @@
  *
  * Each returns the best (smallest time, largest rate) of `batches` batches: a floor is what the
  * machine does at its best, and this VM's cores flip between states for seconds at a time; or -1
- * where a thread cannot be pinned to its core, -2 where the two threads turn out to share one.
+ * where a thread cannot be pinned to its core, -2 where the two threads keep taking turns (one core for
+ * both, or other work holding the cores: best_per_iteration).
  * cpu_a / cpu_b: the cores the two threads are pinned to (-1: not pinned). Built by the host's C++
  * compiler as the kernels' host build is (commbench.rank.native_build). */
 #ifndef _GNU_SOURCE

@@ -171,11 +171,13 @@ def machine_floor(fresh: bool = False) -> dict:
 
 def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, dict | str]:
     """Every host's floors, on every rank (collective): per machine (told apart by the kernel's boot
-    id: MPI's emulated nodes are hosts of one machine), its first rank reads the cache or measures
+    id and the /tmp the ranks share: MPI's emulated nodes are hosts of one machine, containers on one
+    kernel are machines of their own), its first rank reads the cache or measures
     while the machine's other ranks sleep (not spin: the probe needs their cores) until it is done;
     on a GPU it adds its device's copy rate. host -> floors, or the one-line reason they could not
     be had (the machine's first rank's)."""
-    machine = machine_id()
+    tmp = os.stat(tempfile.gettempdir())  # containers on one kernel: separate machines, as their /tmp are
+    machine = f"{machine_id()}:{tmp.st_dev}:{tmp.st_ino}"
     ranks = comm.allgather_object((machine, socket.gethostname(), os.getpid()))
     first_rank = [m for m, _, _ in ranks].index(machine)
     first = first_rank == comm.rank

@@ -22,7 +22,7 @@ GRAINS = ("in-process", "token", "launch")  # finest first
 # must hold in each (commbench.analysis.paired: a launch's luck in where its library's buffers lie)
 LAUNCH_PAIRS = 3
 # spec fields that shape a job: sides that differ in one of them cannot share a process
-JOB_FIELDS = ("nprocs", "launcher", "device", "emulate", "link_rate", "placement", "ranks_per_node", "oversubscribe")
+JOB_FIELDS = ("nprocs", "launcher", "device", "ranks_per_node", "oversubscribe")
 # what a point is, beyond its index: its fields, and the spec lists that set each
 POINT_FIELDS = {"backend": "backends", "collective": "collectives", "algorithm": "algorithms", "dtype": "dtypes",
                 "op": "ops", "in_place": "in_place", "size": "sizes"}

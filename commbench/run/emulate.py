@@ -75,7 +75,7 @@ def node_addr(i: int) -> str:
 
 def node_host(i: int) -> str:
     """Emulated node i's host name for MPI's ranks (its namespace has a UTS namespace of its own)."""
-    return f"{socket.gethostname()[:48]}-n{i}"
+    return f"{socket.gethostname().split('.')[0][:48]}-n{i}"  # short: Open MPI cuts a name at its first dot
 
 
 def check_available() -> None:
@@ -192,15 +192,20 @@ def mpirun_command(spec: SweepSpec, mpirun: list[str], extra: list[str], worker:
     if any(c.isspace() for c in str(AGENT)):  # mpirun splits its agent's command line at spaces
         raise InputError(f"--emulate with MPI cannot use its launch agent from {str(AGENT)!r}: install commbench "
                          "under a path without spaces")
+    for tool in ("unshare", "hostname"):
+        if shutil.which(tool) is None:
+            raise InputError(f"--emulate with MPI needs {tool!r} (util-linux, hostname), which is not installed")
     env = dict(env, **{LINK_IFACE_ENV: IFACE, NETNS_PREFIX_ENV: f"cb{os.getpid()}n"})
     hosts = ",".join(f"{node_host(i)}:{per_node}" for i in range(nodes))
-    args = ["ip", "netns", "exec", bridge_ns(), *mpirun, "--host", hosts,
+    # every node's ranks would be bound from core 0 on (Open MPI lays each node out alone): not bound
+    args = ["ip", "netns", "exec", bridge_ns(), *mpirun, "--host", hosts, "--bind-to", "none",
             "--map-by", "node" if spec.placement == "round-robin" else "slot",
+            "--mca", "plm", "ssh",  # the agent, even inside a Slurm allocation
             "--mca", "plm_ssh_agent", f"{shutil.which('sh') or '/bin/sh'} {AGENT}",
             "--mca", "plm_ssh_no_tree_spawn", "1",  # every daemon started from the bridge, by the agent
             "--mca", "oob_tcp_if_include", f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", IFACE, "-x", LINK_IFACE_ENV]
     if spec.nprocs > (os.cpu_count() or 1):  # Open MPI counts each node's slots, not the one machine's cores
-        args += ["--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
+        args += ["--mca", "mpi_yield_when_idle", "1"]
     return [(args + extra + worker, env)]
 
 

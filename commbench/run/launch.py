@@ -4,9 +4,11 @@ events and kills the whole process group on a timeout, an error or Ctrl-C."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -78,13 +80,25 @@ def _which(binary: str) -> str:
     return path
 
 
-def _mpirun_flavor(mpirun: str) -> str:
+@functools.lru_cache(maxsize=None)
+def _mpirun_version(mpirun: str) -> str:
+    """What `mpirun --version` prints, lower-cased (asked once per mpirun)."""
     try:
         out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         raise InputError(f"cannot run {mpirun} --version: {exc}") from None
-    text = (out.stdout + out.stderr).lower()
+    return (out.stdout + out.stderr).lower()
+
+
+def _mpirun_flavor(mpirun: str) -> str:
+    text = _mpirun_version(mpirun)
     return "openmpi" if "open mpi" in text or "open-mpi" in text or "openrte" in text else "mpich"
+
+
+def _open_mpi_major(mpirun: str) -> int | None:
+    """Open MPI's major version, or None for another MPI (or a version it does not print)."""
+    found = re.search(r"open mpi\)?\s+v?(\d+)\.", _mpirun_version(mpirun))
+    return int(found.group(1)) if found and _mpirun_flavor(mpirun) == "openmpi" else None
 
 
 def ranks_here(launcher: str, extra: list[str], env=None) -> bool:
@@ -160,9 +174,9 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
         return [srun.command(_which("srun"), spec, extra, worker, env)]
     if launcher == "emulated" and emulated_launcher(spec.backends) == "mpirun":
         mpirun = _mpirun(n, env, ranks_env)
-        if _mpirun_flavor(mpirun[0]) != "openmpi":
-            raise InputError(f"--emulate with MPI needs Open MPI's mpirun (its launch agent enters the namespaces); "
-                             f"{mpirun[0]} is another MPI's")
+        if (_open_mpi_major(mpirun[0]) or 0) < 5:
+            raise InputError(f"--emulate with MPI needs Open MPI 5 or later (its launch agent enters the namespaces); "
+                             f"{mpirun[0]} is {(_mpirun_version(mpirun[0]).strip().splitlines() or ['?'])[0][:60]!r}")
         return emulate.mpirun_command(spec, mpirun, extra, worker, env)
     if launcher in ("torchrun", "emulated") and importlib.util.find_spec("torch") is None:
         raise InputError(f"launcher {launcher!r} needs torch, which is not installed (pip install 'commbench[torch]')")

@@ -143,6 +143,7 @@ class TurnServer:
             for j in jobs:
                 j.follow()
                 if len(j.conns) < j.world and j.job.exited():  # no rank that has not connected yet ever will
+                    time.sleep(0.2)  # its last lines (the launcher's own error) reach the output first
                     j.fail(f"its launcher ended (exit code {j.job.wait()}) with {len(j.conns)} of {j.world} ranks "
                            "connected")
             if time.monotonic() > deadline:

@@ -100,8 +100,9 @@ def test_commbench_floor_prints_the_floors(cache, monkeypatch):
 
 @needs_compiler
 def test_two_threads_on_one_core_measure_nothing_quickly(cache, monkeypatch):
-    """Both threads pinned to one core take turns in time slices: the probe sees it in its first
-    short batch and says so, instead of spinning for minutes (a rank mpirun bound to one core would)."""
+    """Both threads pinned to one core take turns in time slices: the probe sees it in its short
+    batches (ten, about a second) and says so, instead of spinning for minutes (a rank mpirun bound
+    to one core would)."""
     monkeypatch.setattr(floor, "cores", lambda: (0, 0))
     with pytest.raises(floor.FloorUnavailable, match="its two threads took turns on one core"):
         floor.measure()
@@ -116,7 +117,8 @@ def test_a_moments_other_work_on_both_cores_does_not_stop_the_probe(cache):
         pytest.skip("one core")
     spin = ("import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"
             "end = time.monotonic() + 0.4\nwhile time.monotonic() < end: pass")
-    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(c)]) for c in (a, b)]
+    # two a core: beside them the old probe (one short batch) measured nothing 9 times in 10
+    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(c)]) for c in (a, b, a, b)]
     try:
         time.sleep(0.1)
         assert all(p.poll() is None for p in spinners)  # both still spinning as the probe starts

@@ -97,3 +97,11 @@ def test_a_sides_options_are_runs_options_over_the_common_ones():
     with pytest.raises(InputError, match="--out cannot differ"):
         _side_values(common, "--out x", "--args-b")
     assert all(o.name not in ("repeat", "resume") for o in AB_TABLE) and options.BY_NAME["label"] in AB_TABLE
+
+
+def test_a_side_on_an_emulated_cluster_is_refused_by_the_api():
+    """The CLI has no --emulate for ab; a script that sets it on a side is refused before anything starts."""
+    from commbench.run import ab_sides
+
+    with pytest.raises(InputError, match="ab does not build emulated clusters"):
+        ab_sides.prepare_sides(_side("A", emulate="1x2", backends=["mpi"]), _side("B"), None)

@@ -253,7 +253,7 @@ BAD = [
     (["--format", "yaml"], "unknown format"),
     (["--repeat", "3"], "No such option"),
     (["--threshold", "150%"], "invalid threshold"),
-    (["--emulate", "1x2"], "ab does not build emulated clusters (--emulate)"),
+    (["--emulate", "1x2"], "No such option: --emulate"),
 ]
 
 

@@ -266,7 +266,7 @@ def test_short_values_in_messages():
     assert api._short("x" * 100) == repr("x" * 80 + "...") and api._short("x" * 10, limit=4) == "'xxxx...'"
 
 
-def testevery_point_recorded(tmp_path):
+def test_every_point_recorded(tmp_path):
     spec = spec_of(tmp_path)
     spec.done_points = [0]
     result = api.RunResult(tmp_path, rows=[{"point": "1"}, {"point": 3}], skipped=[{"index": 2}])

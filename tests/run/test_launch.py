@@ -73,18 +73,19 @@ def test_ranks_started_by_the_user(job, tmp_path):
 
 def test_emulated_mpi_argv_one_mpirun_in_the_bridge_with_a_host_per_node(tmp_path, monkeypatch):
     """--emulate with MPI: one mpirun inside the bridge namespace, one host per node with its ranks
-    as slots, the launch agent that enters each node's namespace, TCP on the nodes' links only;
-    round-robin is mpirun's --map-by node. Another MPI's mpirun is refused (the agent is Open MPI's)."""
+    as slots (unbound: each node would bind from core 0), the launch agent that enters each node's
+    namespace, TCP on the nodes' links only; round-robin is mpirun's --map-by node. Another MPI's
+    mpirun, or Open MPI before 5 (other parameter names), is refused."""
     from commbench.run import emulate, launch
 
     monkeypatch.setattr(launch, "_which", lambda name: f"/opt/mpi/bin/{name}")
-    monkeypatch.setattr(launch, "_mpirun_flavor", lambda mpirun: "openmpi")
+    monkeypatch.setattr(launch, "_mpirun_version", lambda mpirun: "mpirun (open mpi) 5.0.11\n")
     spec = SweepSpec(backends=["mpi"], nprocs=4, emulate="2x2", out_dir=str(tmp_path), run_id="r").validate()
     assert resolve_launcher(spec) == "emulated"
     [(argv, env)] = build_commands(spec, "emulated", [])
     assert argv[:4] == ["ip", "netns", "exec", emulate.bridge_ns()] and argv[4] == "/opt/mpi/bin/mpirun"
     assert argv[argv.index("--host") + 1] == f"{emulate.node_host(0)}:2,{emulate.node_host(1)}:2"
-    assert argv[argv.index("--map-by") + 1] == "slot"
+    assert argv[argv.index("--map-by") + 1] == "slot" and argv[argv.index("--bind-to") + 1] == "none"
     agent = argv[argv.index("plm_ssh_agent") + 1].split()
     assert agent[1] == str(emulate.AGENT) and os.access(emulate.AGENT, os.R_OK)
     assert argv[argv.index("btl_tcp_if_include") + 1] == emulate.IFACE
@@ -92,6 +93,9 @@ def test_emulated_mpi_argv_one_mpirun_in_the_bridge_with_a_host_per_node(tmp_pat
     spec.placement = "round-robin"
     [(argv, _)] = build_commands(spec, "emulated", [])
     assert argv[argv.index("--map-by") + 1] == "node"
-    monkeypatch.setattr(launch, "_mpirun_flavor", lambda mpirun: "mpich")
-    with pytest.raises(InputError, match="needs Open MPI's mpirun"):
-        build_commands(spec, "emulated", [])
+    for other in ("mpirun (open mpi) 4.1.2\n", "hydra build details:\n    version: 4.1.2\n"):
+        monkeypatch.setattr(launch, "_mpirun_version", lambda mpirun: other)
+        with pytest.raises(InputError, match="needs Open MPI 5 or later"):
+            build_commands(spec, "emulated", [])
+    monkeypatch.setattr(emulate.socket, "gethostname", lambda: "node7.cluster.example.org")
+    assert emulate.node_host(3) == "node7-n3"  # short, as Open MPI cuts it: the agent finds node 3 in it
