@@ -219,3 +219,18 @@ def slow_mpi(tmp_path_factory):
     from ab_gate import build_preload
 
     return build_preload(tmp_path_factory.mktemp("slow_mpi"))
+
+
+def start_hung_emulated_run(backend: str, out) -> tuple[subprocess.Popen, list[str]]:
+    """`commbench run --emulate 2x1` whose rank 0 hangs in its first point, read up to the line that
+    reports the ranks ready: (the process, the lines read); for the teardown tests."""
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", backend, "--emulate", "2x1",
+                             "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if " points" in line:
+            break
+    return proc, seen

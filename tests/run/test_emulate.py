@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from commbench.run import emulate
-from conftest import ROOT, commbench, load_run
+from conftest import commbench, load_run, start_hung_emulated_run
 from sweep_checks import check_sweep
 from commbench.errors import BAD_INPUT, FAILED, OK
 
@@ -85,15 +85,7 @@ def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):
 
 def test_sigterm_tears_down(netns, tmp_path, no_leftovers):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", "gloo", "--emulate", "2x1",
-                             "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
-    seen = []
-    for line in proc.stdout:  # the parent reports the ranks ready (then rank 0 hangs in its first point)
-        seen.append(line)
-        if " points" in line:
-            break
+    proc, seen = start_hung_emulated_run("gloo", out)
     assert len([n for n in emulate.namespaces() if n.startswith(f"cb{proc.pid}")]) >= 3, seen
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

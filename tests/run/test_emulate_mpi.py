@@ -4,15 +4,13 @@ Open MPI's TCP transport over the shaped links. Needs root, iproute2 and Open MP
 checks that no namespace and no MPI daemon is left."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from commbench.run import emulate
-from conftest import ROOT, commbench, load_run, needs_mpirun
+from conftest import commbench, load_run, start_hung_emulated_run, needs_mpirun
 from commbench.errors import OK
 from sweep_checks import check_sweep
 
@@ -74,15 +72,7 @@ def test_mpi_round_robin_placement(netns, tmp_path, no_leftovers):
 
 def test_mpi_sigterm_tears_down_the_daemons_and_namespaces(netns, tmp_path, no_leftovers):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", "mpi", "--emulate", "2x1",
-                             "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
-    seen = []
-    for line in proc.stdout:  # the parent reports the ranks ready (then rank 0 hangs in its first point)
-        seen.append(line)
-        if " points" in line:
-            break
+    proc, seen = start_hung_emulated_run("mpi", out)
     nodes = [emulate.node_ns(i, proc.pid) for i in range(2)]
     assert set(nodes) < set(emulate.namespaces()), seen
     assert all(subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
