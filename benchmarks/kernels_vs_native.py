@@ -5,11 +5,15 @@
     python benchmarks/kernels_vs_native.py --quick           # fewer sizes, 0.05 s a point (< 1 minute)
     python benchmarks/kernels_vs_native.py --device cuda     # also ring_kernel vs NCCL, 64 MB - 1 GB
     python benchmarks/kernels_vs_native.py --jobs 3          # 3 jobs a configuration, the median of each point
+    python benchmarks/kernels_vs_native.py --every-size --jobs 3   # issue 44's table (run's defaults, ~2 minutes)
 
 Configurations (float32 sum, out of place):
   latency   2 ranks, all-reduce 8 B - 4 KB: native, ring_kernel, tree_kernel, ring
   busbw     2 and 4 ranks, all three collectives, 1 - 64 MB: native, ring_kernel
   gpu       (--device cuda) every GPU of this machine (at least 2), NCCL, 64 MB - 1 GB: native, ring_kernel
+  every     (--every-size, alone) 2 and 4 ranks, all three collectives, 8 B - 16 MB by x8 and 64 MB, run's
+            own --min-time: native, ring_kernel, tree_kernel; the better kernel's time / native per point
+            (<= 1.0, and <= 0.67 from 1 MB), and the 2-rank 8 B all-reduce / the run's exchange floor (<= 1.2)
 
 Targets, each judged on its worst point (the median is shown beside it):
   ring_kernel and tree_kernel latency / native        <= 1.5 (moonshot <= 1.0)
@@ -36,6 +40,9 @@ from pathlib import Path
 import pandas as pd
 
 LATENCY_SIZES = [8 << i for i in range(10)]  # 8 B .. 4 KB
+EVERY_SIZES = [8 << 3 * i for i in range(8)] + [64 << 20]  # 8 B, 64 B, ... 16 MB (x8 steps) and 64 MB
+EVERY_TARGET, EVERY_LARGE_TARGET, LARGE = 1.0, 0.67, 1 << 20  # the better kernel's time / native at most
+FLOOR_TARGET = 1.2  # 2-rank 8 B all-reduce time / the machine's exchange floor (commbench floor) at most
 BUSBW_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
 LATENCY_TARGET, BUSBW_TARGET = 1.5, 1.0  # kernel latency / native at most; kernel busbw / native at least
 GPU_SIZES = [64 << 20, 256 << 20, 1 << 30]
@@ -60,8 +67,9 @@ def run(out: Path, n: int, backend: str, algos: list[str], collectives: list[str
     """One commbench job; its rows (every one correct)."""
     cmd = [sys.executable, "-m", "commbench", "run", "-n", str(n), "--backend", backend, "--device", device,
            "-a", ",".join(algos), "-c", ",".join(collectives), "--sizes", ",".join(map(size_text, sizes)),
-           "-d", "float32", "-o", "sum", "--out-of-place", "--min-time", str(args.min_time),
-           "--max-iters", str(args.max_iters), "--out", str(out), "--quiet"]
+           "-d", "float32", "-o", "sum", "--out-of-place", "--out", str(out), "--quiet"]
+    if args.min_time is not None:  # (--every-size: run's own defaults, as a user types it)
+        cmd += ["--min-time", str(args.min_time), "--max-iters", str(args.max_iters)]
     if args.channels:
         cmd += ["--channels", str(args.channels)]
     print("$", " ".join(cmd[1:]).replace("-m commbench", "commbench", 1), flush=True)
@@ -108,6 +116,33 @@ class Verdicts:
         return pd.DataFrame(self.lines).fillna("-")
 
 
+def every_size(root: Path, args, verdicts: Verdicts, tables: list) -> None:
+    """Issue 44's table: 2 and 4 ranks, all three collectives, 8 B - 64 MB, native and both kernels in one
+    `commbench run` job (run's defaults), --jobs jobs; per point the better kernel's time / native, and the
+    2-rank 8 B all-reduce against the exchange floor that run measured (its rows' latency_efficiency)."""
+    for n in (2, 4):
+        rows = runs(root / f"every-n{n}", n, args.backend, ["native", "ring_kernel", "tree_kernel"], COLLECTIVES,
+                    EVERY_SIZES, args)
+        wide = rows.pivot_table(index=["collective", "size_bytes"], columns="algorithm", values="time_us",
+                                aggfunc="median")
+        kernels = wide[["ring_kernel", "tree_kernel"]].min(axis=1)
+        best = pd.DataFrame({"config": f"every size n={n}", "metric": "time_us", "ratio_of": "best kernel/native",
+                             "num": kernels, "den": wide["native"], "ratio": kernels / wide["native"]}).reset_index()
+        tables.append(best[COLUMNS])
+        verdicts.add(f"best kernel time / native ({n} ranks, {span(EVERY_SIZES)})", best, EVERY_TARGET, at_most=True)
+        verdicts.add(f"best kernel time / native ({n} ranks, >= 1MB)", best[best.size_bytes >= LARGE],
+                     EVERY_LARGE_TARGET, at_most=True)
+        if n == 2:
+            point = rows[(rows.collective == "all_reduce") & (rows.size_bytes == 8) & rows.algorithm.str.endswith("_kernel")]
+            per = point.groupby("algorithm").agg(time=("time_us", "median"), eff=("latency_efficiency", "median"))
+            floor = pd.DataFrame({"config": "every size n=2", "metric": "time_us", "ratio_of": per.index + "/floor",
+                                  "collective": "all_reduce", "size_bytes": 8, "num": per.time,
+                                  "den": per.time * per.eff, "ratio": 1 / per.eff})
+            tables.append(floor[COLUMNS])
+            verdicts.add("best kernel 8 B all-reduce / exchange floor (2 ranks)", floor.nsmallest(1, "ratio"),
+                         FLOOR_TARGET, at_most=True)
+
+
 def gpus() -> tuple[int, str]:
     """GPUs this machine has for the --device cuda configuration, and why not where none."""
     try:
@@ -137,9 +172,18 @@ def main() -> None:
                     help="Jobs per configuration; each figure is the median over them (this VM's cross-core speed "
                          "changes for seconds at a time, so one job can catch a slow period).")
     ap.add_argument("--out", default=None, help="Keep the runs here, with the tables as CSV and markdown.")
+    ap.add_argument("--every-size", action="store_true",
+                    help="Only issue 44's table: 2 and 4 ranks, 8 B - 64 MB, the better kernel against native and the "
+                         "floor, with commbench run's own defaults (use --jobs 3 for the median of three).")
     args = ap.parse_args()
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
+    if args.every_size:
+        root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="kernels-"))
+        verdicts, tables = Verdicts(), []
+        every_size(root, args, verdicts, tables)
+        report(root, args, verdicts, tables)
+        return
     args.min_time = args.min_time or (0.05 if args.quick else 1.0)
     args.max_iters = args.max_iters or (20000 if args.quick else 200000)
     sizes = QUICK if args.quick else {"latency": LATENCY_SIZES, "busbw": BUSBW_SIZES, "gpu": GPU_SIZES}
@@ -171,6 +215,13 @@ def main() -> None:
                   args, device="cuda")
         tables.append(ratios(gpu, "busbw_gbps", "ring_kernel", "native", f"gpu nccl n={count}"))
 
+    report(root, args, verdicts, tables)
+    if args.device == "cuda" and count < 2:
+        print(f"GPU configuration skipped: {why}")
+
+
+def report(root: Path, args, verdicts: Verdicts, tables: list) -> None:
+    """The ratios per configuration, the verdicts, and with --out the tables as CSV and markdown."""
     table = pd.concat(tables, ignore_index=True)
     for (config, metric, ratio_of), t in table.groupby(["config", "metric", "ratio_of"], sort=False):
         num, den = ratio_of.split("/")
@@ -179,8 +230,6 @@ def main() -> None:
               .round(3).to_string(index=False))
     summary = verdicts.table()
     print("\n" + summary.round(3).to_string(index=False))
-    if args.device == "cuda" and count < 2:
-        print(f"GPU configuration skipped: {why}")
     if args.out:
         table.to_csv(root / "kernels_vs_native.csv", index=False)
         summary.to_csv(root / "kernels_vs_native_targets.csv", index=False)

@@ -125,7 +125,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
     Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),
     Option("channels", int, None, "Channels of ring_kernel / tree_kernel per call (threads on the CPU, blocks on a "
-           "GPU; default: one per MB, at most cores / ranks on the CPU)."),
+           "GPU; default: one per MB, at most cores / ranks on the CPU; a small call that goes one-shot takes one)."),
     Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)} (nccl-tests' names too: "
            f"{', '.join(f'{a}={c}' for a, c in DTYPE_ALIASES.items() if a.isalpha())}).", "-d", is_list=True),
     Option("op", str, "sum", f"Comma list: {', '.join(OPS)} (all-gather ignores it).", "-o", is_list=True),

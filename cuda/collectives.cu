@@ -5,7 +5,8 @@
 // channel is a thread and the regions live in one /dev/shm segment every rank maps.
 //
 // Memory. Every rank owns a region that every rank of the node maps:
-//   [tail flags: MAX_LANES x MAX_CONNS lines][head flags: likewise][skew][FIFO slots][their lines]
+//   [tail flags: MAX_LANES x MAX_CONNS lines][head flags: likewise][one-shot lines][skew][FIFO slots]
+//   [their lines]
 // A lane is one channel's set of connections for one tree (CB_TREES lanes per channel: channel ch
 // owns lanes CB_TREES*ch + t; the ring uses the first). A connection is an ordered pair of ranks
 // (sender s, receiver r) per lane: r's FIFO for s (nslots slots of slot_bytes in r's region, each
@@ -46,10 +47,17 @@
 //                         as it reduces it). 2·depth steps of latency; in the tree where a rank
 //                         is inner it receives and sends up to 3 copies of its half, where it
 //                         is a leaf one (2 ranks move what a ring moves).
+//   one-shot              (small calls, either kernel: commbench/rank/kernel_abi.py's schedule)
+//                         every rank sends each peer what it needs at once, in lines that carry
+//                         the call's number, and reduces or places what arrives in rank order:
+//                         one hand-off of latency, no flag; all-reduce sends (n-1)·N bytes per
+//                         rank, reduce-scatter and all-gather (n-1)/n·N (N: the larger buffer).
+//                         Host only so far (the GPU build compiles it; no GPU has run it).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max (avg: sum, then the caller divides):
 //   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
-//   cb_ring_all_gather (bytes)
+//   cb_ring_all_gather (bytes), and cb_oneshot_ likewise for the three collectives (one channel; a
+//   message larger than a one-shot one, CB_ONESHOT_BYTES, runs the ring's schedule)
 //   (const CbComm* comms, const void* send, void* recv, long long count, long long stride, int channels,
 //    int direct)
 // count: elements of the all-reduce buffer, of one rank's block for the others (bytes for
@@ -70,7 +78,11 @@
 #define CB_MAX_CONNS 8
 #define CB_LINE 64
 #define CB_INLINE_BYTES (CB_LINE - 8)  // a message this small travels with its number (see transfer)
-#define CB_FIFO_OFFSET (2 * CB_MAX_LANES * CB_MAX_CONNS * CB_LINE)
+// A one-shot message (see oneshot_send): up to CB_ONESHOT_LINES lines from each sender, in two places (the
+// call's number's parity); the one-shot area sits between the flags and the FIFOs.
+#define CB_ONESHOT_LINES 64
+#define CB_ONESHOT_OFFSET (2 * CB_MAX_LANES * CB_MAX_CONNS * CB_LINE)
+#define CB_FIFO_OFFSET (CB_ONESHOT_OFFSET + CB_MAX_RANKS * 2 * CB_ONESHOT_LINES * CB_LINE)
 #define CB_THREADS 512  // per block on the GPU
 #define CB_SKEW 256
 #define CB_SKEWS 16
@@ -100,6 +112,7 @@ struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mi
     cb_u64 in_seq[CB_MAX_LANES][CB_MAX_CONNS];
     cb_u64 out_seq[CB_MAX_LANES][CB_MAX_CONNS];
     cb_u64 out_freed[CB_MAX_LANES][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
+    cb_u64 oneshot_calls;  // one-shot calls made on this communicator (every rank's count is the same)
 };
 
 __device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int lane, int conn) {
@@ -564,6 +577,163 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
     return true;
 }
 
+// --- one-shot: every message at once, each line with the call's number (NCCL's LL protocol) ------
+// Sender s's message to rank r lies in r's region at s's place for the call's parity: its lines hold
+// CB_INLINE_BYTES of data each and, in their last word, the call's number (released after the data),
+// which r waits on; no tail flag, no head flag. Two places suffice: a rank starts call c+2 only after
+// every peer's message of call c+1 reached it, and a peer sends that only once it has read all of
+// call c. Every rank makes every one-shot call of its communicator, so their numbers agree.
+__device__ __forceinline__ char* oneshot_line(const CbComm* c, int owner, int sender, cb_u64 call, long long line) {
+    return c->region[owner] + CB_ONESHOT_OFFSET + ((sender * 2 + (long long)(call & 1)) * CB_ONESHOT_LINES + line) * CB_LINE;
+}
+
+// Rank `me`'s message to `to`: `bytes` of src, line by line (threads take lines), each line's number released
+// after its data.
+__device__ void oneshot_send(const CbComm* c, int me, int to, cb_u64 call, const char* src, long long bytes) {
+    const long long lines = (bytes + CB_INLINE_BYTES - 1) / CB_INLINE_BYTES;
+#ifndef CB_DEVICE
+    if (lines > 1) cb_prefetch_write(oneshot_line(c, to, me, call, 0), lines * CB_LINE);
+#endif
+    for (long long l = cb_tid(); l < lines; l += cb_nthreads()) {
+        char* line = oneshot_line(c, to, me, call, l);
+        const long long first = l * CB_INLINE_BYTES, n = bytes - first < CB_INLINE_BYTES ? bytes - first : CB_INLINE_BYTES;
+#ifdef CB_DEVICE
+        for (long long b = 0; b < n; ++b) line[b] = src[first + b];
+#else
+        memcpy(line, src + first, (size_t)n);
+#endif
+        cb_store_release(inline_number(line), call);
+    }
+}
+
+// Until every peer's message of `bytes` has arrived (thread 0 waits, then the block syncs); false at a timeout.
+// On the host one thread wrote all of a message's lines, so its last line's number, released after all of
+// them, is the one waited for (then every line is asked for at once); on a GPU each line's writer released its
+// own, so each is waited for.
+__device__ bool oneshot_wait(Channel& h, cb_u64 call, long long bytes) {
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks;
+    const long long lines = (bytes + CB_INLINE_BYTES - 1) / CB_INLINE_BYTES;
+    CB_SHARED int ok;
+    if (cb_tid() == 0) {
+        ok = 1;
+        for (int k = 1; k < n && ok; ++k) {  // in the order the peers sent (each starts with its right neighbour)
+            const int q = (h.me - k + n) % n;
+#ifdef CB_DEVICE
+            for (long long l = 0; l < lines && ok; ++l)
+                ok = h.wait(inline_number(oneshot_line(c, h.me, q, call, l)), call, q, 0);
+#else
+            ok = h.wait(inline_number(oneshot_line(c, h.me, q, call, lines - 1)), call, q, 0);
+            cb_prefetch(oneshot_line(c, h.me, q, call, 0), 0, (lines - 1) * CB_LINE);
+#endif
+        }
+    }
+    cb_sync();
+    ++*h.step;
+    return ok;
+}
+
+// out = the n messages' elements reduced in rank order (rank `me`'s own from mine): on a GPU threads take
+// elements; on the host a line at a time (loops the compiler vectorises).
+template <typename T, int OP>
+__device__ void oneshot_reduce(const CbComm* c, int me, cb_u64 call, const T* mine, T* out, long long count) {
+    constexpr long long PER = CB_INLINE_BYTES / sizeof(T);
+    const int n = (int)c->nranks;
+#ifdef CB_DEVICE
+    for (long long i = cb_tid(); i < count; i += cb_nthreads()) {
+        T v = mine[i];
+        for (int q = 0; q < n; ++q) {
+            const T x = q == me ? mine[i] : cb_load_fresh((const T*)oneshot_line(c, me, q, call, i / PER) + i % PER);
+            v = q ? combine<T, OP>(v, x) : x;
+        }
+        out[i] = v;
+    }
+#else
+    for (long long l = 0; l * PER < count; ++l) {
+        const long long first = l * PER, m = count - first < PER ? count - first : PER;
+        T v[PER];
+        for (int q = 0; q < n; ++q) {
+            const T* x = q == me ? mine + first : (const T*)oneshot_line(c, me, q, call, l);
+            for (long long e = 0; e < m; ++e) v[e] = q ? combine<T, OP>(v[e], cb_load_fresh(x + e)) : cb_load_fresh(x + e);
+        }
+        for (long long e = 0; e < m; ++e) out[first + e] = v[e];
+    }
+#endif
+}
+
+// A one-shot call runs in channel 0 alone (the caller asks for one; any other does nothing). A message
+// larger than a one-shot one (CB_ONESHOT_BYTES) runs the ring's schedule instead.
+#define CB_ONESHOT_BYTES (CB_ONESHOT_LINES * CB_INLINE_BYTES)
+__device__ __forceinline__ cb_u64 oneshot_begin(const Channel& h) { return h.c->oneshot_calls + 1; }
+__device__ __forceinline__ void oneshot_end(const Channel& h, cb_u64 call) {
+    cb_sync();
+    if (cb_tid() == 0) ((CbComm*)h.c)->oneshot_calls = call;
+}
+
+// All-reduce: the whole input to every peer; every rank reduces the n inputs in rank order (the same
+// result on every rank).
+template <typename T, int OP>
+__device__ bool oneshot_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long reach) {
+    Channel& h = lanes[0];
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks, me = h.me;
+    if (count * (long long)sizeof(T) > CB_ONESHOT_BYTES) return ring_all_reduce<T, OP>(lanes, send, recv, count, channels, reach);
+    if (h.ch) return true;
+    const cb_u64 call = oneshot_begin(h);
+    for (int k = 1; k < n; ++k) oneshot_send(c, me, (me + k) % n, call, (const char*)send, count * (long long)sizeof(T));
+    if (!oneshot_wait(h, call, count * (long long)sizeof(T))) return false;
+    oneshot_reduce<T, OP>(c, me, call, send, recv, count);
+    oneshot_end(h, call);
+    return true;
+}
+
+// Reduce-scatter: block p of the input to rank p; block r reduced in rank order.
+template <typename T, int OP>
+__device__ bool oneshot_reduce_scatter(Channel* lanes, const T* send, T* recv, long long count, int channels,
+                                       long long reach) {
+    Channel& h = lanes[0];
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks, me = h.me;
+    if (count * (long long)sizeof(T) > CB_ONESHOT_BYTES)
+        return ring_reduce_scatter<T, OP>(lanes, send, recv, count, channels, reach);
+    if (h.ch) return true;
+    const cb_u64 call = oneshot_begin(h);
+    for (int k = 1; k < n; ++k) {
+        const int p = (me + k) % n;
+        oneshot_send(c, me, p, call, (const char*)(send + p * count), count * (long long)sizeof(T));
+    }
+    if (!oneshot_wait(h, call, count * (long long)sizeof(T))) return false;
+    oneshot_reduce<T, OP>(c, me, call, send + me * count, recv, count);
+    oneshot_end(h, call);
+    return true;
+}
+
+// All-gather (bytes): the own block to every peer; block q of recv from rank q (the own one copied unless
+// already in place).
+__device__ bool oneshot_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
+                                   int channels, long long reach) {
+    Channel& h = lanes[0];
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks, me = h.me;
+    if (count > CB_ONESHOT_BYTES) return ring_all_gather(lanes, send, recv, count, channels, reach);
+    if (h.ch) return true;
+    const cb_u64 call = oneshot_begin(h);
+    for (int k = 1; k < n; ++k) oneshot_send(c, me, (me + k) % n, call, (const char*)send, count);
+    if (!oneshot_wait(h, call, count)) return false;
+    for (int q = 0; q < n; ++q) {  // a line at a time (threads take lines)
+        unsigned char* dst = recv + q * count;
+        if (dst == send) continue;
+        for (long long first = cb_tid() * CB_INLINE_BYTES; first < count; first += cb_nthreads() * CB_INLINE_BYTES) {
+            const unsigned char* x = q == me ? send + first
+                                             : (const unsigned char*)oneshot_line(c, me, q, call, first / CB_INLINE_BYTES);
+            const long long m = count - first < CB_INLINE_BYTES ? count - first : CB_INLINE_BYTES;
+            for (long long b = 0; b < m; ++b) dst[first + b] = cb_load_fresh(x + b);
+        }
+    }
+    oneshot_end(h, call);
+    return true;
+}
+
 // --- entry points ------------------------------------------------------------------------------------
 // One block (channel) of one rank: load its lanes' counters, run the schedule, store them back.
 template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long)>
@@ -611,6 +781,12 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
     }                                                                                                   \
     extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_tree_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                          \
         run_channel<T, OP, CB_TREES, tree_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);  \
+    }                                                                                                   \
+    extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_oneshot_all_reduce_##NAME##_##OPNAME(CB_ARGS) {                       \
+        run_channel<T, OP, 1, oneshot_all_reduce<T, OP>>(comms, send, recv, count, stride, channels, direct);      \
+    }                                                                                                   \
+    extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_oneshot_reduce_scatter_##NAME##_##OPNAME(CB_ARGS) {                   \
+        run_channel<T, OP, 1, oneshot_reduce_scatter<T, OP>>(comms, send, recv, count, stride, channels, direct);  \
     }
 #define CB_ENTRIES(NAME, T)                 \
     CB_ENTRIES_OP(NAME, T, sum, SUM)        \
@@ -620,6 +796,9 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
 
 extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_ring_all_gather(CB_ARGS) {
     run_channel<unsigned char, SUM, 1, ring_all_gather>(comms, send, recv, count, stride, channels, direct);
+}
+extern "C" __global__ void CB_LAUNCH_BOUNDS(CB_THREADS) cb_oneshot_all_gather(CB_ARGS) {
+    run_channel<unsigned char, SUM, 1, oneshot_all_gather>(comms, send, recv, count, stride, channels, direct);
 }
 
 // CB_DTYPE (0-8) compiles one dtype's entry points only (NVRTC at run time: one module per dtype)

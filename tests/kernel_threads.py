@@ -26,6 +26,9 @@ KINDS = {  # a test's name of a kernel: (schedule, collective)
     "ring_reduce_scatter": ("ring", "reduce_scatter"),
     "ring_all_gather": ("ring", "all_gather"),
     "tree_all_reduce": ("tree", "all_reduce"),
+    "oneshot_all_reduce": ("oneshot", "all_reduce"),  # (the ring's schedule past a one-shot message)
+    "oneshot_reduce_scatter": ("oneshot", "reduce_scatter"),
+    "oneshot_all_gather": ("oneshot", "all_gather"),
 }
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 OPS = ["sum", "prod", "min", "max"]

@@ -4,7 +4,10 @@ kernel on CUDA tensors, the same source built for the host on CPU buffers (cuda/
 where the steps are; commbench/rank/kernel_node.py builds, maps and binds it). No message goes
 through the communicator: the ranks' shared regions carry the data, sequence-number flags the
 synchronisation, so one call costs the data movement and 2(n-1) (ring) or 2·depth (tree) flag
-hand-offs, not a library call per step.
+hand-offs, not a library call per step. A small call (each peer's message within
+kernel_abi.ONESHOT_MAX) runs the one-shot schedule whichever kernel was asked: every rank sends each
+peer its message at once and reduces what arrives, one hand-off (on the CPU; NCCL too picks its
+protocol by size).
 
 Their costs are the ring's and the double binary tree's formulas (inherited), fitted apart from
 the Python algorithms by the cost model (an α of flags, not of library calls).
@@ -77,8 +80,9 @@ class RingOn:
             if len(self.bound) >= MAX_BOUND:
                 self.bound.clear()
             dtype = str(recv.dtype).replace("torch.", "")
-            name = kernel_abi.entry("ring", collective, dtype, op)
-            channels = self.node.call_channels(elems * itemsize(recv), self.ctx.channels, name, dtype)
+            message = count if collective == "all_gather" else count * itemsize(recv)
+            name, channels = self.node.entry_and_channels("ring", collective, dtype, op, message,
+                                                          elems * itemsize(recv), self.ctx.channels)
             run = self.bound[key] = self.node.bind(name, dtype, send, recv, count, channels)
         run()
 
@@ -140,8 +144,9 @@ class _Kernel(Algorithm):
         node.set_timeout(ctx.timeout_s)
         size = itemsize(recv)
         count = {"all_reduce": in_count, "reduce_scatter": out_count, "all_gather": in_count * size}[collective]
-        name = kernel_abi.entry(self.kernel, collective, dtype, op)
-        channels = node.call_channels(max(in_count, out_count) * size, ctx.channels, name, dtype)
+        message = (out_count if collective == "reduce_scatter" else in_count) * size  # to each peer, one-shot
+        name, channels = node.entry_and_channels(self.kernel, collective, dtype, op, message,
+                                                 max(in_count, out_count) * size, ctx.channels)
         run = node.bind(name, dtype, send, recv, count, channels, direct)
         if op != "avg":
             return run, recv

@@ -19,13 +19,27 @@ MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
 TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
 MAX_LANES = MAX_CHANNELS * TREES
 LINE = 64  # CB_LINE: a flag's line; each FIFO slot's line for a small message and its number
-FIFO_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
+ONESHOT_LINES = 64  # CB_ONESHOT_LINES: a one-shot message's lines, each with LINE - 8 bytes of data
+ONESHOT_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
+FIFO_OFFSET = ONESHOT_OFFSET + MAX_RANKS * 2 * ONESHOT_LINES * LINE
 SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
 SLOTS = 8  # FIFO depth per connection and lane
 SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
 CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
 MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
+# A call whose message to each peer (all-reduce: the buffer; reduce-scatter and all-gather: a block) is at
+# most this many bytes runs the one-shot schedule, whichever kernel was asked for (cuda/collectives.cu):
+# one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each cross between the
+# cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks, one-shot / ring
+# time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90, 2 KB 1.19; reduce-scatter 256 B messages
+# 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
+# from a neighbour's input that stays in this core's cache). Where the host's ranks outnumber its cores
+# every message a one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may
+# wait for a rank to get a core (4 ranks on 2 cores, 512 B - 8 KB: 0.21-0.36 of the ring's time).
+# Host only: on a GPU it is compiled, never run (unverified there).
+ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
+ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8}, "cuda": {}}
 SPIN_S = {"cpu": 200e-6, "oversubscribed": 2e-6, "cuda": 20e-6}
 ERROR_WORDS = 6
 
@@ -52,6 +66,7 @@ class CbComm(ctypes.Structure):
         ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
         ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
         ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("oneshot_calls", ctypes.c_ulonglong),
     ]
 
 
@@ -132,15 +147,26 @@ def entry_points() -> dict[str, list[str]]:
     """Every kernel of cuda/collectives.cu the Python side launches (tests/cuda/test_cuda_compile.py)."""
     from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS
 
-    names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"))
+    names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"),
+                                            ("oneshot", "all_reduce"), ("oneshot", "reduce_scatter"))
              for d in CUDA_DTYPES for o in CUDA_OPS]
-    return {SOURCE.name: names + [entry("ring", "all_gather", "float32", None)]}
+    return {SOURCE.name: names + [entry(a, "all_gather", "float32", None) for a in ("ring", "oneshot")]}
+
+
+def schedule(kernel: str, collective: str, device: str, nranks: int, message_bytes: int, host_ranks: int) -> str:
+    """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
+    (message_bytes) is small enough (ONESHOT_MAX; ONESHOT_BYTES where the host's ranks, host_ranks,
+    outnumber its cores), else the kernel's own. One channel for a one-shot call."""
+    if nranks < 2 or collective not in ONESHOT_MAX[device]:
+        return kernel
+    most = ONESHOT_BYTES if oversubscribed(device, host_ranks) else ONESHOT_MAX[device][collective]
+    return "oneshot" if message_bytes <= most else kernel
 
 
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
     """The kernel's name in cuda/collectives.cu (avg runs as sum; the caller divides)."""
     if collective == "all_gather":
-        return "cb_ring_all_gather"
+        return f"cb_{algorithm}_all_gather"
     return f"cb_{algorithm}_{collective}_{dtype}_{'sum' if op in (None, 'avg') else op}"
 
 
@@ -166,7 +192,12 @@ def spin_time(device: str, local_ranks: int) -> float:
     needs this core). Automatic channels never outnumber the cores (auto_channels)."""
     if device == "cuda":
         return SPIN_S["cuda"]
-    return SPIN_S["cpu"] if local_ranks <= (os.cpu_count() or 1) else SPIN_S["oversubscribed"]
+    return SPIN_S["oversubscribed"] if oversubscribed(device, local_ranks) else SPIN_S["cpu"]
+
+
+def oversubscribed(device: str, local_ranks: int) -> bool:
+    """The host's ranks outnumber its cores (on the CPU: they take turns on them)."""
+    return device == "cpu" and local_ranks > (os.cpu_count() or 1)
 
 
 def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:

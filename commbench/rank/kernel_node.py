@@ -9,8 +9,8 @@ from __future__ import annotations
 from commbench.rank import kernel_gpu
 from commbench.rank.kernel_gpu import GpuNode, gpu_function
 from commbench.rank.kernel_host import HostNode, host_library
-from commbench.rank.kernel_abi import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, region_bytes,
-                                    spin_time)
+from commbench.rank.kernel_abi import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, entry,
+                                       region_bytes, schedule, spin_time)
 
 
 class NodeKernels:
@@ -41,6 +41,15 @@ class NodeKernels:
             return min(self.channels, wanted)
         auto = min(self.channels, auto_channels(self.device, nbytes, self.host_ranks))
         return max(1, min(auto, self.node.max_channels(name, dtype))) if self.device == "cuda" else auto
+
+    def entry_and_channels(self, kernel: str, collective: str, dtype: str | None, op: str | None, message_bytes: int,
+                           nbytes: int, wanted: int | None) -> tuple[str, int]:
+        """A call's entry point and channels: kernel's schedule ("ring" or "tree"), or the one-shot one
+        where each peer's message of message_bytes is small (kernel_abi.schedule: one channel); nbytes:
+        the larger buffer's, for the channels."""
+        run = schedule(kernel, collective, self.device, self.n, message_bytes, self.host_ranks)
+        name = entry(run, collective, dtype, op)
+        return name, 1 if run == "oneshot" else self.call_channels(nbytes, wanted, name, dtype)
 
     def allocator(self, notes: list, arena=None):
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory

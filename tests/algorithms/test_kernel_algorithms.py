@@ -24,6 +24,7 @@ class FakeNode:
 
     def __init__(self, n=2):
         self.n, self.binds, self.timeouts, self.channel_asks, self.allocators = n, [], [], [], []
+        self.messages = []  # (collective, bytes of each peer's message) asked of entry_and_channels
 
     def set_timeout(self, seconds):
         self.timeouts.append(seconds)
@@ -31,6 +32,12 @@ class FakeNode:
     def call_channels(self, nbytes, wanted, name, dtype):
         self.channel_asks.append((nbytes, wanted))
         return 3
+
+    def entry_and_channels(self, kernel, collective, dtype, op, message_bytes, nbytes, wanted):
+        """The kernel's own entry, whatever the message (NodeKernels' one-shot choice: test_kernel_node.py)."""
+        self.messages.append((collective, message_bytes))
+        name = kernel_abi.entry(kernel, collective, dtype, op)
+        return name, self.call_channels(nbytes, wanted, name, dtype)
 
     def bind(self, name, dtype, send, recv, count, channels, direct=False):
         self.binds.append({"name": name, "dtype": dtype, "send": send, "recv": recv, "count": count,
@@ -71,6 +78,7 @@ def test_bind_names_the_entry_and_its_count(algorithm, collective, op, name):
     assert (b["name"], b["dtype"], b["count"], b["channels"], b["direct"]) == (name, "float32", count, 3, True)
     assert b["send"] is send and b["recv"] is recv and out is recv
     assert node.timeouts == [42.0] and node.channel_asks == [(6 * 4, 5)]  # the larger buffer's bytes
+    assert node.messages == [(collective, {"all_reduce": 6 * 4}.get(collective, 3 * 4))]  # each peer's: a block
     fn()
     want = 2.0 * np.arange(1, out_count + 1) / (2 if op == "avg" else 1)  # avg: the sum divided by n = 2
     assert recv.tolist() == want.tolist()
@@ -183,6 +191,7 @@ def test_ring_on_binds_once_per_buffers_and_keeps_a_bounded_cache(monkeypatch):
     assert node.binds[1]["name"] == "cb_ring_all_gather" and node.binds[1]["count"] == 4 * 4
     ring.all_reduce(send, send, "avg", 8)
     assert node.binds[2]["name"] == "cb_ring_all_reduce_int32_sum" and node.binds[2]["count"] == 8
+    assert node.messages == [("reduce_scatter", 4 * 4), ("all_gather", 4 * 4), ("all_reduce", 8 * 4)]  # to each peer
     monkeypatch.setattr(K, "MAX_BOUND", 3)
     ring.all_reduce(recv, recv, "sum", 4)  # a fourth call: the cache is emptied first
     assert len(ring.bound) == 1 and len(node.binds) == 4

@@ -38,9 +38,9 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
         for comm in node.comms:
             comm.nslots = nslots
         chunk = slot // 4
-        cases = [Case(node, kind, dtype, None if kind == "ring_all_gather" else "sum", count, channels, in_place, rng,
+        cases = [Case(node, kind, dtype, None if kind.endswith("all_gather") else "sum", count, channels, in_place, rng,
                       shared=True)
-                 for kind in KINDS for dtype in (DTYPES if kind == "ring_all_gather" else ["float32", "int8"])
+                 for kind in KINDS for dtype in (DTYPES if kind.endswith("all_gather") else ["float32", "int8"])
                  for in_place in (False, True) for channels in (1, 3)
                  for count in (1, 7, chunk + 3, 2 * world * chunk * channels + 5)]
         assert all(c.stride > 0 for c in cases)
