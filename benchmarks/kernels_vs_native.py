@@ -68,8 +68,9 @@ def run(out: Path, n: int, backend: str, algos: list[str], collectives: list[str
     cmd = [sys.executable, "-m", "commbench", "run", "-n", str(n), "--backend", backend, "--device", device,
            "-a", ",".join(algos), "-c", ",".join(collectives), "--sizes", ",".join(map(size_text, sizes)),
            "-d", "float32", "-o", "sum", "--out-of-place", "--out", str(out), "--quiet"]
-    if args.min_time is not None:  # (--every-size: run's own defaults, as a user types it)
-        cmd += ["--min-time", str(args.min_time), "--max-iters", str(args.max_iters)]
+    for flag, value in (("--min-time", args.min_time), ("--max-iters", args.max_iters)):
+        if value is not None:  # (--every-size: run's own defaults unless given, as a user types it)
+            cmd += [flag, str(value)]
     if args.channels:
         cmd += ["--channels", str(args.channels)]
     print("$", " ".join(cmd[1:]).replace("-m commbench", "commbench", 1), flush=True)
@@ -134,6 +135,9 @@ def every_size(root: Path, args, verdicts: Verdicts, tables: list) -> None:
                      EVERY_LARGE_TARGET, at_most=True)
         if n == 2:
             point = rows[(rows.collective == "all_reduce") & (rows.size_bytes == 8) & rows.algorithm.str.endswith("_kernel")]
+            if point.latency_efficiency.isna().all():
+                print("no 8 B all-reduce against the floor: the run measured no floor (see its run.json's floors)")
+                continue
             per = point.groupby("algorithm").agg(time=("time_us", "median"), eff=("latency_efficiency", "median"))
             floor = pd.DataFrame({"config": "every size n=2", "metric": "time_us", "ratio_of": per.index + "/floor",
                                   "collective": "all_reduce", "size_bytes": 8, "num": per.time,
@@ -179,6 +183,8 @@ def main() -> None:
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
     if args.every_size:
+        if args.quick or args.device != "cpu":
+            ap.error("--every-size measures the CPU table alone, at run's own sizes (no --quick, no --device cuda)")
         root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="kernels-"))
         verdicts, tables = Verdicts(), []
         every_size(root, args, verdicts, tables)

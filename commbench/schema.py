@@ -65,7 +65,8 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
                            "point's time (1 = at the floor; one node, CPU; run.json `floors`, commbench.rank.floor)"),
     ("bandwidth_efficiency", "busbw / the machine's copy rate: one core's (CPU) or the GPU's device-to-device (one node)"),
     ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),
-    ("library_choice", "--nccl-tuning: NCCL's algorithm/protocol pairs, most frequent first"),
+    ("library_choice", "what the call ran: NCCL's algorithm/protocol pairs, most frequent first (--nccl-tuning); "
+                       "ring_kernel's and tree_kernel's schedule (ring, tree, oneshot)"),
     ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),
     ("power_w_max", "--power: the sum of each GPU's peak (W)"),
     ("energy_j", "--power: joules per call"),

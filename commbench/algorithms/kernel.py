@@ -10,7 +10,8 @@ peer its message at once and reduces what arrives, one hand-off (on the CPU; NCC
 protocol by size).
 
 Their costs are the ring's and the double binary tree's formulas (inherited), fitted apart from
-the Python algorithms by the cost model (an α of flags, not of library calls).
+the Python algorithms by the cost model (an α of flags, not of library calls); a point that ran
+one-shot (its row's library_choice) is not fitted.
 
 Across nodes, hierarchical_kernel (hierarchical.py) runs the ring kernel on each node's
 sub-communicator (RingOn, below) and the backend's point-to-point ring between the nodes.
@@ -149,11 +150,13 @@ class _Kernel(Algorithm):
                                                  max(in_count, out_count) * size, ctx.channels)
         run = node.bind(name, dtype, send, recv, count, channels, direct)
         if op != "avg":
+            run.schedule = kernel_abi.schedule_of(name)  # the row's library_choice
             return run, recv
 
         def run_then_divide():
             run()
             red.finish(recv, op, ctx.comm.size)
+        run_then_divide.schedule = kernel_abi.schedule_of(name)
         return run_then_divide, recv
 
     def _once(self, ctx, collective, send, recv, op, in_count, out_count):

@@ -43,6 +43,7 @@ class Measurement:
     power: dict | None = None  # power_w_avg, power_w_max, energy_j (per call), over the job's GPUs
     timer: str = "python"  # the loop that timed it (commbench.rank.timers)
     notes: tuple[str, ...] = ()  # one-line notes for the user (a loop that could not be used)
+    schedule: str | None = None  # what the bound call runs, where it says (the kernels: ring, tree, oneshot)
 
     @property
     def iterations(self) -> int:
@@ -186,7 +187,8 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))
     wrong = point.check()
     notes = point.notes + ((note,) if note else ())
-    return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, notes)
+    return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, notes,
+                       getattr(point.fn, "schedule", None))
 
 
 def sample_plan(iters: int, batch: int | None, per_call: float, adaptive: bool, min_iters: int,

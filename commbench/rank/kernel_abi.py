@@ -36,7 +36,8 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
 # from a neighbour's input that stays in this core's cache). Where the host's ranks outnumber its cores
 # every message a one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may
-# wait for a rank to get a core (4 ranks on 2 cores, 512 B - 8 KB: 0.21-0.36 of the ring's time).
+# wait for a rank to get a core (4 ranks on 2 cores, one-shot / ring time: all-reduce 512 B - 2 KB
+# 0.22-0.36, all-gather and reduce-scatter 512 B - 8 KB, blocks up to 2 KB, 0.21-0.51).
 # Host only: on a GPU it is compiled, never run (unverified there).
 ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
 ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8}, "cuda": {}}
@@ -157,7 +158,7 @@ def schedule(kernel: str, collective: str, device: str, nranks: int, message_byt
     """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
     (message_bytes) is small enough (ONESHOT_MAX; ONESHOT_BYTES where the host's ranks, host_ranks,
     outnumber its cores), else the kernel's own. One channel for a one-shot call."""
-    if nranks < 2 or collective not in ONESHOT_MAX[device]:
+    if nranks < 2 or message_bytes <= 0 or collective not in ONESHOT_MAX[device]:
         return kernel
     most = ONESHOT_BYTES if oversubscribed(device, host_ranks) else ONESHOT_MAX[device][collective]
     return "oneshot" if message_bytes <= most else kernel
@@ -165,9 +166,14 @@ def schedule(kernel: str, collective: str, device: str, nranks: int, message_byt
 
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
     """The kernel's name in cuda/collectives.cu (avg runs as sum; the caller divides)."""
-    if collective == "all_gather":
-        return f"cb_{algorithm}_all_gather"
+    if collective == "all_gather":  # (the tree has none: the ring's)
+        return f"cb_{'ring' if algorithm == 'tree' else algorithm}_all_gather"
     return f"cb_{algorithm}_{collective}_{dtype}_{'sum' if op in (None, 'avg') else op}"
+
+
+def schedule_of(name: str) -> str:
+    """The schedule an entry point runs: cb_oneshot_all_reduce_int8_max -> oneshot."""
+    return name.split("_")[1]
 
 
 def what(name: str) -> str:

@@ -329,6 +329,8 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
                 extra[f"{prefix}energy_j_per_byte"] = m.power[f"{prefix}energy_j"] / counts.size_bytes
     if s.tuning is not None and algo is None and point.backend == "nccl":
         extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
+    elif m.schedule:
+        extra["library_choice"] = m.schedule
     if s.counter is not None:
         extra["internode_bytes_measured"] = round(m.link_bytes)
         if algo is not None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from commbench.rank import kernel_abi
+
 from commbench.rank import kernel_host
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler, segments_of
@@ -89,6 +91,12 @@ def test_real_sweep(job, tmp_path, world):
     assert set(zip(kernel.algorithm, kernel.collective)) == {
         ("ring_kernel", c) for c in per_algorithm["ring_kernel"]} | {("tree_kernel", "all_reduce")}
     assert set(kernel.in_place) == {0, 1} and set(kernel.dtype) == set(dtypes.split(","))
+    # library_choice: the schedule each kernel point ran, as the bound call chose it (one-shot where small)
+    message = [n if c == "all_reduce" else n // world for c, n in zip(kernel.collective, kernel.size_bytes)]
+    want = [kernel_abi.schedule(a.removesuffix("_kernel"), c, "cpu", world, m, world)
+            for a, c, m in zip(kernel.algorithm, kernel.collective, message)]
+    assert kernel.library_choice.tolist() == want and "oneshot" in want
+    assert rows[rows.algorithm == "native"].library_choice.isna().all()
     tree_skips = _skipped(meta, "tree_kernel")
     assert {s["collective"] for s in tree_skips} == {"reduce_scatter", "all_gather"}
     for s in tree_skips:

@@ -206,3 +206,14 @@ def test_rows_without_nodes_or_ranks_per_node_are_one_node_of_all_ranks():
     assert list(out.nodes) == [1, 1, 1] and list(out.ranks_per_node) == [4, 4, 4]
     odd = usable_rows(rows.assign(nodes=["2", "x", None], ranks_per_node=[2, None, "y"]))
     assert list(odd.nodes) == [2, 1, 1] and list(odd.ranks_per_node) == [2, 4, 4]
+
+
+def test_a_kernels_one_shot_points_are_not_fitted():
+    """A kernel point that ran the one-shot schedule (library_choice "oneshot") has not the ring's or the
+    tree's cost, so the fit leaves it out; the same kernel's ring points and NCCL's choices stay."""
+    rows = pd.DataFrame({"backend": "mpi", "algorithm": ["ring_kernel", "ring_kernel", "tree_kernel", "ring"],
+                         "collective": "all_reduce", "size_bytes": [8, 1 << 20, 8, 8], "world_size": 2, "wrong": 0,
+                         "time_us": [0.1, 200.0, 0.1, 5.0], "library_choice": ["oneshot", "ring", "oneshot", None]})
+    out = usable_rows(rows)
+    assert list(zip(out.algorithm, out.size_bytes)) == [("ring_kernel", 1 << 20), ("ring", 8)]
+    assert len(usable_rows(rows.drop(columns="library_choice"))) == 4  # an older folder: every point

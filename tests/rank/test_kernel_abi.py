@@ -100,6 +100,37 @@ def test_a_wrong_result_is_seen():
     assert len(case.wrong()) == 1 and "rank 1 differs at 1 elements, first [32]" in case.wrong()[0]
 
 
+@needs_compiler
+@pytest.mark.parametrize("world", [2, 3])
+def test_one_shot_at_its_limits_while_a_rank_lags(world):
+    """Messages of one line and one element more, of exactly a one-shot message (CB_ONESHOT_BYTES) and one
+    element more (the ring's schedule then), 1- to 8-byte elements, every one-shot collective, back to back
+    on one set of regions; rank 0 sleeps before each call, so its peers run ahead as far as they can (one
+    that started call c+2 while rank 0 still read call c's message would overwrite it): all exact."""
+    node = Node(world, channels=1, slot_bytes=SLOT)
+    rng = np.random.default_rng(world)
+    cases = []
+    for kind in ("oneshot_all_reduce", "oneshot_reduce_scatter", "oneshot_all_gather"):
+        for dtype in ("int8", "float16", "float32", "float64"):
+            size = kt.storage(dtype).itemsize
+            for nbytes in (56, 56 + size, K.ONESHOT_BYTES, K.ONESHOT_BYTES + size):
+                cases.append(Case(node, kind, dtype, None if kind.endswith("all_gather") else "sum", nbytes // size, 1,
+                                  bool(len(cases) % 2), rng))
+
+    def work(r):
+        for i, case in enumerate(cases):
+            if r == 0:
+                time.sleep(0.002)
+            code = node.host_call(case.calls[r])
+            if code:
+                return f"{case}: rank {r} returned {code}: {K.describe(node.error(r), case.name)}"
+        return None
+    assert node.threads(work) == [None] * world
+    wrong = [w for c in cases for w in c.wrong()]
+    assert not wrong, "\n".join(wrong[:20])
+    assert all(comm.oneshot_calls == 3 * 4 * 3 for comm in node.comms)  # all but the largest went one-shot
+
+
 # --- 3. many back-to-back calls ----------------------------------------------------------------------------
 @needs_compiler
 def test_ten_thousand_calls_back_to_back():

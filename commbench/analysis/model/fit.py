@@ -115,6 +115,8 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
                          f"{MAX_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
+    if "library_choice" in rows:  # a kernel's small call that ran one-shot has not the ring's or the tree's cost
+        rows = rows[rows.library_choice.astype(str) != "oneshot"]
     limits.FIT_RANKS.check("model fit", int(pd.to_numeric(rows.world_size, errors="coerce").fillna(0).sum()))
     rows["nodes"] = _numbers(rows, "nodes").fillna(1).astype(int)
     rows["ranks_per_node"] = _numbers(rows, "ranks_per_node").fillna(rows.world_size // rows.nodes).astype(int)
