@@ -592,9 +592,6 @@ __device__ __forceinline__ char* oneshot_line(const CbComm* c, int owner, int se
 // after its data.
 __device__ void oneshot_send(const CbComm* c, int me, int to, cb_u64 call, const char* src, long long bytes) {
     const long long lines = (bytes + CB_INLINE_BYTES - 1) / CB_INLINE_BYTES;
-#ifndef CB_DEVICE
-    if (lines > 1) cb_prefetch_write(oneshot_line(c, to, me, call, 0), lines * CB_LINE);
-#endif
     for (long long l = cb_tid(); l < lines; l += cb_nthreads()) {
         char* line = oneshot_line(c, to, me, call, l);
         const long long first = l * CB_INLINE_BYTES, n = bytes - first < CB_INLINE_BYTES ? bytes - first : CB_INLINE_BYTES;
