@@ -7,6 +7,7 @@ bandwidth (HBM-bound), not a fabric. Several processes on one GPU: `commbench ru
 --device cuda (against NCCL).
 
     python benchmarks/kernels_one_gpu.py [--ranks 2,4,8] [--sizes 64M,256M,1G] [--channels 16]
+    python benchmarks/kernels_one_gpu.py --sizes 64,1K,3K --iters 200   # small calls: one-shot (one channel) too
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def main() -> None:
     from commbench.metrics import bandwidth
     from commbench.collectives import COLLECTIVES
     from commbench.rank.kernel_gpu import OneGpuNode, residency
-    from commbench.rank.kernel_abi import entry
+    from commbench.rank.kernel_abi import ONESHOT_BYTES, entry
     from commbench.spec import parse_size
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,9 +33,10 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU: nothing to measure (this benchmark needs one)")
     kinds = (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"), ("ring", "all_gather"))
+    oneshot = tuple(("oneshot", c) for c in ("all_reduce", "reduce_scatter", "all_gather"))  # small messages, 1 channel
     print(f"{torch.cuda.get_device_name()}; channels {args.channels} at most; busbw in GB/s; copy_GB/s: torch's "
           "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")
-    print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>6} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
+    print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>7} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
     for n in map(int, args.ranks.split(",")):
         # every rank's blocks of one launch resident at once (kernel_gpu.Residency), for each kernel
         fits = min(residency(entry(a, c, "float32", "sum"), "float32", torch.cuda.current_device()).max_channels(n)
@@ -48,8 +50,10 @@ def main() -> None:
         node = OneGpuNode(n, channels)
         for size in map(parse_size, args.sizes.split(",")):
             count = size // 4
-            for algorithm, collective in kinds:
+            for algorithm, collective in kinds + oneshot:
                 per = count // n if collective != "all_reduce" else count  # one rank's block
+                if algorithm == "oneshot" and per * 4 > ONESHOT_BYTES:
+                    continue  # (a larger one runs the ring's schedule)
                 in_count = per * n if collective == "reduce_scatter" else per
                 out_count = per * n if collective == "all_gather" else per
                 slab = max(in_count, out_count)
@@ -57,16 +61,18 @@ def main() -> None:
                     send = torch.ones((n, slab), device="cuda")
                     recv = torch.empty((n, slab), device="cuda")
                 except torch.cuda.OutOfMemoryError:
-                    print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>6}   (out of GPU memory)")
+                    print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>7}   (out of GPU memory)")
                     continue
                 units = per * 4 if collective == "all_gather" else per
                 name = entry(algorithm, collective, "float32", "sum")
+                lanes = 1 if algorithm == "oneshot" else channels
                 call = lambda: node.run(name, "float32", send.data_ptr(), recv.data_ptr(), units, slab * 4,  # noqa
-                                        channels)
+                                        lanes)
                 call()
                 torch.cuda.synchronize()
                 assert node.error_words[0] == 0
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(50_000_000)  # the GPU busy while the host queues every call: GPU time, not launch cost
                 start.record()
                 for _ in range(args.iters):
                     call()
@@ -82,7 +88,7 @@ def main() -> None:
                 stop.record()
                 stop.synchronize()
                 copy = copy_src.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
-                print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>6} {t * 1e6:>10.1f} {busbw:>8.1f} {copy:>9.1f}")
+                print(f"{n:>5} {size:>8} {collective:>15} {algorithm:>7} {t * 1e6:>10.1f} {busbw:>8.1f} {copy:>9.1f}")
                 del send, recv
                 torch.cuda.empty_cache()
         del node

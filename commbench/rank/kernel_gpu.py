@@ -185,10 +185,11 @@ def residency(name: str, dtype: str | None, device: int) -> Residency:
     fn = gpu_function(name, dtype, device)
     attrs = cupy.cuda.Device(device).attributes
     with cupy.cuda.Device(device):
+        handle = fn.kernel.ptr  # RawModule.get_function gives a RawKernel; its CUfunction is .kernel's
         try:
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, GPU_THREADS, 0)
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, GPU_THREADS, 0)
         except AttributeError:
-            regs = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr)
+            regs = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, handle)
             per_sm = min(attrs["MaxThreadsPerMultiProcessor"] // GPU_THREADS,
                          attrs["MaxRegistersPerMultiprocessor"] // max(regs * GPU_THREADS, 1))
     return Residency(per_sm, attrs["MultiProcessorCount"], mps_running(), mps_percent())

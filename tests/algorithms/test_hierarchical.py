@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.analysis.model.fit import fit, held_out, summary, to_json, usable_rows
+from commbench.analysis.model.fit import INTER, fit, held_out, summary, to_json, usable_rows
 from commbench.analysis.model.predict import predict
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler
@@ -87,11 +87,11 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     kernel = fitted.stdout.split("gloo/kernel:")[1].splitlines()
     assert "(hierarchical_kernel)" in kernel[0]
     steps = fitted.stdout.split("gloo/kernel:")[0].splitlines()
-    for name in ("alpha_inter", "beta_inter"):  # the link between nodes: the backend's, borrowed where it is known
+    # the link between nodes (INTER): the backend's, borrowed where it is known
+    lent = all("not determined" not in next(ln for ln in steps if ln.split() and ln.split()[0] == name) for name in INTER)
+    for name in INTER:  # borrowed exactly when the gloo fit determined both; else the kernel group fits its own
         line = next(ln for ln in kernel if ln.split()[0] == name)
-        lent = next(ln for ln in steps if ln.split() and ln.split()[0] == name)
-        assert line.endswith("(the gloo fit's)") or ("not determined" in line and "not determined" in lent), \
-            fitted.stdout
+        assert line.endswith("(the gloo fit's)") == lent, fitted.stdout
 
 
 # --- where it cannot run -----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""ring_kernel and tree_kernel on a real GPU (skipped without one).
+"""ring_kernel and tree_kernel (their ring, tree and one-shot schedules) on a real GPU (skipped without one).
 
 * One process, every rank in one launch (gridDim.y = ranks): the cheapest real test of the device
   protocol. Every rank's blocks run at once over regions in one allocation, so flags, fences,
@@ -70,13 +70,16 @@ def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0,
     return recv[:, :out_count], expected
 
 
-SIZES = [1, 7, 25, 1000003]  # 25 float32: a tree's slice in two small messages (CB_INLINE_BYTES)
+# 25 float32: a tree's slice in two small messages (CB_INLINE_BYTES); one-shot: 1, 7 and 25 in its lines
+# (alternating places: one call per size, channel count, dtype and op), 1000003 past them (the ring's schedule)
+SIZES = [1, 7, 25, 1000003]
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
 @pytest.mark.parametrize("algorithm,collective,direct", [
     ("ring", "all_reduce", False), ("tree", "all_reduce", False), ("ring", "reduce_scatter", False),
-    ("ring", "all_gather", False), ("ring", "all_gather", True)])
+    ("ring", "all_gather", False), ("ring", "all_gather", True),
+    ("oneshot", "all_reduce", False), ("oneshot", "reduce_scatter", False), ("oneshot", "all_gather", False)])
 def test_every_rank_in_one_launch(n, algorithm, collective, direct):
     node = OneGpuNode(n, channels=4)
     for dtype in CUDA_DTYPES:
@@ -91,10 +94,11 @@ def test_every_rank_in_one_launch(n, algorithm, collective, direct):
 def test_64_mb_and_back_to_back_calls_of_varying_size():
     node = OneGpuNode(4, channels=8)
     rng = np.random.default_rng(1)
-    for i in range(300):
-        count = int(rng.integers(1, 1 << 16))
-        got, expected = _collective(node, "ring" if i % 2 else "tree", "all_reduce", "float32", "sum", count,
-                                    int(rng.integers(1, 9)), seed=i)
+    for i in range(300):  # one-shot calls among them: up to 1000 float32, either side of its 3584 bytes
+        algorithm = ("ring", "tree", "oneshot")[i % 3]
+        count = int(rng.integers(1, 1000 if algorithm == "oneshot" else 1 << 16))
+        got, expected = _collective(node, algorithm, "all_reduce", "float32", "sum", count,
+                                    1 if algorithm == "oneshot" else int(rng.integers(1, 9)), seed=i)
         assert torch.equal(got, expected)
     got, expected = _collective(node, "ring", "all_reduce", "float32", "sum", 16 << 20, 8)  # 64 MB
     assert torch.equal(got, expected)
@@ -110,7 +114,7 @@ def test_a_wait_that_times_out_names_the_rank_and_the_step():
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_ring_and_tree_kernels_in_separate_processes(tmp_path, world):
+def test_ring_and_tree_kernels_in_separate_processes(job, tmp_path, world):
     before = set(glob.glob("/dev/shm/commbench-*"))
     out = tmp_path / "run"
     commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", "ring_kernel,tree_kernel",

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("launcher", ["local", "torchrun"])
-def test_nccl_sweep_exact(tmp_path, launcher):
+def test_nccl_sweep_exact(job, tmp_path, launcher):
     out = tmp_path / "run"
     commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--launcher", launcher,
               "--sizes", "8,1028,1M,64M", "-d", "float32,bfloat16,float16,int8", "-o", "sum,prod,min,max,avg",
@@ -21,7 +21,7 @@ def test_nccl_sweep_exact(tmp_path, launcher):
     assert meta["versions"]["nccl"] and meta["ranks"][0]["gpu"]
 
 
-def test_nccl_several_ranks_share_one_gpu(tmp_path):
+def test_nccl_several_ranks_share_one_gpu(job, tmp_path):
     """NCCL refuses two ranks on one device; the run must say so in one line, not hang."""
     proc = commbench("run", "-n", 2, "--backend", "nccl", "--device", "cuda", "--sizes", "1K", "--iters", 2,
                      "--timeout", 60, "--out", tmp_path / "r")
@@ -30,7 +30,7 @@ def test_nccl_several_ranks_share_one_gpu(tmp_path):
         assert "commbench: failed" in proc.stderr
 
 
-def test_nccl_tuning_records_the_library_choice(tmp_path):
+def test_nccl_tuning_records_the_library_choice(job, tmp_path):
     """--nccl-tuning on every GPU here: with two or more ranks every row names ALGO/PROTO pairs;
     with one, NCCL is expected to copy without choosing (an empty column), but a choice it does
     log must still parse."""
@@ -52,7 +52,7 @@ def test_nccl_tuning_records_the_library_choice(tmp_path):
     assert set(glob.glob("/tmp/commbench-nccl-*")) == before  # rank 0's log is gone
 
 
-def test_nccl_is_timed_as_a_cuda_graph_unless_no_graph(tmp_path):
+def test_nccl_is_timed_as_a_cuda_graph_unless_no_graph(job, tmp_path):
     """--graph (the default): NCCL's calls captured once and replayed, the rows say cuda-graph,
     and a captured call is much cheaper per call than an eager one at 8 B (no Python or torch
     launch path between the calls); --no-graph and --timer python time eager calls between CUDA

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_peer_algorithms_on_one_gpu(tmp_path, world):
+def test_peer_algorithms_on_one_gpu(job, tmp_path, world):
     before = set(glob.glob("/dev/shm/commbench-*"))
     out = tmp_path / "run"
     commbench("run", "-n", world, "--backend", "gloo", "--device", "cuda", "-a", "peer_oneshot,peer_twoshot",
@@ -32,7 +32,7 @@ def test_peer_algorithms_on_one_gpu(tmp_path, world):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_peer_algorithms_waiting_on_the_gpu(tmp_path, world):
+def test_peer_algorithms_waiting_on_the_gpu(job, tmp_path, world):
     """The _gpuflags variants: the barrier is a kernel spinning on the flag pages, mixed in one job
     with the host-barrier variants (the same flag words and epochs)."""
     out = tmp_path / "run"

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("pynvml")
 
 
-def test_nccl_sweep_with_energy(tmp_path):
+def test_nccl_sweep_with_energy(job, tmp_path):
     out = tmp_path / "run"
     commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--launcher", "local", "--power",
               "-c", "all_reduce", "--sizes", "1M,64M", "--in-place", "--iters", 10, "--out", out, "--quiet", check_rc=OK)

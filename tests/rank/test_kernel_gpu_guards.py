@@ -4,6 +4,7 @@ MPS's active-thread share, processes sharing the GPU), the automatic channel cou
 it, and GPUs without peer access skip the kernel algorithms with the reason (native points run).
 What only a GPU can show (the occupancy CUDA reports, IPC) is for tests/gpu/test_kernels_cuda.py."""
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -154,3 +155,49 @@ def test_layout_without_a_gpu_stack_is_one_line_on_every_rank():
     lay = kernel_gpu.layout(GpuComm())
     assert lay.sharing == 1 and lay.peer_reason.startswith("the GPU's identity cannot be read (")
     assert "\n" not in lay.peer_reason
+
+
+# --- residency from CuPy ----------------------------------------------------------------------------------
+class RawKernel:
+    """CuPy's RawModule.get_function result (cupy._core.raw.RawKernel): no .ptr of its own; the
+    CUfunction is .kernel.ptr (a cupy.cuda.function.Function). Its .ptr is what an H200 run found missing."""
+
+    def __init__(self, handle):
+        self.kernel = SimpleNamespace(ptr=handle)
+
+
+def _cupy(monkeypatch, occupancy):
+    asked = []
+    attrs = {"MultiProcessorCount": H100_SXM, "MaxThreadsPerMultiProcessor": 2048,
+             "MaxRegistersPerMultiprocessor": 65536}
+
+    class Device:
+        def __init__(self, ordinal):
+            self.attributes = attrs
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    driver = SimpleNamespace(funcGetAttribute=lambda attr, fn: asked.append(("regs", attr, fn)) or 88)
+    if occupancy:
+        driver.occupancyMaxActiveBlocksPerMultiprocessor = lambda fn, threads, smem: asked.append(
+            ("occupancy", fn, threads)) or 1
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=Device, driver=driver)))
+    monkeypatch.setattr(kernel_gpu, "gpu_function", lambda name, dtype, device: RawKernel(0xC0FFEE))
+    kernel_gpu.residency.cache_clear()
+    return asked
+
+
+@pytest.mark.parametrize("occupancy", [True, False])
+def test_residency_asks_cuda_about_the_kernels_cufunction(monkeypatch, occupancy):
+    """By CUDA's occupancy call where CuPy has it, else from the kernel's registers: 88 x 512 threads
+    leave one block per SM of 65,536 registers."""
+    asked = _cupy(monkeypatch, occupancy)
+    fit = kernel_gpu.residency("cb_ring_all_reduce_float32_sum", "float32", 0)
+    kernel_gpu.residency.cache_clear()
+    assert (fit.blocks_per_sm, fit.sms) == (1, H100_SXM)
+    assert asked == ([("occupancy", 0xC0FFEE, kernel_gpu.GPU_THREADS)] if occupancy else
+                     [("regs", kernel_gpu.CU_FUNC_ATTRIBUTE_NUM_REGS, 0xC0FFEE)])
