@@ -78,6 +78,7 @@ def main() -> None:
                     call()
                 stop.record()
                 stop.synchronize()
+                assert node.error_words[0] == 0
                 t = start.elapsed_time(stop) / 1e3 / args.iters
                 nbytes = max(in_count, out_count) * 4
                 _, busbw = bandwidth(nbytes, t * 1e6, COLLECTIVES[collective].bus_factor(n))

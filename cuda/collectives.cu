@@ -53,7 +53,7 @@
 //                         one hand-off of latency, no flag; all-reduce sends (n-1)·N bytes per
 //                         rank, reduce-scatter and all-gather (n-1)/n·N (N: the larger buffer),
 //                         in lines of 56 bytes of data (64/56 of that crosses).
-//                         Host only so far (the GPU build compiles it; no GPU has run it).
+//                         Host only so far (on a GPU it is slower than the ring from 1 KB: kernel_abi.py).
 // Entry points, dtype in float32 float64 float16 bfloat16 int32 int64 int8 uint8, op in sum prod
 // min max (avg: sum, then the caller divides):
 //   cb_ring_all_reduce_<dtype>_<op>, cb_ring_reduce_scatter_<dtype>_<op>, cb_tree_all_reduce_<dtype>_<op>,
