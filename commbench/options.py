@@ -19,6 +19,7 @@ from commbench.binaries import find_binary
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.library_calls import LIBRARY_CALLS
 from commbench.collectives import COLLECTIVES, default_collectives
 from commbench.rank.topology import run_defaults
 from commbench.rank.timers import TIMER_CHOICES
@@ -120,7 +121,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("sizes", str, None, f"Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f; at most {MAX_SIZES} "
            f"sizes, and {MAX_POINTS} points: sizes x collectives x backends x algorithms x dtypes x ops x modes).",
            is_list=True),
-    Option("algorithm", str, "native", f"Comma list: native (the library's call), {', '.join(OWN_ALGORITHMS)}.",
+    Option("algorithm", str, "native",
+           "Comma list: " + ", ".join(f"{name} ({what})" for name, what in LIBRARY_CALLS.items())
+           + f", {', '.join(OWN_ALGORITHMS)}.",
            "-a", is_list=True),
     Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
     Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),

@@ -16,6 +16,7 @@ from commbench import plugins
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.library_calls import HAN, LIBRARY_CALLS
 from commbench.collectives import COLLECTIVES
 from commbench.rank.kernel_abi import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
@@ -188,7 +189,7 @@ class SweepSpec:
         self.collectives = resolve_names("collective", self.collectives, COLLECTIVES, collective_aliases())
         self.backends = resolve_names("backend", [default_backend() if b.strip().lower() == "auto" else b
                                             for b in split_list(self.backends)], BACKEND_REGISTRY)
-        self.algorithms = resolve_names("algorithm", self.algorithms, ("native", *OWN_ALGORITHMS))  # native: library's
+        self.algorithms = resolve_names("algorithm", self.algorithms, (*LIBRARY_CALLS, *OWN_ALGORITHMS))
         self.dtypes = resolve_names("dtype", self.dtypes, DTYPES, DTYPE_ALIASES)
         self.ops = resolve_names("op", self.ops, OPS)
         if self.launcher not in LAUNCHERS:
@@ -199,9 +200,11 @@ class SweepSpec:
             devices = BACKEND_REGISTRY[b].devices
             if self.device not in devices:
                 raise InputError(f"backend {b!r} cannot run on device {self.device!r} (it runs on: {', '.join(devices)})")
+        if HAN in self.algorithms and "mpi" not in self.backends:
+            raise InputError(f"-a {HAN} is Open MPI's coll/han: it needs --backend mpi")
         for b in self.backends:
             if (BACKEND_REGISTRY[b].cuda_peer_only and self.device == "cuda"
-                    and all(a == "native" or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
+                    and all(a in LIBRARY_CALLS or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
                 raise InputError(f"{b} with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
         self._validate_sizes()
         if self.nprocs < 1:

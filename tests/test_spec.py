@@ -71,6 +71,13 @@ def test_gloo_on_cuda_runs_the_peer_algorithms_only():
     assert spec.algorithms == ["peer_oneshot"]
 
 
+def test_native_han_is_open_mpis_and_needs_the_mpi_backend():
+    with pytest.raises(InputError, match="^-a native_han is Open MPI's coll/han: it needs --backend mpi$"):
+        SweepSpec(backends=["gloo"], algorithms=["native", "native-han"]).validate()
+    spec = SweepSpec(backends=["mpi", "gloo"], algorithms=["Native_HAN", "native"]).validate()
+    assert spec.algorithms == ["native_han", "native"]  # (a gloo point of it is skipped with the reason)
+
+
 def test_spec_json_round_trip():
     spec = SweepSpec(backends=["gloo"], sizes=[8, 1024], in_place=[True], label="x").validate()
     assert SweepSpec.from_json(spec.to_json()) == spec

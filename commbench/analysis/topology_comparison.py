@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from commbench.library_calls import LIBRARY_CALLS
+
 REFERENCE = "ring"  # the flat ring in rank order, which the speedups are over
 TOPOLOGY_AWARE = ("ring_topology", "hierarchical", "hierarchical_kernel")  # the report's chart of them too
-VARIANTS = ("native", REFERENCE, *TOPOLOGY_AWARE)
+VARIANTS = (*LIBRARY_CALLS, REFERENCE, *TOPOLOGY_AWARE)
 GROUP = ["label", "collective", "backend", "dtype", "op", "in_place", "placement", "nodes", "ranks_per_node"]
 
 

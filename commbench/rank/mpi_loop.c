@@ -1,5 +1,5 @@
 /* The timed batch of a native MPI point, in C (commbench/rank/mpi_loop.py builds it with the MPI's
- * own mpicc and calls it through ctypes).
+ * own mpicc and calls it through ctypes); and native_han's communicator (cb_han_dup, at the end).
  *
  * The loop is harness.measure's Python loop without Python: one clock read per batch of `batch`
  * back-to-back calls, `samples` batches, each sample the batch's seconds (the caller divides by
@@ -153,4 +153,34 @@ int cb_mpi_identity(char *version, int size) {
     strncpy(version, text, (size_t)size - 1);
     version[size - 1] = '\0';
     return 1;
+}
+
+/* A duplicate of `comm` on which Open MPI runs its hierarchical collectives, coll/han (native_han,
+ * commbench/rank/han.py): coll components are chosen when a communicator is made, so coll_han_priority
+ * is raised to `priority` through MPI_T for the MPI_Comm_dup, then put back. Collective. MPI_SUCCESS
+ * with the duplicate in *dup; -1 where this MPI has no coll_han_priority (not Open MPI, or no coll/han);
+ * else the failing call's code. */
+int cb_han_dup(MPI_Fint comm, int priority, MPI_Fint *dup) {
+    int provided, index, count, before, rc;
+    MPI_T_cvar_handle handle;
+    MPI_Comm out;
+    rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    if (rc != MPI_SUCCESS) return rc;
+    if (MPI_T_cvar_get_index("coll_han_priority", &index) != MPI_SUCCESS) {
+        MPI_T_finalize();
+        return -1;
+    }
+    rc = MPI_T_cvar_handle_alloc(index, NULL, &handle, &count);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_T_cvar_read(handle, &before);
+        if (rc == MPI_SUCCESS) rc = MPI_T_cvar_write(handle, &priority);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Comm_dup(MPI_Comm_f2c(comm), &out);
+            MPI_T_cvar_write(handle, &before);
+            if (rc == MPI_SUCCESS) *dup = MPI_Comm_c2f(out);
+        }
+        MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+    return rc;
 }

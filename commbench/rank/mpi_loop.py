@@ -116,6 +116,24 @@ def bind_loop(comm: MPI.Comm, function: str, send: np.ndarray, recv: np.ndarray,
     return Loop("native", run)
 
 
+HAN_PRIORITY = 100  # above every coll component's own (Open MPI 5.0: han 35, tuned 30)
+
+
+def han_dup(comm: MPI.Comm) -> MPI.Intracomm:
+    """A duplicate of `comm` on which Open MPI runs coll/han (mpi_loop.c's cb_han_dup); collective.
+    LoopUnavailable where the library cannot be built, or this MPI has no coll_han_priority or
+    refuses to set it."""
+    fn = library().cb_han_dup
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)], ctypes.c_int
+    out = ctypes.c_int()
+    rc = fn(comm.py2f(), HAN_PRIORITY, ctypes.byref(out))
+    if rc == -1:
+        raise LoopUnavailable("this MPI has no coll_han_priority: it is not an Open MPI with coll/han")
+    if rc:  # (an MPI_T call refused, before the duplicate: the same on every rank)
+        raise LoopUnavailable(f"Open MPI refused to set coll_han_priority through MPI_T (error {rc})")
+    return MPI.Intracomm.f2py(out.value)
+
+
 def floor_us(samples: int = 50, batch: int = 100) -> float:
     """The C loop's own time per call (an empty call), in µs: run.json's harness floor."""
     out = (ctypes.c_double * samples)()

@@ -31,6 +31,7 @@ from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
+from commbench.rank.han import close_han, han_target, open_han
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
@@ -38,6 +39,7 @@ from commbench.collectives import COLLECTIVES
 from commbench.plan import Point, build_plan
 from commbench.schema import build_row
 from commbench.spec import SweepSpec
+from commbench.library_calls import HAN, LIBRARY_CALLS
 
 KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills
 
@@ -105,7 +107,7 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
     mpi_world = [b for b in spec.backends if BACKENDS[b].world == MPI_WORLD]
     if not mpi_world and launched_by_mpi and "MASTER_ADDR" not in os.environ:
         mpi_world = ["mpi"]
-    threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a != "native")
+    threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a not in LIBRARY_CALLS)
     for name in mpi_world:
         comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
     for name in spec.backends:
@@ -133,6 +135,7 @@ class Session:
     load: load.LoadMeter | None = None
     warned: list[str] = field(default_factory=list)
     floor: dict | None = None  # this host's floors (commbench.rank.floor), for the rows' efficiency
+    han: Communicator | str | None = None  # native_han's communicator, or why it has none (rank/han.py)
 
     @property
     def nodes(self) -> int:
@@ -156,6 +159,7 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
                 total_wrong, rows = total_wrong + wrong, rows + 1
     if session.rank == 0:
         emit("done", wrong=total_wrong, rows=rows)
+    close_han(session.han)
     for c in session.comms.values():
         c.close()
     if session.tuning is not None:
@@ -178,6 +182,8 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     s.load = load.open_meter(control)
+    if HAN in spec.algorithms and "mpi" in comms:
+        s.han = open_han(comms["mpi"], nodes_of)
     floors = floor.node_floors(control, spec.device)
     s.floor = next((f for h, f in floors.items() if h == facts[control.rank]["hostname"] and isinstance(f, dict)), None)
     power_facts = None
@@ -261,7 +267,11 @@ def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
     counts = coll.counts(point.size, dtype.itemsize, s.world)
     if coll.rooted:
         counts = dataclasses.replace(counts, root=spec.root)
-    algo = None if point.algorithm == "native" else ALGORITHMS[point.algorithm]
+    if point.algorithm == HAN:
+        comm = han_target(s.han, point.backend, point.collective)
+        if isinstance(comm, str):
+            return comm
+    algo = None if point.algorithm in LIBRARY_CALLS else ALGORITHMS[point.algorithm]
     reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, algo is None)
               or (None if algo is None else algo.unsupported(s.contexts[point.backend], point.collective)))
     if reason is None and coll.rooted and spec.root >= s.world:

@@ -144,7 +144,7 @@ def test_topo_compare_of_single_node_runs_is_refused(sides, tmp_path):
     outcome = run_cli("topo-compare", base, "--csv", tmp_path / "t.csv")
     outcome.assert_clean()
     assert outcome.code == BAD_INPUT and outcome.stderr == (
-        "commbench: error: no multi-node points of two or more of native, ring, ring_topology, hierarchical, "
-        "hierarchical_kernel in these results\n")
+        "commbench: error: no multi-node points of two or more of native, native_han, ring, ring_topology, "
+        "hierarchical, hierarchical_kernel in these results\n")
     assert not (tmp_path / "t.csv").exists()
     assert print_comparison([str(base)]) is False

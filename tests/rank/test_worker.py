@@ -194,7 +194,7 @@ def test_run_measures_the_points_not_done_and_rank_0_says_done(tmp_path, monkeyp
     spec = _spec(tmp_path, sizes=[8, 16, 32, 64])
     spec.done_points = [1]
     comm, tuning = Closing(), Closing()
-    session = SimpleNamespace(plan=build_plan(spec), rank=rank, comms={"mpi": comm}, tuning=tuning)
+    session = SimpleNamespace(plan=build_plan(spec), rank=rank, comms={"mpi": comm}, tuning=tuning, han=None)
     measured = []
 
     def run_point(s, point, emit, progress):

@@ -41,9 +41,11 @@ def _emulated(tmp_path, *args, **kw):
 
 
 def test_mpi_across_2x2_nodes(netns, tmp_path, no_leftovers):
-    algorithms = "native,ring,ring_topology,hierarchical,hierarchical_kernel"
+    """native: Open MPI's flat coll/tuned (coll/han's priority 0), native_han its coll/han, in one run."""
+    algorithms = "native,native_han,ring,ring_topology,hierarchical,hierarchical_kernel"
     _, out = _emulated(tmp_path, "--emulate", "2x2", "--link-rate", "2gbit", "-a", algorithms,
-                       "-c", "all_reduce,all_gather", "--sizes", "4100,1M", "--iters", 3, "-w", 1, check_rc=OK)
+                       "-c", "all_reduce,all_gather", "--sizes", "4100,1M", "--iters", 3, "-w", 1, check_rc=OK,
+                       env={"OMPI_MCA_coll_han_priority": "0"})
     rows, samples, meta = load_run(out)
     check_sweep(rows, samples, meta, 4, meta["planned_points"] - len(meta["skipped"]))
     assert (rows.wrong == 0).all() and set(rows.algorithm) == set(algorithms.split(","))
@@ -52,12 +54,17 @@ def test_mpi_across_2x2_nodes(netns, tmp_path, no_leftovers):
     assert meta["node_of_rank"] == [0, 0, 1, 1] and meta["nodes"] == 2
     assert [r["hostname"] for r in meta["ranks"]] == [hosts[0], hosts[0], hosts[1], hosts[1]]
     big = rows[(rows.size_bytes >= 2**20) & rows.internode_bytes_expected.notna()]
-    assert set(big.algorithm) == set(algorithms.split(",")) - {"native"}
+    assert set(big.algorithm) == set(algorithms.split(",")) - {"native", "native_han"}
     ratio = big.internode_bytes_measured / big.internode_bytes_expected
     assert ratio.between(0.99, 1.05).all(), big[["algorithm", "collective", "internode_bytes_measured",
                                                  "internode_bytes_expected"]]
     native = rows[(rows.algorithm == "native") & (rows.size_bytes >= 2**20)]
     assert (native.internode_bytes_measured > 0).all()  # Open MPI's own all-reduce crossed the links: TCP
+    # coll/han's all-gather: each node's blocks cross once (1 MB in all over 2 nodes); coll/tuned's, flat, more
+    gathered = rows[(rows.collective == "all_gather") & (rows.size_bytes == 2**20)].set_index(["algorithm", "in_place"])
+    han, tuned = gathered.loc["native_han"].internode_bytes_measured, gathered.loc["native"].internode_bytes_measured
+    assert (han / 2**20).between(0.99, 1.05).all() and (tuned > 1.2 * han).all(), gathered.internode_bytes_measured
+    assert meta["rank0_environment"]["OMPI_MCA_coll_han_priority"] == "0"
     assert set(meta["floors"]) == set(hosts)  # one machine: measured once, said for each of its hosts
 
 

@@ -1,0 +1,9 @@
+"""The library's own calls, named like algorithms (-a): `native`, the call run as the library chooses,
+and `native_han`, the MPI call on a communicator where Open MPI runs its hierarchical collectives
+(coll/han: commbench/rank/han.py). Neither has a message pattern or a cost model of commbench's."""
+
+LIBRARY_CALLS = {
+    "native": "the library's call",
+    "native_han": "the MPI call with Open MPI's coll/han, hierarchical (--backend mpi, ranks on 2+ nodes)",
+}
+HAN = "native_han"

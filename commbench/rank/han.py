@@ -1,0 +1,58 @@
+"""native_han's communicator: a duplicate of the MPI world on which Open MPI runs coll/han, its
+hierarchical collectives (each call in two levels: inside every node, and between the nodes'
+leaders), made by mpi_loop.han_dup.
+
+Open MPI 5.0 already gives coll/han to communicators that span nodes (priority 35 over coll/tuned's
+30) unless OMPI_MCA_coll_han_priority says otherwise, so
+
+    OMPI_MCA_coll_han_priority=0 commbench run --backend mpi -a native,native_han ...
+
+puts the library's flat call (native: coll/tuned) and its hierarchical one side by side in one run
+(run.json records every OMPI_* variable). On a communicator within one node coll/han steps aside and
+coll/tuned runs, so native_han needs ranks on two nodes or more."""
+
+from __future__ import annotations
+
+from commbench.rank.backends import Communicator  # (mpi4py only where native_han is asked for)
+
+
+def open_han(comm: Communicator, nodes_of: list[int]) -> Communicator | str:
+    """native_han's communicator over `comm`'s ranks, or why there is none (the same on every rank).
+    Collective over `comm` unless the ranks are on one node."""
+    from commbench.rank import mpi_loop
+    from commbench.rank.backends.mpi import MPICommunicator
+
+    if len(set(nodes_of)) < 2:
+        return ("native_han is Open MPI's coll/han, which works across nodes: these ranks are on one node, "
+                "where it leaves the calls to coll/tuned (native)")
+    try:
+        mpi_loop.library()
+        why = None
+    except mpi_loop.LoopUnavailable as exc:
+        why = f"native_han's communicator is made by the C timing loop's library: {exc}"
+    whys = [w for w in comm.allgather_object(why) if w]  # every rank makes the duplicate, or none
+    if whys:
+        return whys[0]
+    try:
+        return MPICommunicator(mpi_loop.han_dup(comm.comm))
+    except mpi_loop.LoopUnavailable as exc:  # (before the duplicate, on every rank: one MPI)
+        return f"native_han: {exc}"
+
+
+# The collectives coll/han has (Open MPI 5.0: `ompi_info --param coll han --level 9`, its *_dynamic
+# functions); any other call on its communicator would run coll/tuned's, as native.
+HAN_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "gather", "scatter")
+
+
+def han_target(han: Communicator | str | None, backend: str, collective: str) -> Communicator | str:
+    """The communicator a native_han point runs on, or why it cannot run."""
+    if backend != "mpi":
+        return f"native_han is Open MPI's coll/han: the mpi backend only, not {backend}"
+    if collective not in HAN_COLLECTIVES:
+        return f"Open MPI's coll/han has no {collective} (it would run coll/tuned's, as native)"
+    return han if han is not None else "native_han's communicator was not opened"
+
+
+def close_han(han: Communicator | str | None) -> None:
+    if han is not None and not isinstance(han, str):
+        han.comm.Free()
