@@ -4,6 +4,6 @@ and `native_han`, the MPI call on a communicator where Open MPI runs its hierarc
 
 LIBRARY_CALLS = {
     "native": "the library's call",
-    "native_han": "the MPI call with Open MPI's coll/han, hierarchical (--backend mpi, ranks on 2+ nodes)",
+    "native_han": "the MPI call with Open MPI's hierarchical coll/han; --backend mpi, ranks on 2+ nodes",
 }
 HAN = "native_han"

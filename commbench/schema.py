@@ -39,7 +39,7 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("job", "which of the run's jobs measured the row: 1..N under --repeat N (a folder without the column: 1)"),
     ("collective", "all_reduce, all_gather, reduce_scatter, ..."),
     ("backend", "the library (mpi, gloo, nccl; imports: the tool's; predictions: model)"),
-    ("algorithm", "native (the library's own call) or commbench's algorithm"),
+    ("algorithm", "native (the library's own call), native_han (Open MPI's coll/han) or commbench's algorithm"),
     ("device", "cpu or cuda"),
     ("dtype", "element type"),
     ("op", "reduction (none for the collectives that only move data)"),

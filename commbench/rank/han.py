@@ -9,38 +9,51 @@ Open MPI 5.0 already gives coll/han to communicators that span nodes (priority 3
 
 puts the library's flat call (native: coll/tuned) and its hierarchical one side by side in one run
 (run.json records every OMPI_* variable). On a communicator within one node coll/han steps aside and
-coll/tuned runs, so native_han needs ranks on two nodes or more."""
+coll/tuned runs, and likewise where nodes hold unequal numbers of ranks, so native_han needs ranks on
+two nodes or more, as many on each. Setting coll_han_priority at run time needs Open MPI 5.0.7 or later
+(before, the point is skipped with the reason)."""
 
 from __future__ import annotations
 
 from commbench.rank.backends import Communicator  # (mpi4py only where native_han is asked for)
 
 
-def open_han(comm: Communicator, nodes_of: list[int]) -> Communicator | str:
-    """native_han's communicator over `comm`'s ranks, or why there is none (the same on every rank).
-    Collective over `comm` unless the ranks are on one node."""
+def open_han(comm: Communicator) -> Communicator | str:
+    """native_han's communicator over `comm`'s ranks (the MPI world), or why there is none, the same on
+    every rank. Collective over `comm`. The nodes are MPI's own (its shared-memory split, as coll/han
+    sees them), not --ranks-per-node's."""
+    from mpi4py import MPI
+
     from commbench.rank import mpi_loop
     from commbench.rank.backends.mpi import MPICommunicator
 
-    if len(set(nodes_of)) < 2:
+    local = comm.comm.Split_type(MPI.COMM_TYPE_SHARED)
+    per_node = comm.allgather_object(local.Get_size())
+    local.Free()
+    if per_node[0] == len(per_node):
         return ("native_han is Open MPI's coll/han, which works across nodes: these ranks are on one node, "
                 "where it leaves the calls to coll/tuned (native)")
+    if len(set(per_node)) > 1:
+        return ("native_han is Open MPI's coll/han, which leaves nodes of unequal rank counts to coll/tuned "
+                f"(native): these nodes hold {min(per_node)} to {max(per_node)} ranks")
+    why = None
     try:
         mpi_loop.library()
-        why = None
     except mpi_loop.LoopUnavailable as exc:
         why = f"native_han's communicator is made by the C timing loop's library: {exc}"
-    whys = [w for w in comm.allgather_object(why) if w]  # every rank makes the duplicate, or none
-    if whys:
+    whys = [w for w in comm.allgather_object(why) if w]
+    if whys:  # (before the duplicate, on every rank)
         return whys[0]
     try:
-        return MPICommunicator(mpi_loop.han_dup(comm.comm))
-    except mpi_loop.LoopUnavailable as exc:  # (before the duplicate, on every rank: one MPI)
-        return f"native_han: {exc}"
+        dup = MPICommunicator(mpi_loop.han_dup(comm.comm))
+    except mpi_loop.LoopUnavailable as exc:  # no rank made the duplicate (mpi_loop.c agrees first)
+        dup, why = None, f"native_han: {exc}"
+    whys = [w for w in comm.allgather_object(why) if w]  # one reason for all: the first rank's
+    return whys[0] if whys else dup
 
 
-# The collectives coll/han has (Open MPI 5.0: `ompi_info --param coll han --level 9`, its *_dynamic
-# functions); any other call on its communicator would run coll/tuned's, as native.
+# The collectives coll/han has in Open MPI 5.0 (`ompi_info --param coll han --level 9`, its *_dynamic
+# functions; later versions add more); any other call on its communicator would run coll/tuned's, as native.
 HAN_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "gather", "scatter")
 
 

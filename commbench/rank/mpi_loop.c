@@ -157,30 +157,36 @@ int cb_mpi_identity(char *version, int size) {
 
 /* A duplicate of `comm` on which Open MPI runs its hierarchical collectives, coll/han (native_han,
  * commbench/rank/han.py): coll components are chosen when a communicator is made, so coll_han_priority
- * is raised to `priority` through MPI_T for the MPI_Comm_dup, then put back. Collective. MPI_SUCCESS
- * with the duplicate in *dup; -1 where this MPI has no coll_han_priority (not Open MPI, or no coll/han);
- * else the failing call's code. */
+ * is raised to `priority` through MPI_T for the MPI_Comm_dup, then put back. Collective: the ranks agree
+ * first that every one of them set it, and make the duplicate only then. MPI_T starts at the thread level
+ * MPI runs at (Open MPI takes MPI_T_init_thread's level as the process's). MPI_SUCCESS with the duplicate
+ * in *dup; -1 where this MPI has no coll_han_priority (not Open MPI, or no coll/han); -2 where another rank
+ * could not set it; else the MPI_T call's code (Open MPI before 5.0.7: the variable is read-only). */
 int cb_han_dup(MPI_Fint comm, int priority, MPI_Fint *dup) {
-    int provided, index, count, before, rc;
+    int level, provided, index, count, before, rc, held = 0, set = 0, all = 0;
     MPI_T_cvar_handle handle;
-    MPI_Comm out;
-    rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_Comm c = MPI_Comm_f2c(comm), out;
+    MPI_Query_thread(&level);
+    rc = MPI_T_init_thread(level, &provided);
     if (rc != MPI_SUCCESS) return rc;
     if (MPI_T_cvar_get_index("coll_han_priority", &index) != MPI_SUCCESS) {
-        MPI_T_finalize();
-        return -1;
-    }
-    rc = MPI_T_cvar_handle_alloc(index, NULL, &handle, &count);
-    if (rc == MPI_SUCCESS) {
-        rc = MPI_T_cvar_read(handle, &before);
+        rc = -1;
+    } else {
+        rc = MPI_T_cvar_handle_alloc(index, NULL, &handle, &count);
+        held = rc == MPI_SUCCESS;
+        if (held) rc = MPI_T_cvar_read(handle, &before);
         if (rc == MPI_SUCCESS) rc = MPI_T_cvar_write(handle, &priority);
-        if (rc == MPI_SUCCESS) {
-            rc = MPI_Comm_dup(MPI_Comm_f2c(comm), &out);
-            MPI_T_cvar_write(handle, &before);
-            if (rc == MPI_SUCCESS) *dup = MPI_Comm_c2f(out);
-        }
-        MPI_T_cvar_handle_free(&handle);
+        set = rc == MPI_SUCCESS;
     }
+    MPI_Allreduce(&set, &all, 1, MPI_INT, MPI_MIN, c);  /* every rank set it, or no rank makes the duplicate */
+    if (all) {
+        rc = MPI_Comm_dup(c, &out);
+        if (rc == MPI_SUCCESS) *dup = MPI_Comm_c2f(out);
+    } else if (set) {
+        rc = -2;
+    }
+    if (set) MPI_T_cvar_write(handle, &before);
+    if (held) MPI_T_cvar_handle_free(&handle);
     MPI_T_finalize();
     return rc;
 }

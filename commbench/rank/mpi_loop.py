@@ -121,16 +121,19 @@ HAN_PRIORITY = 100  # above every coll component's own (Open MPI 5.0: han 35, tu
 
 def han_dup(comm: MPI.Comm) -> MPI.Intracomm:
     """A duplicate of `comm` on which Open MPI runs coll/han (mpi_loop.c's cb_han_dup); collective.
-    LoopUnavailable where the library cannot be built, or this MPI has no coll_han_priority or
-    refuses to set it."""
+    LoopUnavailable where the library cannot be built, or where coll_han_priority is missing or could
+    not be set on some rank (then no rank makes the duplicate)."""
     fn = library().cb_han_dup
     fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)], ctypes.c_int
     out = ctypes.c_int()
     rc = fn(comm.py2f(), HAN_PRIORITY, ctypes.byref(out))
     if rc == -1:
         raise LoopUnavailable("this MPI has no coll_han_priority: it is not an Open MPI with coll/han")
-    if rc:  # (an MPI_T call refused, before the duplicate: the same on every rank)
-        raise LoopUnavailable(f"Open MPI refused to set coll_han_priority through MPI_T (error {rc})")
+    if rc == -2:
+        raise LoopUnavailable("another rank's MPI could not set coll_han_priority through MPI_T")
+    if rc:  # (no rank made the duplicate)
+        raise LoopUnavailable(f"this MPI could not set coll_han_priority through MPI_T (error {rc}; Open MPI "
+                              "makes it settable from 5.0.7)")
     return MPI.Intracomm.f2py(out.value)
 
 

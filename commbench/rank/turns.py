@@ -35,6 +35,7 @@ import warnings
 
 from commbench.rank import harness, topology, worker
 from commbench.rank.arena import Arena
+from commbench.rank.han import close_han
 from commbench.plan import build_plan
 from commbench.rank.timers import choose_batch
 from commbench.spec import SweepSpec
@@ -144,6 +145,7 @@ class Server:
         return {"wrong": wrong}
 
     def close(self) -> None:
+        close_han(self.session.han)
         for c in self.session.comms.values():
             c.close()
 

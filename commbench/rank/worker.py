@@ -183,7 +183,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     s.load = load.open_meter(control)
     if HAN in spec.algorithms and "mpi" in comms:
-        s.han = open_han(comms["mpi"], nodes_of)
+        s.han = open_han(comms["mpi"])
     floors = floor.node_floors(control, spec.device)
     s.floor = next((f for h, f in floors.items() if h == facts[control.rank]["hostname"] and isinstance(f, dict)), None)
     power_facts = None
