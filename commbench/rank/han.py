@@ -36,20 +36,22 @@ def open_han(comm: Communicator) -> Communicator | str:
     if len(set(per_node)) > 1:
         return ("native_han is Open MPI's coll/han, which leaves nodes of unequal rank counts to coll/tuned "
                 f"(native): these nodes hold {min(per_node)} to {max(per_node)} ranks")
+    def agreed(why: str | None) -> str | None:  # one reason for all ranks: the first rank's that has one
+        return next((w for w in comm.allgather_object(why) if w), None)
+
     why = None
     try:
         mpi_loop.library()
     except mpi_loop.LoopUnavailable as exc:
         why = f"native_han's communicator is made by the C timing loop's library: {exc}"
-    whys = [w for w in comm.allgather_object(why) if w]
-    if whys:  # (before the duplicate, on every rank)
-        return whys[0]
+    why = agreed(why)
+    if why:  # (before the duplicate, on every rank)
+        return why
     try:
         dup = MPICommunicator(mpi_loop.han_dup(comm.comm))
     except mpi_loop.LoopUnavailable as exc:  # no rank made the duplicate (mpi_loop.c agrees first)
         dup, why = None, f"native_han: {exc}"
-    whys = [w for w in comm.allgather_object(why) if w]  # one reason for all: the first rank's
-    return whys[0] if whys else dup
+    return agreed(why) or dup
 
 
 # The collectives coll/han has in Open MPI 5.0 (`ompi_info --param coll han --level 9`, its *_dynamic
