@@ -109,9 +109,10 @@ def _backends(fields: dict) -> list[str]:
 def _algorithms(r: Request) -> list[str]:
     """-a as given (the workload's default: ring)."""
     from commbench.algorithms import ALGORITHMS
+    from commbench.library_calls import LIBRARY_CALLS
     from commbench.spec import resolve_names
 
-    return resolve_names("algorithm", r.fields.get("algorithm") or "ring", ("native", *ALGORITHMS))
+    return resolve_names("algorithm", r.fields.get("algorithm") or "ring", (*LIBRARY_CALLS, *ALGORITHMS))
 
 
 def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | None) -> list[tuple[str, str]]:

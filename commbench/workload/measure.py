@@ -73,11 +73,12 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
     """How `entry` is measured with `nprocs` ranks here (in_place None: as training issues it), by
     `algorithms` (-a): not at all where none of them runs its collective."""
     from commbench.algorithms import ALGORITHMS
+    from commbench.library_calls import LIBRARY_CALLS
 
     c = entry.collective
     if c not in COLLECTIVES:
         return Target(why=f"not measured: commbench has no {c} yet")
-    if not any(a == "native" or c in ALGORITHMS[a].collectives for a in algorithms):
+    if not any(a in LIBRARY_CALLS or c in ALGORITHMS[a].collectives for a in algorithms):
         return Target(why=f"not measured: {' / '.join(algorithms)} has no {c} (-a native measures the library's call)")
     ranks = min(entry.group_size, nprocs)
     if ranks < 2:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.errors import InputError
+from commbench.library_calls import LIBRARY_CALLS
 from commbench.options import MAX_RANKS
 from commbench.algorithms import ALGORITHMS
 from commbench.collectives import COLLECTIVES
@@ -76,8 +77,8 @@ def links_of(intra: str | None, inter: str | None) -> dict:
 
 
 def not_modelled(algorithm: str) -> str:
-    if algorithm == "native":
-        return "native is the library's own call, which the model does not model (-a ring, tree, rhd, ... are)"
+    if algorithm in LIBRARY_CALLS:
+        return f"{algorithm} is the library's own call, which the model does not model (-a ring, tree, rhd, ... are)"
     return f"{algorithm} has no cost in the model"
 
 

@@ -181,16 +181,17 @@ def test_what_neither_commbench_nor_the_model_has_is_said_per_entry(tmp_path, mo
     path = write_doc(tmp_path / "w.yaml", model=dict(TINY), parallel={"world": 4, "gpus_per_node": 4, "pp": 2,
                                                                      "dp_mode": "fsdp_full"})
     out = tmp_path / "out"
-    outcome = workload(path, "--no-measure", "--model", model, "-a", "ring,native", "--out", out)
+    outcome = workload(path, "--no-measure", "--model", model, "-a", "ring,native,native_han", "--out", out)
     assert outcome.code == OK, outcome.stderr
     rows = pd.read_csv(out / "mix.csv", keep_default_na=False, na_values=[""])
     p2p = rows[rows.collective == "send_recv"]  # pipeline stages' send-recv: measured by the library's call only
-    assert len(p2p) == 2 and (p2p.measured_why == "not measured: --no-measure").all() and p2p.predicted_us.isna().all()
-    assert set(p2p.predicted_why) == {"ring has no send_recv", not_modelled("native")}
-    native = rows[(rows.algorithm == "native") & (rows.collective != "send_recv")]
+    assert len(p2p) == 3 and (p2p.measured_why == "not measured: --no-measure").all() and p2p.predicted_us.isna().all()
+    assert set(p2p.predicted_why) == {"ring has no send_recv", not_modelled("native"), not_modelled("native_han")}
     ring = rows[(rows.algorithm == "ring") & (rows.collective != "send_recv")]
-    assert len(native) == len(ring) == 4  # all-gather and reduce-scatter of a layer and of the embeddings
-    assert native.predicted_why.str.contains("native is the library's own call").all()
+    assert len(ring) == 4  # all-gather and reduce-scatter of a layer and of the embeddings
+    for call in ("native", "native_han"):  # both library calls (library_calls.py), neither in the model
+        own = rows[(rows.algorithm == call) & (rows.collective != "send_recv")]
+        assert len(own) == 4 and own.predicted_why.str.contains(f"{call} is the library's own call").all()
     assert (ring.predicted_us > 0).all() and (ring.group_size == 2).all()  # 2 ranks of one node: no inter-node terms
     assert "ring has no send_recv" in outcome.stderr
 
