@@ -10,6 +10,7 @@ import numpy as np
 from commbench.dtypes import DTYPES
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import measure
+from commbench.spec import SweepSpec
 from nccl_semantics import NcclSemanticsComm, World
 
 _REDUCE = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max}
@@ -82,3 +83,11 @@ def measure_ranks(world, collective="all_reduce", dtype="float32", op="sum", in_
         return measure(comm, coll, counts, dt, op if coll.reduces else None, in_place, **args)
 
     return FakeWorld(world, broken).run(rank)
+
+
+def small_spec(tmp_path, **kw) -> SweepSpec:
+    """A validated 2-rank MPI all-reduce spec of two sizes whose run folder is tmp_path/run; kw
+    replaces any field."""
+    fields = dict(backends=["mpi"], collectives=["all_reduce"], sizes=[8, 1024], nprocs=2, in_place=[False],
+                  run_id="r1", out_dir=str(tmp_path / "run"))
+    return SweepSpec(**(fields | kw)).validate()

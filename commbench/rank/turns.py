@@ -36,6 +36,7 @@ import warnings
 from commbench.rank import harness, topology, worker
 from commbench.rank.arena import Arena
 from commbench.rank.han import close_han
+from commbench.rank.spec_file import decode_spec
 from commbench.plan import build_plan
 from commbench.rank.timers import choose_batch
 from commbench.spec import SweepSpec
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         specs = {}
         for item in args.side:
             side, path = item.split("=", 1)
-            specs[side] = worker.decode_spec(path)
+            specs[side] = decode_spec(path)
         serve(specs, channel)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the whole job
         if channel is not None:

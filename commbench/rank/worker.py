@@ -2,12 +2,9 @@
 stream the run's facts and one event per point, row and samples included, to the parent, which
 writes the run folder (ranks write no files).
 
-Started by a launcher as `python -m commbench.rank.worker --spec <run folder>/.spec.json`, or
-called in process by `commbench run --launcher none` when the user started the ranks. The spec
-travels as a file, never in argv (a spec of 10,000 sizes or a long label is longer than one
-argument may be): the parent writes it into the run folder, which every rank reads by its
-absolute path, so the ranks of a job over several nodes need the run folder on a filesystem they
-share (as a cluster's home or scratch is).
+Started by a launcher as `python -m commbench.rank.worker --spec <run folder>/.spec.json` (the
+spec travels as that file: commbench.rank.spec_file), or called in process by `commbench run
+--launcher none` when the user started the ranks.
 """
 
 from __future__ import annotations
@@ -22,16 +19,15 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-from commbench import outputs, runinfo, slurm
+from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
-from commbench.errors import InputError
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.han import close_han, han_target, open_han
+from commbench.rank.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
@@ -47,39 +43,6 @@ Emit = Callable[..., None]
 STARTUP_TIMEOUT_S = 300.0
 # samples per event line: a line stays under 4 KB, which a pipe writes whole (other ranks share it)
 SAMPLES_PER_EVENT = 256
-
-
-SPEC_FILE = ".spec.json"  # in the run folder: the spec its latest launch's ranks read
-
-
-def spec_path(spec: SweepSpec, name: str = SPEC_FILE) -> Path:
-    """Where the ranks read the spec: SPEC_FILE (or `name`) in the run folder, by absolute path."""
-    if not spec.out_dir:
-        raise ValueError("the spec has no run folder yet (commbench.run.api.prepare gives it one)")
-    return Path(spec.out_dir).absolute() / name
-
-
-def encode_spec(spec: SweepSpec, name: str = SPEC_FILE) -> str:
-    """Write the spec for the ranks (whole, replacing the previous launch's); the worker's --spec
-    argument: the file's path."""
-    path = spec_path(spec, name)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the run folder {str(path.parent)!r}: {exc.strerror or exc}") from None
-    outputs.write_text(path, spec.to_json(), "the ranks' spec file")
-    return str(path)
-
-
-def decode_spec(argument: str) -> SweepSpec:
-    """The spec the worker's --spec argument names."""
-    try:
-        text = Path(argument).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RuntimeError(f"cannot read the spec file {argument!r} on {socket.gethostname()} ({exc.strerror or exc}): "
-                           "the ranks read it from the run folder, which must be on a filesystem every node "
-                           "of the job shares") from None
-    return SweepSpec.from_json(text)
 
 
 def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:

@@ -30,12 +30,12 @@ import stat
 from pathlib import Path
 
 from commbench.errors import InputError
+from commbench.rank.spec_file import SPEC_FILES
 from commbench.schema import RESULTS_CSV, RUN_JSON, SAMPLES_CSV, SAMPLES_PARQUET
 
 LOCK_NAME = ".lock"
-SPEC_FILES = (".spec.json", ".spec-A.json", ".spec-B.json")  # the ranks' spec (commbench.rank.worker, turn_server)
 OWN_FILES = (RUN_JSON, RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET, LOCK_NAME, *SPEC_FILES, "ab.json")
-TEMP_PREFIXES = (".run.json.", ".samples.", ".spec.json.", ".spec-A.json.", ".spec-B.json.", ".commbench-probe-")
+TEMP_PREFIXES = (".run.json.", ".samples.", *(f"{name}." for name in SPEC_FILES), ".commbench-probe-")
 MAX_ENTRIES = 10_000  # entries of a folder looked at for the rules below
 _NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _held: dict[tuple[int, int], list[int]] = {}  # (device, inode) of a folder -> [fd of its lock file, count]

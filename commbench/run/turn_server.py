@@ -24,13 +24,12 @@ from typing import Callable
 from commbench import events
 from commbench.errors import InputError, JobError
 from commbench.rank.turns import PROTOCOL, TURNS_ENV
-from commbench.rank.worker import encode_spec
+from commbench.rank.spec_file import SIDE_SPEC_FILES, encode_spec
 from commbench.run import launch, watchdog
 from commbench.spec import SweepSpec
 
 STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
 EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
-SPEC_FILES = {"A": ".spec-A.json", "B": ".spec-B.json"}  # each side's spec, in the run folder
 
 
 SAFE_PATH = {"PYTHONSAFEPATH": "1"}  # python -m puts the current folder first on sys.path: not for the ranks
@@ -191,7 +190,7 @@ class TurnJob:
         self._answered: list[int] = []  # the ranks that answered the command in flight
         worker = [python, "-m", "commbench.rank.turns"]
         for side, spec in sides.items():
-            worker += ["--side", f"{side}={encode_spec(spec, SPEC_FILES[side])}"]
+            worker += ["--side", f"{side}={encode_spec(spec, SIDE_SPEC_FILES[side])}"]
         commands = launch.build_commands(self.spec, launcher, launcher_args, worker,
                                          dict(SAFE_PATH, **env, **server.env(name, sorted(env))))
         self.job = launch.Job(commands)

@@ -27,7 +27,7 @@ from commbench.errors import FAILED, OK
 def _job_processes(out_dir) -> dict[int, int | None]:
     """Processes of the run writing to out_dir (workers, and a launcher whose command line carries
     a worker's): pid -> rank (OMPI_COMM_WORLD_RANK, None where not a rank)."""
-    from commbench.rank.worker import decode_spec
+    from commbench.rank.spec_file import decode_spec
 
     found = {}
     for proc in Path("/proc").iterdir():

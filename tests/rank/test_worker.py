@@ -1,69 +1,20 @@
-"""commbench.rank.worker, the rank's entry point, in parts that need no job: the spec's file (what
-the ranks read instead of argv), a point bound or the reason it cannot run here, the notes shown
-once, the row rank 0 sends, and the sweep's loop over the plan (its session and points faked)."""
+"""commbench.rank.worker, the rank's entry point, in parts that need no job: a point bound or the
+reason it cannot run here, the notes shown once, the row rank 0 sends, and the sweep's loop over
+the plan (its session and points faked)."""
 
-import json
-import os
-import stat
-import socket
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from commbench.dtypes import DTYPES
-from commbench.errors import InputError
 from commbench.rank import worker
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Measurement
 from commbench.plan import build_plan
 from commbench.schema import COLUMNS
-from commbench.spec import SweepSpec
-from harness_fakes import FakeComm, FakeWorld
-
-
-# --- the spec's file --------------------------------------------------------------------------------
-
-def _spec(tmp_path, **kw) -> SweepSpec:
-    fields = dict(backends=["mpi"], collectives=["all_reduce"], sizes=[8, 1024], nprocs=2, in_place=[False],
-                  run_id="r1", out_dir=str(tmp_path / "run"))
-    return SweepSpec(**(fields | kw)).validate()
-
-
-def test_the_spec_travels_whole_by_file(tmp_path):
-    spec = _spec(tmp_path, label="é" * 50, sizes=list(range(1, 5001)))
-    argument = worker.encode_spec(spec)
-    assert argument == str(tmp_path / "run" / worker.SPEC_FILE) and len(argument) < 500
-    assert stat.S_IMODE(os.stat(argument).st_mode) == 0o644
-    assert json.loads((tmp_path / "run" / worker.SPEC_FILE).read_text(encoding="utf-8")) == json.loads(spec.to_json())
-    assert worker.decode_spec(argument) == spec
-    # a later launch's spec replaces the file whole; a side's spec (commbench ab) has a name of its own
-    spec.done_points = [0]
-    assert worker.decode_spec(worker.encode_spec(spec)).done_points == [0]
-    side = worker.encode_spec(spec, ".spec-A.json")
-    assert side.endswith("/run/.spec-A.json") and worker.decode_spec(side) == spec
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".spec-A.json", worker.SPEC_FILE]
-
-
-def test_the_spec_path_is_absolute(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    spec = _spec(tmp_path, out_dir="relative/run")
-    assert worker.spec_path(spec) == tmp_path / "relative" / "run" / worker.SPEC_FILE
-    assert worker.encode_spec(spec) == str(tmp_path / "relative" / "run" / worker.SPEC_FILE)
-    with pytest.raises(ValueError, match="the spec has no run folder yet"):
-        worker.spec_path(_spec(tmp_path, out_dir=""))
-
-
-def test_a_spec_file_that_cannot_be_written_or_read(tmp_path):
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(InputError, match=f"^cannot create the run folder {str(tmp_path / 'file' / 'run')!r}: "):
-        worker.encode_spec(_spec(tmp_path, out_dir=str(tmp_path / "file" / "run")))
-    missing = str(tmp_path / "elsewhere" / worker.SPEC_FILE)
-    with pytest.raises(RuntimeError) as err:
-        worker.decode_spec(missing)
-    assert str(err.value).startswith(f"cannot read the spec file {missing!r} on {socket.gethostname()} (")
-    assert "must be on a filesystem every node of the job shares" in str(err.value)
+from harness_fakes import FakeComm, FakeWorld, small_spec
 
 
 # --- a point bound, or why it cannot run here ---------------------------------------------------------
@@ -97,7 +48,7 @@ def _point(spec, **match):
 
 
 def test_a_native_point_binds_with_the_librarys_call(tmp_path):
-    spec = _spec(tmp_path, collectives=["all_gather"], dtypes=["float64"], in_place=[True])
+    spec = small_spec(tmp_path, collectives=["all_gather"], dtypes=["float64"], in_place=[True])
     s = _session(spec)
     point = _point(spec, size=1024)
     b = worker.bind_point(s, spec, point)
@@ -108,7 +59,7 @@ def test_a_native_point_binds_with_the_librarys_call(tmp_path):
 
 
 def test_the_reasons_a_point_cannot_run(tmp_path):
-    spec = _spec(tmp_path, collectives=["all_reduce", "all_gather"], algorithms=["native", "tree", "hierarchical"],
+    spec = small_spec(tmp_path, collectives=["all_reduce", "all_gather"], algorithms=["native", "tree", "hierarchical"],
                  sizes=[1, 1024])
     s = _session(spec, world=3, nodes_of=[0, 0, 1])
     s.comms["mpi"].answer = "base"
@@ -127,7 +78,7 @@ def test_the_reasons_a_point_cannot_run(tmp_path):
 
 
 def test_an_algorithms_point_gets_its_binder_and_context(tmp_path):
-    spec = _spec(tmp_path, algorithms=["ring"], sizes=[1 << 20], dtypes=["float64"], segment_bytes=4096,
+    spec = small_spec(tmp_path, algorithms=["ring"], sizes=[1 << 20], dtypes=["float64"], segment_bytes=4096,
                  timeout=50.0, channels=3)
     s = _session(spec)
     b = worker.bind_point(s, spec, _point(spec))
@@ -141,7 +92,7 @@ def test_an_algorithms_point_gets_its_binder_and_context(tmp_path):
 
 
 def test_notes_are_shown_once(tmp_path):
-    spec = _spec(tmp_path)
+    spec = small_spec(tmp_path)
     s = _session(spec)
     b = worker.bind_point(s, spec, _point(spec, size=8))
     b.comm.reducer = SimpleNamespace(fallback="bfloat16 is reduced in numpy")
@@ -159,7 +110,7 @@ def test_notes_are_shown_once(tmp_path):
 # --- rank 0's row ------------------------------------------------------------------------------------
 
 def test_make_row_is_a_results_row_of_the_measurement(tmp_path):
-    spec = _spec(tmp_path, collectives=["all_gather"], label="lab")
+    spec = small_spec(tmp_path, collectives=["all_gather"], label="lab")
     point = _point(spec, size=1024)
     counts = COLLECTIVES["all_gather"].counts(1024, 4, 2)
     m = Measurement(samples_s=np.array([3e-6, 1e-6, 2e-6]), batch=4, wrong=2, warmup=5, timer="native")
@@ -191,7 +142,7 @@ class Closing:
 
 @pytest.mark.parametrize("rank", [0, 1])
 def test_run_measures_the_points_not_done_and_rank_0_says_done(tmp_path, monkeypatch, rank):
-    spec = _spec(tmp_path, sizes=[8, 16, 32, 64])
+    spec = small_spec(tmp_path, sizes=[8, 16, 32, 64])
     spec.done_points = [1]
     comm, tuning = Closing(), Closing()
     session = SimpleNamespace(plan=build_plan(spec), rank=rank, comms={"mpi": comm}, tuning=tuning, han=None)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from commbench.errors import InputError, OK
-from commbench.rank.worker import decode_spec
+from commbench.rank.spec_file import decode_spec
 from commbench.run.launch import build_commands, find_binary, resolve_launcher
 from commbench.spec import SweepSpec
 from conftest import ROOT, load_run, needs_mpirun

@@ -16,7 +16,7 @@ import commbench
 from commbench.errors import InputError, JobError
 from commbench.events import PREFIX
 from commbench.rank.turns import PROTOCOL, TURNS_ENV
-from commbench.rank.worker import decode_spec
+from commbench.rank.spec_file import SIDE_SPEC_FILES, decode_spec
 from commbench.run import launch, turn_server
 from commbench.run.turn_server import SAFE_PATH, TurnJob, TurnServer, _Conn, check_python
 from commbench.spec import SweepSpec
@@ -147,7 +147,7 @@ def test_a_jobs_launch_carries_its_specs_and_the_servers_address(server, tmp_pat
     assert launcher == "mpirun" and extra == ["--bind-to", "none"]
     assert worker[:3] == ["/venv/bin/python", "-m", "commbench.rank.turns"] and worker[3] == "--side"
     side, path = worker[4].split("=", 1)
-    assert side == "A" and path == str(tmp_path / "ab" / turn_server.SPEC_FILES["A"]) and decode_spec(path) == job.spec
+    assert side == "A" and path == str(tmp_path / "ab" / SIDE_SPEC_FILES["A"]) and decode_spec(path) == job.spec
     assert env["LD_LIBRARY_PATH"] == "/b/lib" and env["PYTHONSAFEPATH"] == SAFE_PATH["PYTHONSAFEPATH"]
     assert json.loads(env[TURNS_ENV]) == {"address": server.address, "secret": server.secret, "job": "A",
                                           "check": ["LD_LIBRARY_PATH"], "arena": None}
