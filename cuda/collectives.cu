@@ -101,6 +101,7 @@
 struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (yields the core, or sleeps on a GPU)
+    long long nap_ns;  // host: a wait that has lasted this long sleeps between looks instead of yielding (0: never)
     long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)
     char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it
     int in_conn[CB_MAX_RANKS];  // my connection index for messages from rank p (-1: none)
@@ -307,7 +308,7 @@ struct Channel {  // one lane of a channel, as its schedule sees it
             }
             if (cb_load_acquire((const cb_u64*)c->error)) return false;  // another block's wait timed out: abort
 
-            cb_back_off();
+            cb_back_off(c->nap_ns && now - start >= c->nap_ns);
         }
         if (seen) *seen = now_seen;
         return true;

@@ -205,11 +205,22 @@ __device__ __forceinline__ cb_u64 cb_load_acquire(const cb_u64* p) {
 // --- waiting ------------------------------------------------------------------------------------
 enum { CB_SPINS_BETWEEN_CLOCKS = 64 };
 
-__device__ __forceinline__ void cb_back_off() {
+// nap (host): sleep instead of yielding, for a wait that has lasted long (CbComm.nap_ns). A yield
+// gives the core back at once to whoever else is runnable, and a spinning yielder is always runnable;
+// a nap leaves the core to threads blocked in the OS (a socket's) when they wake.
+enum { CB_NAP_NS = 10000 };  // asked for; on the 2-core VM a 10 us nanosleep takes 80 us
+
+__device__ __forceinline__ void cb_back_off(bool nap = false) {
 #ifdef CB_DEVICE
+    (void)nap;
     __nanosleep(64);
 #else
-    sched_yield();
+    if (nap) {
+        const timespec ts = {0, CB_NAP_NS};
+        nanosleep(&ts, nullptr);
+    } else {
+        sched_yield();
+    }
 #endif
 }
 

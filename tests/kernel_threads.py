@@ -71,7 +71,7 @@ class Node:
     """n ranks' CbComms over one buffer of regions; `channels` the most any call may use."""
 
     def __init__(self, n: int, channels: int, slot_bytes: int = K.SLOT_BYTES["cpu"], timeout_s: float = 20.0,
-                 spin_s: float = K.SPIN_S["oversubscribed"]):
+                 spin_s: float = K.SPIN_S["oversubscribed"], nap_s: float = 0.0):
         self.lib = host_library()
         self.n, self.channels, self.slot_bytes = n, channels, slot_bytes
         page = mmap.PAGESIZE
@@ -80,7 +80,7 @@ class Node:
         base = -(-self._memory.ctypes.data // page) * page
         self.errors = [(ctypes.c_longlong * K.ERROR_WORDS)() for _ in range(n)]
         self.comms = [K.comm_struct(r, n, channels, timeout_s, [base + q * per_rank for q in range(n)],
-                                    ctypes.addressof(self.errors[r]), slot_bytes, spin_s) for r in range(n)]
+                                    ctypes.addressof(self.errors[r]), slot_bytes, spin_s, nap_s) for r in range(n)]
         self.broken = False
 
     def entry_address(self, name: str) -> int:

@@ -40,15 +40,16 @@ def host_ranks(ctx) -> int:
     return ctx.cache["host-ranks"]
 
 
-def node_kernels(ctx, comm=None, key: str = NODE_KEY) -> kernel_node.NodeKernels:
+def node_kernels(ctx, comm=None, key: str = NODE_KEY, beside_backend: bool = False) -> kernel_node.NodeKernels:
     """The kernels of one communicator of the job (ctx.comm, or a sub-communicator under a key of
-    its own: each has its own regions and CbComm), built once per job, collectively."""
+    its own: each has its own regions and CbComm), built once per job, collectively; beside_backend:
+    they run while the backend's transfers do (kernel_node.NodeKernels)."""
     node = ctx.cache.get(key)
     if node is None:
         comm = comm or ctx.comm
         node = ctx.cache[key] = kernel_node.NodeKernels(comm, comm.device, ctx.timeout_s,
                                                         ctx.channels or kernel_abi.MAX_AUTO_CHANNELS[comm.device],
-                                                        host_ranks(ctx))
+                                                        host_ranks(ctx), beside_backend)
         if node.note:
             ctx.notes.append(node.note)
     return node
@@ -56,11 +57,12 @@ def node_kernels(ctx, comm=None, key: str = NODE_KEY) -> kernel_node.NodeKernels
 
 class RingOn:
     """The ring kernel on one communicator whose ranks share a node (a node's sub-communicator),
-    called by an algorithm's steps on contiguous buffers with equal blocks per rank. A call is
-    bound once per buffers and kept: the harness reuses its buffers, so a timed loop binds nothing."""
+    called by an algorithm's steps on contiguous buffers with equal blocks per rank, beside the
+    backend's steps between nodes. A call is bound once per buffers and kept: the harness reuses its
+    buffers, so a timed loop binds nothing."""
 
     def __init__(self, ctx, comm, key: str):
-        self.ctx, self.node, self.bound = ctx, node_kernels(ctx, comm, key), {}
+        self.ctx, self.node, self.bound = ctx, node_kernels(ctx, comm, key, beside_backend=True), {}
 
     def reduce_scatter(self, send, recv, op: str, count: int) -> None:
         """send: n blocks of `count` elements; recv: rank r's block r reduced (in place: send's block r)."""

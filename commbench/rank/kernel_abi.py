@@ -47,6 +47,13 @@ ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": 
 # median of 3 jobs each, 0.3 us / 2 us ring_kernel time 0.47-1.16 (median 0.75); the better kernel / native
 # 0.22-0.80 against 0.33-1.19.
 SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
+# After how long a wait naps instead of yielding, where it naps at all (nap_time). hierarchical_kernel,
+# gloo between 4x2 emulated nodes (1 Gbit/s), 16 MB all-reduce, median of 5 per job, the ring 240-247 ms
+# beside it: never (yield) 319 / 532 ms, after 10 ms 387 / 308, 1 ms 217 / 243, 100 us 223 / 238,
+# 20 us 218 / 221 / 235 / 214 (and 64 MB 844 / 842 against the ring's 960 / 969; 2x2 138-140 and
+# 551-552 ms, 1.46-1.49x the ring, where yielding took 151 and 556). Beside MPI, after 20 us, 2x2:
+# 165-178 and 699-716 ms against 156-167 and 669-683 yielding.
+NAP_S = 20e-6
 ERROR_WORDS = 6
 
 
@@ -62,7 +69,7 @@ class CbComm(ctypes.Structure):
     """struct CbComm of cuda/collectives.cu, field for field."""
 
     _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
-                                                  "timeout_ns", "spin_ns")] + [
+                                                  "timeout_ns", "spin_ns", "nap_ns")] + [
         ("error", ctypes.c_void_p),
         ("region", ctypes.c_void_p * MAX_RANKS),
         ("in_conn", ctypes.c_int * MAX_RANKS), ("out_conn", ctypes.c_int * MAX_RANKS),
@@ -105,13 +112,14 @@ def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
-                slot_bytes: int, spin_s: float) -> CbComm:
+                slot_bytes: int, spin_s: float, nap_s: float = 0.0) -> CbComm:
     """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
     if slot_bytes < LINE or slot_bytes % LINE:
         raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
-               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9))
+               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9),
+               nap_ns=int(nap_s * 1e9))
     for p in range(MAX_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):
@@ -204,6 +212,14 @@ def spin_time(device: str, local_ranks: int) -> float:
     if device == "cuda":
         return SPIN_S["cuda"]
     return SPIN_S["oversubscribed"] if oversubscribed(device, local_ranks) else SPIN_S["cpu"]
+
+
+def nap_time(device: str, backend: str) -> float:
+    """After how long a wait sleeps between looks instead of yielding (CbComm.nap_ns; 0: never), for
+    kernels that run beside the backend's own transfers (hierarchical_kernel's pipeline). gloo's
+    transfers block in the OS: its threads need a core the moment their data arrives, and the ranks'
+    yielding waits keep both cores busy. Open MPI's poll: a napping wait loses its core to them."""
+    return NAP_S if device == "cpu" and backend == "gloo" else 0.0
 
 
 def oversubscribed(device: str, local_ranks: int) -> bool:

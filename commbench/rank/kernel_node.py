@@ -10,22 +10,25 @@ from commbench.rank import kernel_gpu
 from commbench.rank.kernel_gpu import GpuNode, gpu_function
 from commbench.rank.kernel_host import HostNode, host_library
 from commbench.rank.kernel_abi import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, entry,
-                                       region_bytes, schedule, spin_time)
+                                       nap_time, region_bytes, schedule, spin_time)
 
 
 class NodeKernels:
     """One communicator's kernels: its regions, its CbComm, and bound calls (see the module)."""
 
-    def __init__(self, comm, device: str, timeout_s: float, channels: int, host_ranks: int | None = None):
+    def __init__(self, comm, device: str, timeout_s: float, channels: int, host_ranks: int | None = None,
+                 beside_backend: bool = False):
         """host_ranks: the ranks of the job on this host (they share its cores), comm's by default;
-        more where comm is a node's sub-communicator and several emulated nodes share the host."""
+        more where comm is a node's sub-communicator and several emulated nodes share the host.
+        beside_backend: the kernels run while the backend's own transfers do (kernel_abi.nap_time)."""
         self.comm, self.device, self.n, self.channels = comm, device, comm.size, channels
         self.host_ranks = max(host_ranks or 0, self.n)
         slot_bytes = SLOT_BYTES[device]
         self.node = (GpuNode if device == "cuda" else HostNode)(comm, region_bytes(self.n, channels, slot_bytes))
         self.note = getattr(self.node, "note", None)
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,
-                                  slot_bytes, spin_time(device, self.host_ranks))
+                                  slot_bytes, spin_time(device, self.host_ranks),
+                                  nap_time(device, comm.backend) if beside_backend else 0.0)
         self.kernel_struct = self.node.upload(self.struct)  # where the kernel reads it
         comm.barrier()
 

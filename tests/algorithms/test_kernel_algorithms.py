@@ -157,8 +157,8 @@ def test_node_kernels_are_built_once_per_key_with_the_hosts_ranks(monkeypatch):
     made = []
 
     class Built:
-        def __init__(self, comm, device, timeout_s, channels, host_ranks):
-            made.append((comm.rank, device, timeout_s, channels, host_ranks))
+        def __init__(self, comm, device, timeout_s, channels, host_ranks, beside_backend):
+            made.append((comm.rank, device, timeout_s, channels, host_ranks, beside_backend))
             self.note = "a note from the node"
 
     monkeypatch.setattr(K.kernel_node, "NodeKernels", Built)
@@ -167,13 +167,14 @@ def test_node_kernels_are_built_once_per_key_with_the_hosts_ranks(monkeypatch):
         ctx = Context(comm, [0] * 3, timeout_s=9.0)
         first = K.node_kernels(ctx)
         again = K.node_kernels(ctx)
-        other = K.node_kernels(ctx, key="sub")
+        other = K.node_kernels(ctx, key="sub", beside_backend=True)
         return first is again, first is not other, ctx.notes, ctx.cache["host-ranks"]
 
     for same, distinct, notes, hosts in World(3).run(rank):
         assert same and distinct and hosts == 3  # one host: all 3 ranks share it
         assert notes == ["a note from the node"] * 2
-    assert sorted(made) == sorted((r, "cpu", 9.0, kernel_abi.MAX_AUTO_CHANNELS["cpu"], 3) for r in range(3) for _ in "ab")
+    assert sorted(made) == sorted((r, "cpu", 9.0, kernel_abi.MAX_AUTO_CHANNELS["cpu"], 3, beside)
+                                  for r in range(3) for beside in (False, True))
 
 
 def test_ring_on_binds_once_per_buffers_and_keeps_a_bounded_cache(monkeypatch):

@@ -96,6 +96,17 @@ def test_the_comm_struct_and_regions_it_builds(fake_nodes):
     assert gpu.struct.spin_ns == int(kernel_abi.SPIN_S["cuda"] * 1e9)
 
 
+def test_only_kernels_beside_gloos_transfers_nap(fake_nodes):
+    """hierarchical_kernel's node kernels (beside_backend) nap in a long wait beside gloo, whose
+    transfers block in the OS; never beside MPI's, which poll, nor on a GPU; a job's own never."""
+    gloo, mpi = Comm(), Comm()
+    gloo.backend, mpi.backend = "gloo", "mpi"
+    assert NodeKernels(gloo, "cpu", 1.0, 1, beside_backend=True).struct.nap_ns == int(kernel_abi.NAP_S * 1e9) > 0
+    assert NodeKernels(gloo, "cpu", 1.0, 1).struct.nap_ns == 0
+    assert NodeKernels(mpi, "cpu", 1.0, 1, beside_backend=True).struct.nap_ns == 0
+    assert NodeKernels(gloo, "cuda", 1.0, 1, beside_backend=True).struct.nap_ns == 0
+
+
 def test_a_calls_channels(fake_nodes):
     k = NodeKernels(Comm(), "cpu", 1.0, 2)
     assert k.call_channels(1 << 30, 1, *PROBE) == 1 and k.call_channels(8, 5, *PROBE) == 2  # asked for: at most the node's

@@ -17,7 +17,7 @@ from sweep_checks import check_sweep
 from commbench.errors import BAD_INPUT, FAILED, OK
 
 pytest.importorskip("torch")
-ALL = "native,ring,ring_topology,tree,dbtree,rhd,hierarchical"
+ALL = "native,ring,ring_topology,tree,dbtree,rhd,hierarchical,hierarchical_kernel"
 
 
 @pytest.fixture
@@ -55,8 +55,8 @@ def test_every_algorithm_on_2x2(netns, tmp_path, no_leftovers):
     assert (ar["hierarchical"] < ar["ring"]).all()  # 2(M-1)N against 1.5N per node link
     assert (rows.placement == "block").all()
     table = proc.stderr.split("speedup over the flat ring)", 1)  # the comparison table after the run
-    assert len(table) == 2 and re.search(r"ring_ *\n.* topology", table[1])
-    assert all(name in table[1] for name in ("native", "hierarchical"))
+    assert len(table) == 2 and re.search(r"ring_ .*\n.* topology", table[1])
+    assert all(name in table[1] for name in ("native", "hierarchical", "kernel"))
 
 
 def test_round_robin_placement(netns, tmp_path, no_leftovers, capsys):
