@@ -35,7 +35,8 @@ import pandas as pd
 import yaml
 
 from commbench.analysis.compare import compare
-from commbench.analysis.load import read_samples, run_dirs
+from commbench.analysis.load import read_samples
+from commbench.analysis.run_files import run_dirs
 from commbench.schema import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
 from commbench.run.suites import find_suite
 

@@ -11,31 +11,28 @@ history (every candidate against the baseline). What differs between the sides' 
 Exit codes (commbench compare): 0 no regression, 1 a regression (or, with --strict, an
 inconclusive point), 2 unusable input.
 
-Every string in the outputs may come from someone else's result folder (names, versions, hosts,
-environment, folder names): text and JUnit show it escaped on one line (`terminal.inline`), markdown with every
-ASCII punctuation character backslash-escaped (`_md`: it lands in CI job summaries, where a link,
-image, HTML or emphasis must not be injected), JSON strictly valid (null for a number that is not
-finite); the HTML page escapes its own (commbench.analysis.report).
+The outputs are commbench.analysis.compare_formats'. Every string in them may come from someone
+else's result folder (names, versions, hosts, environment, folder names): text and JUnit show it
+escaped on one line (`terminal.inline`), markdown with every ASCII punctuation character
+backslash-escaped (`_md`: it lands in CI job summaries, where a link, image, HTML or emphasis must
+not be injected), JSON strictly valid (null for a number that is not finite); the HTML page escapes
+its own (commbench.analysis.report).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 import numpy as np
 
 from commbench.analysis import conditions, verdicts
-from commbench.analysis.load import load_run, run_dirs
+from commbench.analysis.load import load_run
+from commbench.analysis.run_files import run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
-from commbench.options import COMPARE_FORMATS
 from commbench.errors import InputError
-from commbench.terminal import inline
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
 FEW_SAMPLES = 5  # a job with fewer samples is summarised by them all the same; the note says so
@@ -288,133 +285,3 @@ def compare(baseline: str | Path, candidates: str | Path | list, threshold: floa
     if not result.verdicts:
         raise InputError("no point of the baseline matches a point of the candidate")
     return result
-
-
-# --- output formats ---------------------------------------------------------------------------------
-
-ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
-_MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped
-
-
-def _md(value) -> str:
-    """A string from a file as literal markdown: terminal.inline, then every ASCII punctuation character
-    backslash-escaped, so no link, image, HTML, code, emphasis or table cell can start in it."""
-    return _MD_PUNCTUATION.sub(lambda m: "\\" + m.group(), inline(value))
-
-
-def _fmt(x, spec=".3f"):
-    return "-" if x is None else format(x, spec)
-
-
-def _sorted(cmp: Comparison) -> list[Verdict]:
-    return sorted(cmp.verdicts, key=lambda v: (ORDER[v.verdict], v.name()))
-
-
-def _trend(v: Verdict) -> str:
-    return " ".join("-" if "ratio" not in h else f"{h['ratio']:.2f}" for h in v.history)
-
-
-def context_lines(cmp: Comparison) -> list[str]:
-    """What differs, as raw lines (each format escapes them its own way)."""
-    out = []
-    for path, changes in zip(cmp.candidates, cmp.context, strict=True):
-        if changes:
-            where = f" (candidate {path})" if len(cmp.candidates) > 1 else ""
-            out.append(f"context changes, baseline -> candidate{where}:")
-            out += [f"  {c}" for c in changes]
-    return out
-
-
-def to_text(cmp: Comparison) -> str:
-    lines = [f"baseline:  {inline(cmp.baseline)}"]
-    lines += ([f"candidate: {inline(cmp.candidate)}"] if len(cmp.candidates) == 1 else
-              [f"candidates (oldest first): {', '.join(map(inline, cmp.candidates))}; verdicts of the last"])
-    lines += [""] + [inline(line) for line in context_lines(cmp)]
-    lines += [""] if lines[-1] else []
-    names = {id(v): inline(v.name()) for v in cmp.verdicts}
-    width = max(map(len, names.values()))
-    trend = len(cmp.candidates) > 1
-    lines.append(f"{'point':<{width}}  {'verdict':<12} {'base us':>10} {'cand us':>10} {'ratio':>7} {cmp.INTERVAL:>13} "
-                 f"{'p':>8} {cmp.UNIT:>5}" + ("  history" if trend else "") + "  note")
-    for v in _sorted(cmp):
-        ci = f"{_fmt(v.ci_low)}-{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
-        lines.append(f"{names[id(v)]:<{width}}  {v.verdict:<12} {v.baseline_us:>10.2f} {v.candidate_us:>10.2f} "
-                     f"{v.ratio:>7.3f} {ci:>13} {_fmt(v.p_value, '.2g'):>8} {v.jobs[0]:>2}/{v.jobs[1]:<2}"
-                     + (f"  {_trend(v)}" if trend else "") + f"  {inline(v.note)}".rstrip())
-    for m in cmp.missing:
-        lines.append(f"missing in candidate: {inline(point_name(m))}")
-    lines += ["", cmp.summary()] + cmp.advice()
-    return "\n".join(lines)
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """For CI job summaries: every string from a file through _md (the summary and advice are
-    commbench's own words and numbers)."""
-    icon = {"regression": ":x: regression", "improvement": ":rocket: improvement", "unchanged": "unchanged",
-            "inconclusive": ":grey_question: inconclusive"}
-    trend = len(cmp.candidates) > 1
-    out = [f"### {cmp.TITLE}", "", f"**{cmp.summary()}**", ""]
-    out += [f"* {a}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
-    if context_lines(cmp):
-        out += [f"* {_md(line.strip())}" if line.startswith(" ") else _md(line) for line in context_lines(cmp)] + [""]
-    out += [f"| point | verdict | baseline (us) | candidate (us) | ratio | {cmp.INTERVAL} | p | {cmp.UNIT} |"
-            + (" history |" if trend else "") + " note |",
-            "|---|---|---:|---:|---:|---|---:|---:|" + ("---|" if trend else "") + "---|"]
-    for v in _sorted(cmp):
-        ci = f"{_fmt(v.ci_low)}–{_fmt(v.ci_high)}" if v.ci_low is not None else "-"
-        out.append(f"| {_md(v.name())} | {icon[v.verdict]} | {v.baseline_us:.2f} | {v.candidate_us:.2f} | "
-                   f"{v.ratio:.3f} | {ci} | {_fmt(v.p_value, '.2g')} | {v.jobs[0]}/{v.jobs[1]} |"
-                   + (f" {_trend(v)} |" if trend else "") + f" {_md(v.note)} |")
-    if cmp.missing:
-        out += ["", f"Missing in candidate: {len(cmp.missing)} points" + ("" if cmp.allow_missing else " (they fail the "
-                                                                          "comparison; --allow-missing accepts them)")]
-    return "\n".join(out)
-
-
-def _strict(value):
-    """value with every float that is not finite (NaN, infinity) as None: strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    return value
-
-
-def to_json(cmp: Comparison) -> str:
-    doc = {"baseline": cmp.baseline, "candidate": cmp.candidate, "candidates": cmp.candidates,
-           "threshold": cmp.threshold, "summary": cmp.summary(), "advice": cmp.advice(),
-           "regressed": cmp.regressed, "inconclusive": cmp.count("inconclusive"), "strict": cmp.strict,
-           "allow_missing": cmp.allow_missing,
-           "exit_code": cmp.exit_code,
-           "context": [{"candidate": p, "changes": [asdict(c) for c in ch]}
-                       for p, ch in zip(cmp.candidates, cmp.context, strict=True)],
-           "points": [asdict(v) for v in cmp.verdicts], "missing": cmp.missing, "new": cmp.new}
-    return json.dumps(_strict(doc), indent=2, allow_nan=False)
-
-
-def to_junit(cmp: Comparison) -> str:
-    failing = {"regression"} | ({"inconclusive"} if cmp.strict else set())
-    missing_fail = cmp.missing_fails
-    suite = ET.Element("testsuite", name=cmp.TITLE, tests=str(len(cmp.verdicts) + len(cmp.missing)),
-                       failures=str(sum(v.verdict in failing for v in cmp.verdicts) + (len(cmp.missing) * missing_fail)),
-                       skipped=str(len(cmp.missing) * (not missing_fail) + (0 if cmp.strict else cmp.count("inconclusive"))))
-    for v in cmp.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=inline(f"commbench.{v.key['collective']}"),
-                             name=inline(v.name()))
-        detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} "
-                  f"{cmp.UNIT}), {cmp.INTERVAL} of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {inline(v.note)}").strip()
-        if v.verdict == "regression":
-            ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
-                          type="regression").text = detail
-        elif v.verdict == "inconclusive":
-            ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {inline(v.note)}",
-                          type="inconclusive").text = detail
-    for m in cmp.missing:
-        case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(_strict(m)))
-        ET.SubElement(case, "failure" if missing_fail else "skipped", message="missing in the candidate")
-    return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True)
-
-
-FORMATS = dict(zip(COMPARE_FORMATS, (to_text, to_markdown, to_json, to_junit), strict=True))

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from commbench.analysis import limits
-from commbench.analysis.load import (SAMPLES_CSV_OPTIONS, checked_samples, file_size, header_names,
-                                     parquet_rows, read_bytes, read_file)
+from commbench.analysis.load import SAMPLES_CSV_OPTIONS, checked_samples
+from commbench.analysis.run_files import file_size, header_names, parquet_rows, read_bytes, read_file
 from commbench.errors import InputError
 from commbench.schema import SAMPLES_CSV, SAMPLES_PARQUET
 

@@ -123,7 +123,7 @@ _EXTRA = (
                   "--python-a/--python-b say what differs.")
 @with_options(AB_TABLE, _EXTRA)
 def ab(ctx: typer.Context, **values):
-    from commbench.analysis.compare import FORMATS
+    from commbench.analysis.compare_formats import FORMATS
     from commbench.run.ab import AbSide, run_ab
     from commbench.run.console import AbRenderer
 

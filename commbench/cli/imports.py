@@ -20,13 +20,13 @@ app.add_typer(import_app, name="import")
 
 def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
     """The run id and the folder to create, checked before the file is read: a place for a run
-    folder that readers find (commbench.run.folder.check_place: usable, not inside a run folder,
+    folder that readers find (commbench.run.folder_place.check_place: usable, not inside a run folder,
     not above run folders) holding no results files yet (so the file imported is never one it
     replaces)."""
     from commbench.outputs import READ_FILES
     from commbench.run.api import new_run_id
     from commbench.run import folder_lock
-    from commbench.run.folder import check_place
+    from commbench.run.folder_place import check_place
 
     run_id = new_run_id()
     folder = out or f"results/{run_id}-{source}"

@@ -107,7 +107,8 @@ def compare(
     old_output: Optional[str] = old_spelling("-o"),  # --format's text, whatever the name
     old_html: Optional[str] = old_spelling("--html"),
 ):
-    from commbench.analysis.compare import FORMATS, compare as run_compare
+    from commbench.analysis.compare import compare as run_compare
+    from commbench.analysis.compare_formats import FORMATS
 
     if fmt not in options.COMPARE_FORMATS:
         raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")

@@ -46,7 +46,8 @@ import numpy as np
 
 from commbench import interrupts, runinfo
 from commbench.analysis import paired
-from commbench.analysis.compare import Comparison, Verdict, to_json
+from commbench.analysis.compare import Comparison, Verdict
+from commbench.analysis.compare_formats import to_json
 from commbench.errors import InputError, JobError
 from commbench.outputs import write_text
 from commbench.run import launch

@@ -23,7 +23,8 @@ from commbench.options import MAX_REPEAT
 from commbench.plan import build_plan
 from commbench.rank import topology
 from commbench.run import folder_lock, jobs, launch, processes, session
-from commbench.run.folder import RunFolder, check_place
+from commbench.run.folder import RunFolder
+from commbench.run.folder_place import check_place
 from commbench.run.session import RunResult, new_run_id, prepare
 from commbench.schema import RESULTS_CSV
 from commbench.spec import SweepSpec

@@ -18,7 +18,8 @@ from commbench.errors import InputError, JobError
 from commbench.plan import build_plan
 from commbench.rank import backends, topology
 from commbench.run import emulate, launch, watchdog
-from commbench.run.folder import RunFolder, check_place
+from commbench.run.folder import RunFolder
+from commbench.run.folder_place import check_place
 from commbench.spec import SweepSpec
 
 

@@ -86,7 +86,7 @@ def _out(r: Request, name: str) -> Path:
     from commbench.outputs import output_folder
     from commbench.run.api import new_run_id
     from commbench.run import folder_lock
-    from commbench.run.folder import check_place
+    from commbench.run.folder_place import check_place
 
     out = Path(r.out or f"results/{new_run_id()}-{name}")
     output_folder(out, "--out", probe=False)

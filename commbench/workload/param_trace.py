@@ -227,7 +227,7 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
 def read_param_trace(path: str | Path) -> list:
     """A PARAM basic trace file's records (JSON), within MAX_TRACE_BYTES: a regular file (a FIFO or a
     device would block or never end)."""
-    from commbench.analysis.load import regular_file
+    from commbench.analysis.run_files import regular_file
 
     regular_file(Path(path).parent, Path(path).name, inside=False)
     try:

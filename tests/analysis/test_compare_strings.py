@@ -18,6 +18,7 @@ from cli_inprocess import run_cli
 from trust_sides import sides, strict_json  # noqa: F401 - sides: a fixture
 
 from commbench.analysis import compare as cmp_module
+from commbench.analysis import compare_formats
 from commbench.errors import BAD_INPUT, FAILED, OK
 
 MARKDOWN_SPECIALS = "[]()!<>`*_|"
@@ -47,12 +48,12 @@ def _check_outputs(base: Path, cand: Path) -> None:
     from markdown_it import MarkdownIt
 
     result = cmp_module.compare(base, cand)
-    text = cmp_module.to_text(result)
+    text = compare_formats.to_text(result)
     assert all(c.isprintable() or c == "\n" for c in text), ascii(text)
     assert "QX" in text
-    doc = strict_json(cmp_module.to_json(result))
+    doc = strict_json(compare_formats.to_json(result))
     assert doc["candidate"] == str(cand)
-    markdown = cmp_module.to_markdown(result)
+    markdown = compare_formats.to_markdown(result)
     assert all(c.isprintable() or c == "\n" for c in markdown)
     segments = re.findall(r"QX(.*?)QY", markdown)
     assert segments and not any(map(_unescaped_markdown, segments)), segments

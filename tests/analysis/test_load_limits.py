@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from commbench.analysis import limits
-from commbench.analysis.load import load_run, read_samples, regular_file, run_dirs
+from commbench.analysis.load import load_run, read_samples
+from commbench.analysis.run_files import regular_file, run_dirs
 from commbench.errors import InputError
 from folder_fixtures import folder, make_folder  # noqa: F401 - folder: a fixture
 

@@ -305,7 +305,7 @@ def test_samples_arrive_in_lines_a_pipe_writes_whole(fake_job, monkeypatch):
 def test_only_a_commbench_run_is_a_run_folder_for_the_output_checks(tmp_path, monkeypatch):
     """Someone's results.csv in the current folder does not block `run` (default results/<id>);
     a commbench run folder above --out does."""
-    from commbench.run.folder import check_place, is_run_folder
+    from commbench.run.folder_place import check_place, is_run_folder
 
     (tmp_path / "results.csv").write_text("a,b\n1,2\n")
     (tmp_path / "run.json").write_text('{"name": "not ours"}')

@@ -53,7 +53,7 @@ def max_json_values() -> int:
 def read_input(path) -> str:
     """An import file's text: a regular file (a FIFO or device is refused, not waited on), UTF-8,
     within IMPORT_BYTES (its size from stat, before it is read)."""
-    from commbench.analysis.load import regular_file
+    from commbench.analysis.run_files import regular_file
 
     where = Path(path)
     size = limits.IMPORT_BYTES.check(str(path), regular_file(where.parent, where.name, inside=False).st_size)

@@ -26,7 +26,8 @@ from commbench.algorithms import ALGORITHMS
 from commbench.collectives import COLLECTIVES
 from commbench.rank.traffic import expected_internode_bytes
 from commbench.schema import build_row
-from commbench.run.folder import RunFolder, check_place
+from commbench.run.folder import RunFolder
+from commbench.run.folder_place import check_place
 
 ITEMSIZE = 4  # float32
 # the scale `model predict` takes: every rank's messages are laid out per algorithm and size

@@ -12,7 +12,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from commbench import runinfo
-from commbench.analysis.compare import Comparison, Verdict, _sorted, context_lines
+from commbench.analysis.compare import Comparison, Verdict
+from commbench.analysis.compare_formats import context_lines, in_order
 from commbench.analysis.report.page import chart, document, esc, plotly_js, write_page
 
 COLOURS = {"regression": "#b00020", "inconclusive": "#e69500", "improvement": "#137333", "unchanged": "#607d8b",
@@ -71,7 +72,7 @@ def verdict_table(cmp: Comparison) -> str:
     head = "".join(f"<th>{t}</th>" for t in ("point", "verdict", "baseline (µs)", "candidate (µs)", "ratio", "95% CI",
                                              "p", "jobs", "history", "note"))
     body = []
-    for v in _sorted(cmp):
+    for v in in_order(cmp):
         ci = "-" if v.ci_low is None else f"{v.ci_low:.3f}–{v.ci_high:.3f}"
         history = " ".join("-" if "ratio" not in h else f"{h['ratio']:.2f}" for h in v.history)
         cells = [v.name(), v.verdict, f"{v.baseline_us:.2f}", f"{v.candidate_us:.2f}", f"{v.ratio:.3f}", ci,

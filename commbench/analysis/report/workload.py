@@ -15,7 +15,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from commbench.analysis import limits
-from commbench.analysis.load import read_bytes, read_file, regular_file
+from commbench.analysis.run_files import read_bytes, read_file, regular_file
 from commbench.analysis.report.charts import TEMPLATE
 from commbench.analysis.report.page import chart, esc, section
 from commbench.errors import InputError
