@@ -63,7 +63,8 @@ def batches(d: Path, strict: bool = True) -> Iterator[tuple[str, pd.DataFrame, i
             shared = [k for k in held_by if k in piece]
             if held and shared:
                 seen = {tuple(key[held_by.index(k)] for k in shared) for key in held}
-                piece = piece[[key not in seen for key in _row_keys(piece, shared)]].reset_index(drop=True)
+                new = np.array([key not in seen for key in _row_keys(piece, shared)], dtype=bool)  # a mask, even empty
+                piece = piece[new].reset_index(drop=True)
             yield SAMPLES_CSV, piece, start
     if not found:
         raise InputError(f"{d}: no samples ({SAMPLES_PARQUET} or {SAMPLES_CSV})")

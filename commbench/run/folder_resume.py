@@ -1,8 +1,8 @@
 """What `run --resume` finds in a run folder, checked and repaired (RunFolder.check and repair):
 the points that have a row, the files' whole lines, and what an interrupted run can leave behind
 (a partial last line, samples of a point whose row was never written) cut away. Anything else is
-one InputError, and nothing is written before the whole folder is checked. Writing a folder is
-commbench.run.folder's."""
+one InputError, and nothing is written before the whole folder is checked. Appending rows and
+samples and run.json are commbench.run.folder's."""
 
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ def check(folder: RunFolder) -> tuple[set[int], bytes, bytes]:
     folder.unreliable = int(rows.unreliable.fillna("").astype(str).str.len().gt(0).sum()) if "unreliable" in rows else 0
     folder.run_ids = set(rows.run_id.astype(str)) if "run_id" in rows else set()
     return set(points), results, samples
+
 
 def repair(folder: RunFolder) -> set[int]:
     """Points that have a row, after checking the folder (check: an InputError changes

@@ -41,6 +41,18 @@ def test_pieces_join_in_file_order_and_the_parquet_file_wins(tmp_path, small_pie
                                                           ("r", 2, 1): [7.0]}  # job empty: 1
 
 
+def test_a_csv_file_of_only_its_header_beside_the_parquet_file_adds_nothing(tmp_path):
+    """Found by the loader's fuzz test: the CSV file's piece without rows, filtered against the
+    Parquet file's keys, kept its columns (an empty list was taken for a column selection)."""
+    d = tmp_path / "run"
+    d.mkdir()
+    pd.DataFrame({"run_id": ["r"] * 2, "point": [0] * 2, "iteration": [0, 1], "time_us": [4.0, 5.0],
+                  "job": [1] * 2}).to_parquet(d / "samples.parquet")
+    (d / "samples.csv").write_text("run_id,point,iteration,time_us")  # no newline, no row
+    keys, found = samples.grouped(d, ["run_id", "point", "job"])
+    assert keys == ["run_id", "point", "job"] and {k: v.tolist() for k, v in found.items()} == {("r", 0, 1): [4.0, 5.0]}
+
+
 def test_a_folder_of_one_job_has_no_job_column(tmp_path, small_pieces):
     d = tmp_path / "run"
     d.mkdir()
