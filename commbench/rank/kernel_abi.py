@@ -220,10 +220,9 @@ def nap_time(device: str, backend: str) -> float:
     """After how long a wait sleeps between looks instead of yielding (CbComm.nap_ns; 0: never; never
     before its spin, spin_time, is over), for kernels that run beside the backend's own transfers
     (hierarchical_kernel's node kernels). The pool's wait for a call's other channels (cb_host_call)
-    yields as before. gloo's
-    transfers block in the OS: its threads need a core the moment their data arrives, and the ranks'
-    yielding waits keep both cores busy. Open MPI's transfers poll instead: beside them a napping wait
-    loses its core to the polling (NAP_S's figures)."""
+    yields as before. gloo's transfers block in the OS: its threads need a core the moment their data
+    arrives, and the ranks' yielding waits keep both cores busy. Open MPI's transfers poll instead:
+    beside them a napping wait loses its core to the polling (NAP_S's figures)."""
     return NAP_S if device == "cpu" and backend == "gloo" else 0.0
 
 
