@@ -12,9 +12,8 @@ import pytest
 from commbench.errors import OK
 from commbench.rank.kernel_host import compiler
 from commbench.rank.reducers import CUDA_DIR
-from kernel_threads import Case, Node
+from kernel_threads import Case, Node, needs_compiler
 
-needs_compiler = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the host build")
 
 RACE = r"""
 #include "collectives.cu"
