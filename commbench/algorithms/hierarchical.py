@@ -25,7 +25,8 @@ import math
 from collections import Counter
 
 from commbench.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
-from commbench.algorithms.kernel import ring_on, unavailable
+from commbench.algorithms.kernel import host_ranks, ring_on, unavailable
+from commbench.rank import kernel_abi
 from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
 
 
@@ -35,6 +36,7 @@ def node_members(node_of_rank: list[int]) -> list[list[int]]:
 
 
 MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of at least one segment per local rank)
+PIPELINED, IN_ORDER = "pipelined", "in order"  # how hierarchical_kernel ran an all-reduce of chunks (library_choice)
 
 
 def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
@@ -77,14 +79,15 @@ def cut(comm, views: list, parts: int) -> list[list]:
     return out
 
 
-def inter_all_reduce(ctx: Context, lv: Levels, views: list, op: str) -> None:
-    """Across nodes, the ranks with this rank's local index all-reduce `views` with the backend's
-    ring: reduce-scatter into M blocks, the average's one division, all-gather."""
+def inter_all_reduce(ctx: Context, lv: Levels, groups: list[list], op: str) -> None:
+    """Across nodes, the ranks with this rank's local index all-reduce the views of `groups` with the
+    backend's ring: reduce-scatter into M blocks, the average's one division, all-gather. Each group
+    (a chunk's views) is cut into M blocks of its own; block j of every group makes the ring's block j."""
     m, seg = lv.inter.size, ctx.segment_elems
-    pieces = cut(lv.inter, views, m)
+    pieces = [sum(blocks, []) for blocks in zip(*(cut(lv.inter, views, m) for views in groups))]
     longest = max(sum(len(v) for v in p) for p in pieces)
     ring_reduce_scatter(lv.inter, list(range(m)), pieces, reduce_op(op), seg,
-                        scratch_pair(ctx, "hier-inter", longest + 1, views[0]))
+                        scratch_pair(ctx, "hier-inter", longest + 1, groups[0][0]))
     for v in pieces[lv.node]:
         ctx.comm.reducer.finish(v, op, ctx.comm.size)
     ring_all_gather(lv.inter, list(range(m)), pieces, seg)
@@ -160,7 +163,7 @@ class Hierarchical(Algorithm):
                                 scratch_pair(ctx, "hier-intra", b[1] - b[0] + 1, buf))
 
         def across_nodes(k):
-            inter_all_reduce(ctx, lv, parts_of[k][lv.local], op)
+            inter_all_reduce(ctx, lv, [parts_of[k][lv.local]], op)
 
         def intra_all_gather(k):
             ring_all_gather(lv.intra_gather, list(range(g)), parts_of.pop(k), seg)
@@ -214,7 +217,9 @@ class HierarchicalKernel(Hierarchical):
           all-gather      inter (M-1)·(α' + N/n·β'·L') then M kernel calls of (G-1)·(α + N/n·β)
           reduce-scatter  M kernel calls of (G-1)·(α + N/n·β) + γ, then inter (M-1)·(α' + N/n·β'·L') + γ
         (one kernel call per node's G blocks: M(G-1) flag hand-offs where hierarchical has G-1 ring
-        steps). On a GPU the all-reduce runs one chunk (K = 1) through the stages, in order."""
+        steps). Where the all-reduce runs its chunks in order (see pipelined: on a GPU, and beside MPI
+        on a host whose ranks outnumber its cores) it costs a + b + c of the whole buffer: not modelled
+        (its rows' library_choice says so, and the fit leaves them out)."""
         if collective == "all_reduce":
             return super().cost(p, shape, collective, size_bytes, segment_bytes)
         G, M, N = shape.per_node, shape.nodes, size_bytes
@@ -240,13 +245,30 @@ class HierarchicalKernel(Hierarchical):
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         for ring in self.rings(ctx):  # built here, not in the first timed call
             ring.node.set_timeout(ctx.timeout_s)
-        return super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
+        fn, out = super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
+        if collective == "all_reduce" and len(self.chunks(in_count, levels(ctx).intra.size, levels(ctx).inter.size,
+                                                          ctx.segment_elems)) > 2:
+            fn.schedule = PIPELINED if self.pipelined(ctx) else IN_ORDER  # the row's library_choice
+        return fn, out
 
-    def chunks(self, count: int, g: int, m: int, seg: int, device: str) -> list[int]:
-        """Chunk boundaries of the all-reduce: multiples of G (hierarchical's number of chunks on the
-        CPU, one on a GPU); the count mod G elements after the last, the tail, go with the last chunk."""
-        k = 1 if device == "cuda" else len(pipeline_chunks(count, g, m, seg)) - 1
-        return [g * e for e in bounds(count // g, k)]
+    def chunks(self, count: int, g: int, m: int, seg: int) -> list[int]:
+        """Chunk boundaries of the all-reduce: multiples of G (hierarchical's number of chunks); the
+        count mod G elements after the last, the tail, go with the last chunk."""
+        return [g * e for e in bounds(count // g, len(pipeline_chunks(count, g, m, seg)) - 1)]
+
+    def pipelined(self, ctx) -> bool:
+        """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage, or the
+        whole buffer through each stage in turn (all_reduce_in_order). In turn on a GPU (the rank's
+        stream orders the stages), and on the CPU beside MPI where the host's ranks outnumber its cores:
+        the pipeline hides the intra-node stages behind the link, but Open MPI polls its transfers, and
+        there the polling and the pipeline's kernel threads take the cores from one another. Emulated,
+        MPI, 2 cores, 16 / 64 MB, in turn against pipelined: 2x2 155-163 / 578-584 ms against 163-169 /
+        669-692; 4x2 230-239 / 933-950 against 223-247 / 901-908 (the pipeline 3 % ahead at 64 MB). gloo's
+        transfers block in the OS, and beside them the pipeline pays (its kernels nap: kernel_abi.nap_time)."""
+        comm = ctx.comm
+        if comm.device != "cpu":
+            return False
+        return not (comm.backend == "mpi" and kernel_abi.oversubscribed(comm.device, host_ranks(ctx)))
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         """As hierarchical's, on the all-reduce's own chunks; the intra-node ones are the kernel's ring
@@ -255,7 +277,7 @@ class HierarchicalKernel(Hierarchical):
             return super().messages(collective, elems, node_of_rank, segment_elems)
         members = node_members(node_of_rank)
         m, g = len(members), len(members[0])
-        edges = self.chunks(elems, g, m, segment_elems, "cpu")
+        edges = self.chunks(elems, g, m, segment_elems)
         tail = elems - edges[-1]
         sent = Counter()
         for k in range(len(edges) - 1):
@@ -281,13 +303,15 @@ class HierarchicalKernel(Hierarchical):
              backend's ring (inter_all_reduce, as hierarchical);
           3. inside the node, the ring kernel all-gathers the chunk's parts.
         Pipelined as hierarchical (step 1 of chunk k+1 and step 3 of chunk k-1 while chunk k crosses
-        the nodes, each intra step on its own sub-communicator's kernel); on a GPU one chunk, its
-        steps in order on the rank's stream."""
+        the nodes, each intra step on its own sub-communicator's kernel) where that pays (pipelined),
+        else all_reduce_in_order."""
         lv, (intra, gather), view = levels(ctx), self.rings(ctx), ctx.comm.view
         g, l = lv.intra.size, lv.local
         src = buf if src is None else src
-        edges = self.chunks(len(buf), g, lv.inter.size, ctx.segment_elems, ctx.comm.device)
+        edges = self.chunks(len(buf), g, lv.inter.size, ctx.segment_elems)
         last, tail = len(edges) - 2, len(buf) - edges[-1]
+        if last == 0 or not self.pipelined(ctx):
+            return self.all_reduce_in_order(ctx, buf, op, src, edges)
 
         def part(k):  # this rank's part of chunk k, and the chunk's part size
             c = (edges[k + 1] - edges[k]) // g
@@ -303,19 +327,38 @@ class HierarchicalKernel(Hierarchical):
         def across_nodes(k):
             mine, c = part(k)
             with_tail = [view(buf, edges[-1], tail)] if k == last and tail else []
-            inter_all_reduce(ctx, lv, ([mine] if c else []) + with_tail, op)
+            inter_all_reduce(ctx, lv, [([mine] if c else []) + with_tail], op)
 
         def intra_all_gather(k):
             mine, c = part(k)
             if c:
                 gather.all_gather(mine, view(buf, edges[k], g * c), c)
 
-        stages = [intra_reduce_scatter, across_nodes, intra_all_gather]
-        if last == 0:
-            for stage in stages:
-                stage(0)
-        else:
-            pipeline(stages, list(range(last + 1)), ctx.comm)
+        pipeline([intra_reduce_scatter, across_nodes, intra_all_gather], list(range(last + 1)), ctx.comm)
+
+    def all_reduce_in_order(self, ctx, buf, op, src, edges: list[int]) -> None:
+        """The same chunks, the whole buffer through each stage in turn: local rank l's part is the l-th
+        of G equal parts of the chunks together (its piece of each chunk after the one before), so
+          1. one kernel reduce-scatter (the tail: one kernel all-reduce),
+          2. one all-reduce across nodes of every chunk's piece, each chunk's piece (and the tail, with
+             the last) cut into M blocks as the pipeline cuts it, so the same messages cross the nodes,
+          3. one kernel all-gather."""
+        lv, (intra, gather), view = levels(ctx), self.rings(ctx), ctx.comm.view
+        g, c, tail = lv.intra.size, edges[-1] // lv.intra.size, len(buf) - edges[-1]
+        mine = view(buf, lv.local * c, c)
+        if c:
+            intra.reduce_scatter(view(src, 0, g * c), mine, op, c)
+        if tail:
+            intra.all_reduce(view(src, edges[-1], tail), view(buf, edges[-1], tail), op, tail)
+        groups, at = [], 0
+        for k in range(len(edges) - 1):
+            piece = (edges[k + 1] - edges[k]) // g
+            groups.append([view(mine, at, piece)] if piece else [])
+            at += piece
+        groups[-1] += [view(buf, edges[-1], tail)] if tail else []
+        inter_all_reduce(ctx, lv, [views for views in groups if views], op)
+        if c:
+            gather.all_gather(mine, view(buf, 0, g * c), c)
 
     def _slab(self, ctx, buf, block: int, node: int):
         """Node `node`'s G blocks (of local ranks 0..G-1) as one contiguous view of buf where they

@@ -11,12 +11,15 @@ test_nccl_semantics.py run it with every other algorithm that sends messages.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from commbench.algorithms import ALGORITHMS, Context
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.fit import INTER, fit, held_out, summary, to_json, usable_rows
 from commbench.analysis.model.predict import predict
@@ -36,11 +39,12 @@ def _rows(out, algorithm="hierarchical_kernel"):
 # --- bit for bit against the library, in real jobs ------------------------------------------------------------
 @needs_compiler
 @needs_mpirun
-@pytest.mark.parametrize("world,layouts,results", [(4, 4, 5184), (6, 6, 11664)])
+@pytest.mark.parametrize("world,layouts,results", [(4, 4, 8064), (6, 6, 18144)])
 def test_bit_exact_against_mpi_in_every_layout(job, world, layouts, results):
     """One job per world size: 1xn, Mx(n/M) node by node and round-robin, nx1; 3 collectives x dtypes
-    x ops x counts (1 element, a tail of count mod G, 8 pipelined chunks) x both buffer modes, two
-    calls per binding, against MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather."""
+    x ops x counts (1 element, a tail of count mod G, 8 chunks; the all-reduce's chunks pipelined and in
+    order) x both buffer modes, two calls per binding, against MPI_Allreduce / MPI_Reduce_scatter_block /
+    MPI_Allgather."""
     from commbench.run.launch import find_binary
 
     proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(world),
@@ -70,6 +74,8 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     assert set(big.collective) == COLLECTIVES and set(big.dtype) == {"bfloat16", "float32"}
     assert set(big.in_place) == {0, 1} and set(big[big.collective != "all_gather"].op) == {"avg"}
     assert ((mine["count"] % 3 != 0) & (mine.collective == "all_reduce")).any()  # 3 parts and a tail
+    chunked = (mine.collective == "all_reduce") & (mine.size_bytes > 100)  # several chunks: beside gloo, pipelined
+    assert set(mine[chunked].library_choice) == {"pipelined"} and mine[~chunked].library_choice.isna().all()
     assert "hierarchical_" in proc.stderr and "speedup over the flat ring" in proc.stderr  # the table after the run
 
     compared = commbench("topo-compare", out, "--csv", tmp_path / "c.csv", check_rc=OK)
@@ -92,6 +98,33 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
     for name in INTER:  # borrowed exactly when the gloo fit determined both; else the kernel group fits its own
         line = next(ln for ln in kernel if ln.split()[0] == name)
         assert line.endswith("(the gloo fit's)") == lent, fitted.stdout
+
+
+@needs_compiler
+@needs_mpirun
+def test_beside_mpi_the_rows_say_how_the_chunks_ran(job, tmp_path):
+    """MPI, 2 nodes of 2 ranks on this machine: the all-reduce of several chunks runs them in order where
+    the 4 ranks outnumber the cores (pipelined otherwise), exact either way, and its rows say which."""
+    out = tmp_path / "r"
+    commbench("run", "-n", 4, "--ranks-per-node", 2, "--backend", "mpi", "-a", "hierarchical_kernel", "-c", "all_reduce",
+              "--sizes", "4100", "--segment-bytes", 256, "--both", "--iters", 2, "-w", 0, "--out", out, check_rc=OK,
+              timeout=300)
+    mine, *_ = _rows(out)
+    assert len(mine) == 2 and (mine.wrong == 0).all()
+    assert set(mine.library_choice) == {"in order" if 4 > (os.cpu_count() or 1) else "pipelined"}
+
+
+def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and_on_a_gpu():
+    def ctx(backend, device, host_ranks):
+        made = Context(SimpleNamespace(backend=backend, device=device), [0, 0, 1, 1])
+        made.cache["host-ranks"] = host_ranks  # as algorithms.kernel.host_ranks counts them, once per job
+        return made
+
+    cores, kernel = os.cpu_count() or 1, ALGORITHMS["hierarchical_kernel"]
+    assert kernel.pipelined(ctx("gloo", "cpu", cores + 1))  # gloo's transfers block in the OS
+    assert kernel.pipelined(ctx("mpi", "cpu", cores))  # a core for every rank
+    assert not kernel.pipelined(ctx("mpi", "cpu", cores + 1))  # Open MPI's polling and the kernels' threads
+    assert not kernel.pipelined(ctx("nccl", "cuda", 2))  # the stream orders the stages
 
 
 # --- where it cannot run -----------------------------------------------------------------------------------------

@@ -208,12 +208,17 @@ def test_rows_without_nodes_or_ranks_per_node_are_one_node_of_all_ranks():
     assert list(odd.nodes) == [2, 1, 1] and list(odd.ranks_per_node) == [2, 4, 4]
 
 
-def test_a_kernels_one_shot_points_are_not_fitted():
+def test_points_of_a_schedule_the_formulas_do_not_model_are_not_fitted():
     """A kernel point that ran the one-shot schedule (library_choice "oneshot") has not the ring's or the
-    tree's cost, so the fit leaves it out; the same kernel's ring points and NCCL's choices stay."""
-    rows = pd.DataFrame({"backend": "mpi", "algorithm": ["ring_kernel", "ring_kernel", "tree_kernel", "ring"],
-                         "collective": "all_reduce", "size_bytes": [8, 1 << 20, 8, 8], "world_size": 2, "wrong": 0,
-                         "time_us": [0.1, 200.0, 0.1, 5.0], "library_choice": ["oneshot", "ring", "oneshot", None]})
+    tree's cost, nor has a hierarchical_kernel all-reduce run in order the pipelined formula's, so the
+    fit leaves them out; the same algorithms' other points and NCCL's choices stay."""
+    rows = pd.DataFrame({"backend": "mpi", "algorithm": ["ring_kernel", "ring_kernel", "tree_kernel", "ring",
+                                                         "hierarchical_kernel", "hierarchical_kernel"],
+                         "collective": "all_reduce", "size_bytes": [8, 1 << 20, 8, 8, 1 << 24, 1 << 24],
+                         "world_size": 4, "nodes": 2, "wrong": 0, "time_us": [0.1, 200.0, 0.1, 5.0, 9e4, 8e4],
+                         "library_choice": ["oneshot", "ring", "oneshot", None, "in order", "pipelined"]})
     out = usable_rows(rows)
-    assert list(zip(out.algorithm, out.size_bytes)) == [("ring_kernel", 1 << 20), ("ring", 8)]
-    assert len(usable_rows(rows.drop(columns="library_choice"))) == 4  # an older folder: every point
+    assert list(zip(out.algorithm, out.size_bytes)) == [("ring_kernel", 1 << 20), ("ring", 8),
+                                                        ("hierarchical_kernel", 1 << 24)]
+    assert list(out.library_choice.fillna("")) == ["ring", "", "pipelined"]
+    assert len(usable_rows(rows.drop(columns="library_choice"))) == 6  # an older folder: every point

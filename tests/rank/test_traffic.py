@@ -25,7 +25,8 @@ def test_messages_match_what_ranks_send(job, world):
     assert proc.returncode == OK, proc.stderr[-3000:]
     cases = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     silent = {name for name, a in ALGORITHMS.items() if not a.sends_messages}  # tests/algorithms/test_peer.py
-    uneven = {"hierarchical", "hierarchical_kernel"} if world % 2 else set()  # two nodes of unequal sizes
+    # two nodes of unequal sizes, and no layout of 3 nodes (count_messages.py)
+    uneven = {"hierarchical", "hierarchical_kernel"} if world % 2 and world % 3 else set()
     assert {c["case"].split()[0] for c in cases} == set(ALGORITHMS) - silent - uneven
     for case in cases:
         assert case["counted"] == case["expected"], case["case"]

@@ -1,6 +1,7 @@
 """Run under mpirun: every own algorithm once per collective, node layout and size, counting the
 elements each rank really sends (isend / sendrecv, sub-communicators included), and print one
-JSON line per case from rank 0: counted vs Algorithm.messages()."""
+JSON line per case from rank 0: counted vs Algorithm.messages(). hierarchical_kernel runs twice, its
+all-reduce's chunks pipelined and in order (the same messages either way)."""
 
 import json
 import sys
@@ -11,6 +12,7 @@ from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.rank.traffic import block_elems
+from forced_chunks import Forced
 
 
 def counting(comm, to_global, log):
@@ -37,8 +39,11 @@ def main():
     n, dtype, log = comm.size, DTYPES["float32"], Counter()
     counted_comm = counting(open_backend("mpi", 0, 0, 0, 60).split(0, comm.rank), list(range(n)), log)
     layouts = {"block": [r * 2 // n for r in range(n)], "round-robin": [r % 2 for r in range(n)]}
+    if n % 3 == 0:  # a ring of 3 nodes: how each block is cut into M shows in what crosses them (not with 2)
+        layouts["3 nodes"] = [r * 3 // n for r in range(n)]
     for layout_name, nodes in layouts.items():
-        for name, algo in ALGORITHMS.items():
+        variants = [(name, a) for name, a in ALGORITHMS.items() if name != "hierarchical_kernel"]
+        for name, algo in variants + [("hierarchical_kernel", Forced(p)) for p in (True, False)]:
             ctx = Context(comm, nodes, segment_elems=7)
             for coll_name, coll in COLLECTIVES.items():
                 if algo.unsupported(ctx, coll_name):
@@ -58,7 +63,8 @@ def main():
                         expected = algo.messages(coll_name, block_elems(coll_name, counts), nodes, 7)
                         if algo.engine != "steps":  # a kernel moves the intra-node data through the node's memory
                             expected = Counter({e: v for e, v in expected.items() if nodes[e[0]] != nodes[e[1]]})
-                        print(json.dumps({"case": f"{name} {coll_name} n={n} {layout_name} count={counts.count}",
+                        mode = f" pipelined={algo.forced}" if isinstance(algo, Forced) else ""
+                        print(json.dumps({"case": f"{name} {coll_name} n={n} {layout_name} count={counts.count}{mode}",
                                           "counted": sorted(map(list, ((*k, v) for k, v in counted.items() if v))),
                                           "expected": sorted(map(list, ((*k, v) for k, v in expected.items() if v)))}))
                     comm.barrier()

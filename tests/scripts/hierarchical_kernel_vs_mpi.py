@@ -3,7 +3,7 @@ Reduce_scatter_block and Allgather on the same random integers, byte for byte. E
 of the job's ranks (M nodes of G ranks for every M dividing the world, node by node, and
 round-robin where 1 < M < n), in place and out of place, two calls back to back per binding,
 several dtypes, ops and counts: one element, counts whose G parts leave a tail, counts cut into
-several pipelined chunks (a small segment). Rank 0 prints the reason the algorithm gives for
+several chunks (a small segment), the all-reduce's chunks both pipelined and in order. Rank 0 prints the reason the algorithm gives for
 nodes of unequal sizes ("uneven: ..."), then "compared N results in L layouts, D differ" (then
 the first differing cases); the exit code is 1 if any differ."""
 
@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
+from forced_chunks import Forced
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
 CASES = [(d, "sum") for d in ("float32", "float64", "int32", "int64", "int8", "uint8")] + [
@@ -72,12 +73,14 @@ def one_case(comm, ctx, algorithm, collective, dtype, op, count, in_place, rng):
             world.Allgather(data, expected)
         fn()
         if out.view(np.uint8).tobytes() != expected.view(np.uint8).tobytes():
-            differ.append(f"{collective} {dtype} {op} count={count} in_place={in_place} call {call} rank {r}")
+            differ.append(f"{collective} {dtype} {op} count={count} in_place={in_place} "
+                          f"pipelined={getattr(algorithm, 'forced', None)} call {call} rank {r}")
     return differ
 
 
 def main():
     algorithm = ALGORITHMS["hierarchical_kernel"]
+    modes = {"all_reduce": (Forced(True), Forced(False))}  # the chunks pipelined, then in order
     comm = open_backend("mpi", 0, 0, 0, 60, threads=algorithm.threads)  # its pipeline's stages are threads
     rng = np.random.default_rng(2000 + comm.rank)
     compared, differ, shapes = 0, [], layouts(comm.size)
@@ -90,9 +93,9 @@ def main():
         for collective, counts in COUNTS.items():
             cases = [(d, None) for d in GATHERED] if collective == "all_gather" else CASES
             for dtype, op in cases:
-                for count in counts:
+                for count, mode in ((c, m) for c in counts for m in modes.get(collective, (algorithm,))):
                     for in_place in (True, False):
-                        differ += [f"{name}: {d}" for d in one_case(comm, ctx, algorithm, collective, dtype, op,
+                        differ += [f"{name}: {d}" for d in one_case(comm, ctx, mode, collective, dtype, op,
                                                                     count, in_place, rng)]
                         compared += 2
     everyone = MPI.COMM_WORLD.gather((compared, differ), root=0)

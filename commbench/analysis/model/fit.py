@@ -39,6 +39,7 @@ from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
 from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.hierarchical import IN_ORDER
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
@@ -105,6 +106,11 @@ def _numbers(rows: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(rows.get(name, pd.Series(np.nan, index=rows.index)), errors="coerce")
 
 
+# library choices whose time the cost formulas do not model: a kernel's small call that ran one-shot
+# (not the ring's or the tree's cost), hierarchical_kernel's all-reduce run in order (not pipelined)
+UNMODELLED = ("oneshot", IN_ORDER)
+
+
 def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Measured, correct points of modelled algorithms with what the model needs."""
     rows = rows[rows.algorithm.isin(modelled()) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
@@ -115,8 +121,8 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
                          f"{MAX_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
-    if "library_choice" in rows:  # a kernel's small call that ran one-shot has not the ring's or the tree's cost
-        rows = rows[rows.library_choice.astype(str) != "oneshot"]
+    if "library_choice" in rows:  # what the formulas do not model: UNMODELLED
+        rows = rows[~rows.library_choice.astype(str).isin(UNMODELLED)]
     limits.FIT_RANKS.check("model fit", int(pd.to_numeric(rows.world_size, errors="coerce").fillna(0).sum()))
     rows["nodes"] = _numbers(rows, "nodes").fillna(1).astype(int)
     rows["ranks_per_node"] = _numbers(rows, "ranks_per_node").fillna(rows.world_size // rows.nodes).astype(int)
