@@ -67,7 +67,7 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),
     ("library_choice", "what the call ran: NCCL's algorithm/protocol pairs, most frequent first (--nccl-tuning); "
                        "ring_kernel's and tree_kernel's schedule (ring, tree, oneshot); hierarchical_kernel's all-reduce "
-                       "of several chunks (pipelined, in order)"),
+                       "of several chunks (pipelined, in order); native_han's coll/han"),
     ("power_w_avg", "--power: GPU power (W) averaged over the window, summed over GPUs"),
     ("power_w_max", "--power: the sum of each GPU's peak (W)"),
     ("energy_j", "--power: joules per call"),

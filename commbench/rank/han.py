@@ -54,6 +54,8 @@ def open_han(comm: Communicator) -> Communicator | str:
     return agreed(why) or dup
 
 
+CHOICE = "coll/han"  # native_han's rows' library_choice: what every call on its communicator runs
+
 # The collectives coll/han has in Open MPI 5.0 (`ompi_info --param coll han --level 9`, its *_dynamic
 # functions; later versions add more); any other call on its communicator would run coll/tuned's, as native.
 HAN_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce", "gather", "scatter")

@@ -26,7 +26,7 @@ from commbench.dtypes import DTYPES
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
-from commbench.rank.han import close_han, han_target, open_han
+from commbench.rank.han import CHOICE as HAN_CHOICE, close_han, han_target, open_han
 from commbench.rank.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
@@ -293,7 +293,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
 
 
 def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, algo, dtype) -> dict:
-    """The optional columns: power, NCCL's choice, inter-node bytes."""
+    """The optional columns: power, the library's choice, inter-node bytes."""
     extra = {}
     if m.power is not None:
         extra.update(m.power)
@@ -304,6 +304,8 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
         extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
     elif m.schedule:
         extra["library_choice"] = m.schedule
+    elif point.algorithm == HAN:
+        extra["library_choice"] = HAN_CHOICE
     if s.counter is not None:
         extra["internode_bytes_measured"] = round(m.link_bytes)
         if algo is not None:

@@ -65,6 +65,8 @@ def test_mpi_across_2x2_nodes(netns, tmp_path, no_leftovers):
     han, tuned = gathered.loc["native_han"].internode_bytes_measured, gathered.loc["native"].internode_bytes_measured
     assert (han / 2**20).between(0.99, 1.05).all() and (tuned > 1.2 * han).all(), gathered.internode_bytes_measured
     assert meta["rank0_environment"]["OMPI_MCA_coll_han_priority"] == "0"
+    choice = rows.set_index("algorithm").library_choice
+    assert (choice.loc["native_han"] == "coll/han").all() and choice.loc["native"].isna().all()
     assert set(meta["floors"]) == set(hosts)  # one machine: measured once, said for each of its hosts
 
 
