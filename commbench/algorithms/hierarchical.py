@@ -246,9 +246,10 @@ class HierarchicalKernel(Hierarchical):
         for ring in self.rings(ctx):  # built here, not in the first timed call
             ring.node.set_timeout(ctx.timeout_s)
         fn, out = super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
-        if collective == "all_reduce" and len(self.chunks(in_count, levels(ctx).intra.size, levels(ctx).inter.size,
-                                                          ctx.segment_elems)) > 2:
-            fn.schedule = PIPELINED if self.pipelined(ctx) else IN_ORDER  # the row's library_choice
+        if collective == "all_reduce":
+            pipelined, lv = self.pipelined(ctx), levels(ctx)  # (decided here, on every rank: collective)
+            if len(self.chunks(in_count, lv.intra.size, lv.inter.size, ctx.segment_elems)) > 2:
+                fn.schedule = PIPELINED if pipelined else IN_ORDER  # the row's library_choice
         return fn, out
 
     def chunks(self, count: int, g: int, m: int, seg: int) -> list[int]:
@@ -258,17 +259,18 @@ class HierarchicalKernel(Hierarchical):
 
     def pipelined(self, ctx) -> bool:
         """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage, or the
-        whole buffer through each stage in turn (all_reduce_in_order). In turn on a GPU (the rank's
-        stream orders the stages), and on the CPU beside MPI where the host's ranks outnumber its cores:
+        whole buffer through each stage in turn (all_reduce_in_order): in turn on a GPU (the rank's
+        stream orders the stages), and on the CPU beside MPI where a host's ranks outnumber its cores:
         the pipeline hides the intra-node stages behind the link, but Open MPI polls its transfers, and
-        there the polling and the pipeline's kernel threads take the cores from one another. Emulated,
-        MPI, 2 cores, 16 / 64 MB, in turn against pipelined: 2x2 155-163 / 578-584 ms against 163-169 /
-        669-692; 4x2 230-239 / 933-950 against 223-247 / 901-908 (the pipeline 3 % ahead at 64 MB). gloo's
-        transfers block in the OS, and beside them the pipeline pays (its kernels nap: kernel_abi.nap_time)."""
-        comm = ctx.comm
-        if comm.device != "cpu":
-            return False
-        return not (comm.backend == "mpi" and kernel_abi.oversubscribed(comm.device, host_ranks(ctx)))
+        there the polling and the pipeline's kernel threads take the cores from one another (README, An
+        emulated cluster). gloo's transfers block in the OS, and beside them the pipeline pays (its
+        kernels nap: kernel_abi.nap_time). The ring between the nodes differs between the two, so the job
+        decides once, collectively (in order if any host is crowded), at the first all-reduce it binds."""
+        if "hier-pipelined" not in ctx.cache:
+            comm = ctx.comm
+            crowded = comm.backend == "mpi" and kernel_abi.oversubscribed(comm.device, host_ranks(ctx))
+            ctx.cache["hier-pipelined"] = comm.device == "cpu" and not any(comm.allgather_object(crowded))
+        return ctx.cache["hier-pipelined"]
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         """As hierarchical's, on the all-reduce's own chunks; the intra-node ones are the kernel's ring

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from commbench.algorithms import ALGORITHMS, Context
+from commbench.algorithms import ALGORITHMS, Context, hierarchical
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.fit import INTER, fit, held_out, summary, to_json, usable_rows
 from commbench.analysis.model.predict import predict
@@ -39,12 +39,12 @@ def _rows(out, algorithm="hierarchical_kernel"):
 # --- bit for bit against the library, in real jobs ------------------------------------------------------------
 @needs_compiler
 @needs_mpirun
-@pytest.mark.parametrize("world,layouts,results", [(4, 4, 8064), (6, 6, 18144)])
+@pytest.mark.parametrize("world,layouts,results", [(4, 4, 8576), (6, 6, 19296)])
 def test_bit_exact_against_mpi_in_every_layout(job, world, layouts, results):
     """One job per world size: 1xn, Mx(n/M) node by node and round-robin, nx1; 3 collectives x dtypes
-    x ops x counts (1 element, a tail of count mod G, 8 chunks; the all-reduce's chunks pipelined and in
-    order) x both buffer modes, two calls per binding, against MPI_Allreduce / MPI_Reduce_scatter_block /
-    MPI_Allgather."""
+    x ops (avg too: MPI's sum / n) x counts (1 element, a tail of count mod G, 8 chunks; the all-reduce's
+    chunks pipelined and in order) x both buffer modes, two calls per binding, against MPI_Allreduce /
+    MPI_Reduce_scatter_block / MPI_Allgather."""
     from commbench.run.launch import find_binary
 
     proc = subprocess.run([find_binary("mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(world),
@@ -114,17 +114,29 @@ def test_beside_mpi_the_rows_say_how_the_chunks_ran(job, tmp_path):
     assert set(mine.library_choice) == {"in order" if 4 > (os.cpu_count() or 1) else "pipelined"}
 
 
-def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and_on_a_gpu():
-    def ctx(backend, device, host_ranks):
-        made = Context(SimpleNamespace(backend=backend, device=device), [0, 0, 1, 1])
-        made.cache["host-ranks"] = host_ranks  # as algorithms.kernel.host_ranks counts them, once per job
-        return made
+def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and_on_a_gpu(monkeypatch):
+    """Decided once per job, the same on every rank: the ring between the nodes differs between the two."""
+    def ctx(backend, device, ranks_here, elsewhere_crowded=False):
+        gathered = []
+
+        def allgather_object(mine):  # this host's verdict, and another host's
+            gathered.append(mine)
+            return [mine, elsewhere_crowded]
+        monkeypatch.setattr(hierarchical, "host_ranks", lambda c: ranks_here)
+        return Context(SimpleNamespace(backend=backend, device=device, allgather_object=allgather_object),
+                       [0, 0, 1, 1]), gathered
 
     cores, kernel = os.cpu_count() or 1, ALGORITHMS["hierarchical_kernel"]
-    assert kernel.pipelined(ctx("gloo", "cpu", cores + 1))  # gloo's transfers block in the OS
-    assert kernel.pipelined(ctx("mpi", "cpu", cores))  # a core for every rank
-    assert not kernel.pipelined(ctx("mpi", "cpu", cores + 1))  # Open MPI's polling and the kernels' threads
-    assert not kernel.pipelined(ctx("nccl", "cuda", 2))  # the stream orders the stages
+    decided = {name: kernel.pipelined(ctx(*args)[0]) for name, args in {
+        "gloo, crowded": ("gloo", "cpu", cores + 1),  # gloo's transfers block in the OS
+        "mpi, a core for every rank": ("mpi", "cpu", cores),
+        "mpi, crowded": ("mpi", "cpu", cores + 1),  # Open MPI's polling and the kernels' threads
+        "mpi, another host crowded": ("mpi", "cpu", cores, True),  # the whole job in order
+        "gpu": ("nccl", "cuda", 2)}.items()}  # the stream orders the stages
+    assert decided == {"gloo, crowded": True, "mpi, a core for every rank": True, "mpi, crowded": False,
+                       "mpi, another host crowded": False, "gpu": False}
+    once, gathered = ctx("mpi", "cpu", cores + 1)
+    assert [kernel.pipelined(once) for _ in range(3)] == [False] * 3 and gathered == [True]  # asked once a job
 
 
 # --- where it cannot run -----------------------------------------------------------------------------------------

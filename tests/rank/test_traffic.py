@@ -28,6 +28,8 @@ def test_messages_match_what_ranks_send(job, world):
     # two nodes of unequal sizes, and no layout of 3 nodes (count_messages.py)
     uneven = {"hierarchical", "hierarchical_kernel"} if world % 2 and world % 3 else set()
     assert {c["case"].split()[0] for c in cases} == set(ALGORITHMS) - silent - uneven
+    modes = {c["case"].rsplit(" ", 1)[-1] for c in cases if c["case"].startswith("hierarchical_kernel ")}
+    assert modes == ({"pipelined=True", "pipelined=False"} if "hierarchical_kernel" not in uneven else set())
     for case in cases:
         assert case["counted"] == case["expected"], case["case"]
         assert case["counted"], case["case"]

@@ -18,13 +18,15 @@ from forced_chunks import Forced
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
 CASES = [(d, "sum") for d in ("float32", "float64", "int32", "int64", "int8", "uint8")] + [
-    (d, op) for d in ("float32", "int64", "int8") for op in ("prod", "min", "max")]
+    (d, op) for d in ("float32", "int64", "int8") for op in ("prod", "min", "max")] + [("float32", "avg")]
 GATHERED = ("float64", "int32", "uint8")
 COUNTS = {"all_reduce": (1, 7, 5003), "reduce_scatter": (1, 37), "all_gather": (1, 37)}  # blocks of one rank
 SEGMENT = 64  # elements: 5003 elements on G <= 3 ranks make the all-reduce's 8 pipelined chunks
 
 
 def values(rng, dtype: str, op: str, count: int, world: int) -> np.ndarray:
+    if op == "avg":  # multiples of the world: the sum divides exactly (MPI has no avg: its sum / world)
+        return values(rng, dtype, "sum", count, world) * np.asarray(world, dtype)
     """Random integers whose reduction over `world` ranks is exact in any order and in range (Open
     MPI's op/avx saturates 8-bit sums where C wraps)."""
     small = dtype in ("int8", "uint8")
@@ -66,11 +68,13 @@ def one_case(comm, ctx, algorithm, collective, dtype, op, count, in_place, rng):
         send[...] = data
         expected = np.zeros(out_count, dtype)
         if collective == "all_reduce":
-            world.Allreduce(data, expected, OPS[op])
+            world.Allreduce(data, expected, OPS.get(op, MPI.SUM))
         elif collective == "reduce_scatter":
-            world.Reduce_scatter_block(data, expected, OPS[op])
+            world.Reduce_scatter_block(data, expected, OPS.get(op, MPI.SUM))
         else:
             world.Allgather(data, expected)
+        if op == "avg":
+            expected /= n
         fn()
         if out.view(np.uint8).tobytes() != expected.view(np.uint8).tobytes():
             differ.append(f"{collective} {dtype} {op} count={count} in_place={in_place} "
