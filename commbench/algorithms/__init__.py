@@ -7,7 +7,8 @@ from commbench import plugins
 from commbench.algorithms.base import Algorithm, Context
 from commbench.algorithms.chain import Chain
 from commbench.algorithms.dbtree import DoubleBinaryTree
-from commbench.algorithms.hierarchical import Hierarchical, HierarchicalKernel
+from commbench.algorithms.hierarchical import Hierarchical
+from commbench.algorithms.hierarchical_kernel import HierarchicalKernel
 from commbench.algorithms.kernel import RingKernel, TreeKernel
 from commbench.algorithms.pairwise import Pairwise
 from commbench.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags

@@ -13,7 +13,7 @@ Their costs are the ring's and the double binary tree's formulas (inherited), fi
 the Python algorithms by the cost model (an α of flags, not of library calls); a point that ran
 one-shot (its row's library_choice) is not fitted.
 
-Across nodes, hierarchical_kernel (hierarchical.py) runs the ring kernel on each node's
+Across nodes, hierarchical_kernel (hierarchical_kernel.py) runs the ring kernel on each node's
 sub-communicator (RingOn, below) and the backend's point-to-point ring between the nodes.
 """
 

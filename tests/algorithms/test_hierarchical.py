@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from commbench.algorithms import ALGORITHMS, Context, hierarchical
+from commbench.algorithms import ALGORITHMS, Context, hierarchical_kernel
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.fit import INTER, fit, held_out, summary, to_json, usable_rows
 from commbench.analysis.model.predict import predict
@@ -122,7 +122,7 @@ def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and
         def allgather_object(mine):  # this host's verdict, and another host's
             gathered.append(mine)
             return [mine, elsewhere_crowded]
-        monkeypatch.setattr(hierarchical, "host_ranks", lambda c: ranks_here)
+        monkeypatch.setattr(hierarchical_kernel, "host_ranks", lambda c: ranks_here)
         return Context(SimpleNamespace(backend=backend, device=device, allgather_object=allgather_object),
                        [0, 0, 1, 1]), gathered
 

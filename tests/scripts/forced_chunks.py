@@ -2,7 +2,7 @@
 choose (HierarchicalKernel.pipelined), for the scripts that check both ways (imported from the
 script's folder)."""
 
-from commbench.algorithms.hierarchical import HierarchicalKernel
+from commbench.algorithms.hierarchical_kernel import HierarchicalKernel
 
 
 class Forced(HierarchicalKernel):

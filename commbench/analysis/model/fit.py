@@ -39,7 +39,7 @@ from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
 from commbench.algorithms import ALGORITHMS
-from commbench.algorithms.hierarchical import IN_ORDER
+from commbench.algorithms.hierarchical_kernel import IN_ORDER
 
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
