@@ -127,13 +127,13 @@ class HierarchicalKernel(Hierarchical):
         Pipelined as hierarchical (step 1 of chunk k+1 and step 3 of chunk k-1 while chunk k crosses
         the nodes, each intra step on its own sub-communicator's kernel) where that pays (pipelined),
         else all_reduce_in_order."""
-        lv, (intra, gather), view = levels(ctx), self.rings(ctx), ctx.comm.view
-        g, l = lv.intra.size, lv.local
-        src = buf if src is None else src
-        edges = self.chunks(len(buf), g, lv.inter.size, ctx.segment_elems)
-        last, tail = len(edges) - 2, len(buf) - edges[-1]
-        if last == 0 or not self.pipelined(ctx):
+        lv, src = levels(ctx), buf if src is None else src
+        edges = self.chunks(len(buf), lv.intra.size, lv.inter.size, ctx.segment_elems)
+        if len(edges) == 2 or not self.pipelined(ctx):
             return self.all_reduce_in_order(ctx, buf, op, src, edges)
+        (intra, gather), view = self.rings(ctx), ctx.comm.view
+        g, l = lv.intra.size, lv.local
+        last, tail = len(edges) - 2, len(buf) - edges[-1]
 
         def part(k):  # this rank's part of chunk k, and the chunk's part size
             c = (edges[k + 1] - edges[k]) // g
