@@ -45,13 +45,23 @@ PROTOCOL = 1  # the parent refuses a side whose ranks speak another
 TURNS_ENV = "COMMBENCH_AB"  # JSON: the parent's address, the job's secret and name, the variables to report
 
 
+def connect(address: str) -> socket.socket:
+    """The parent's socket: unix:PATH (every rank on its machine) or HOST:PORT."""
+    if address.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(60)
+        sock.connect(address[len("unix:"):])
+        return sock
+    host, port = address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=60)
+
+
 class Channel:
     """One rank's connection to the parent: JSON lines both ways, the reads blocking."""
 
     def __init__(self, setting: str):
         self.conf = conf = json.loads(setting)
-        host, port = conf["address"].rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
+        self.sock = connect(conf["address"])
         self.sock.settimeout(None)  # from now on a read waits as long as the parent does: asleep
         self.reader = self.sock.makefile("r", encoding="utf-8")
         info = topology.detect()
@@ -127,6 +137,7 @@ class Server:
             out[side] = {"per_call_us": per_call * 1e6, "batch": batch, "timer": p.loop.name,
                          "size_bytes": b.counts.size_bytes, "count": b.counts.count, "warmup": self.specs[side].warmup,
                          "notes": worker.notes_of(self.session, b, p.notes),
+                         "library_choice": worker.library_choice(point, getattr(p.fn, "schedule", None)),
                          "memory": "arena" if self.arena else "shared" if share is not None else "own"}
         return {"prepared": out}
 

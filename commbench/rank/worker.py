@@ -302,16 +302,20 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
                 extra[f"{prefix}energy_j_per_byte"] = m.power[f"{prefix}energy_j"] / counts.size_bytes
     if s.tuning is not None and algo is None and point.backend == "nccl":
         extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
-    elif m.schedule:
-        extra["library_choice"] = m.schedule
-    elif point.algorithm == HAN:
-        extra["library_choice"] = HAN_CHOICE
+    elif (choice := library_choice(point, m.schedule)) is not None:
+        extra["library_choice"] = choice
     if s.counter is not None:
         extra["internode_bytes_measured"] = round(m.link_bytes)
         if algo is not None:
             extra["internode_bytes_expected"] = traffic.expected_internode_bytes(
                 algo, point.collective, counts, dtype.itemsize, s.nodes_of, s.spec.segment_bytes)
     return extra
+
+
+def library_choice(point: Point, schedule: str | None) -> str | None:
+    """What ran, where the call says (the kernels' schedule, hierarchical_kernel's pipelined or in
+    order) or the algorithm fixes it (native_han: coll/han); NCCL's own choice is read from its log."""
+    return schedule or (HAN_CHOICE if point.algorithm == HAN else None)
 
 
 def _nccl_tuning_log(spec: SweepSpec, info: topology.RankInfo) -> nccl_log.TuningLog | None:

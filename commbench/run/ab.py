@@ -50,7 +50,7 @@ from commbench.analysis.compare import Comparison, Verdict
 from commbench.analysis.compare_formats import to_json
 from commbench.errors import InputError, JobError
 from commbench.outputs import write_text
-from commbench.run import launch
+from commbench.run import emulate, launch
 from commbench.run.ab_rounds import PAIRS_PER_ROUND, SAMPLES_PER_TURN, AbFolder, Measure, rounds_until_settled, shared_arena
 from commbench.run.ab_sides import (GRAINS, LAUNCH_PAIRS, AbSide, Compared, arena_layout, choose_grain, match,
                                     prepare_sides)
@@ -161,8 +161,11 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
     try:
         if memory:
             m.server.arena = {"path": memory[0], "stride": memory[1]}
-        rounds, gate, error = rounds_until_settled(m, compared, threshold, budget_s, max_rounds, max(min_rounds, launch_pairs),
-                                      launch_pairs)
+        with emulate.cluster(a.spec) as emulation:  # nothing unless --emulate; torn down however this ends
+            if emulation:
+                folder.update({"emulation": emulation})
+            rounds, gate, error = rounds_until_settled(m, compared, threshold, budget_s, max_rounds,
+                                                       max(min_rounds, launch_pairs), launch_pairs)
     finally:
         m.server.close()
         if memory:

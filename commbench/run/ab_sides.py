@@ -144,6 +144,8 @@ def choose_grain(a: AbSide, b: AbSide, launcher: str, requested: str = "auto") -
     why_not_together = None
     if launcher == "srun":
         why_not_together = "two job steps may not fit in the Slurm allocation at once"
+    elif launcher == "emulated":
+        why_not_together = "an emulated cluster holds one job at a time (its nodes' addresses and ports are the job's)"
     else:
         why_not_together = _memory_for_all(a.spec, b.spec)
     possible = [g for g, ok in (("in-process", why_apart is None), ("token", why_not_together is None),
@@ -169,9 +171,9 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
     """Both specs validated, one run id and folder for both (checked, nothing written)."""
     if a.spec.launcher == "none" or b.spec.launcher == "none":
         raise InputError("ab launches both sides itself: --launcher none cannot be used")
-    if a.spec.emulate or b.spec.emulate:
-        raise InputError("ab does not build emulated clusters (--emulate): run each side with `commbench run "
-                         "--emulate ... --repeat N` and compare the folders with `commbench compare`")
+    if (a.spec.emulate, a.spec.link_rate, a.spec.placement) != (b.spec.emulate, b.spec.link_rate, b.spec.placement):
+        raise InputError("both sides run on one emulated cluster: give --emulate, --link-rate and --placement once, "
+                         "for both")
     a.spec.out_dir = out_dir or a.spec.out_dir
     a.spec = session.prepare(a.spec)
     b.spec.validate()

@@ -15,9 +15,11 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -29,6 +31,7 @@ from commbench.run import launch, watchdog
 from commbench.spec import SweepSpec
 
 STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
+UNIX_PATH_MAX = 108  # sockaddr_un's sun_path (Linux), its terminating NUL included
 EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
 
 
@@ -117,14 +120,23 @@ class _Conn:
 
 class TurnServer:
     """The listening socket every job of one comparison connects to. local: every rank is on this
-    machine (listen on the loopback only); else on every interface, at this host's address."""
+    machine: a Unix socket in a folder of its own (the ranks of an emulated cluster, each node in its
+    own network namespace, reach it through the file system: they share no loopback with this
+    process); else TCP on every interface, at this host's address."""
 
     def __init__(self, local: bool):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1" if local else "", 0))
+        self.folder = tempfile.mkdtemp(prefix="commbench-ab-") if local else None
+        path = os.path.join(self.folder, "turns") if self.folder else ""
+        if local and len(path.encode()) < UNIX_PATH_MAX:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.bind(path)
+            self.address = f"unix:{path}"
+        else:  # (a temporary folder too deep for a socket's name: the loopback, as ranks on this machine)
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.bind(("127.0.0.1" if local else "", 0))
+            host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
+            self.address = f"{host}:{self.sock.getsockname()[1]}"
         self.sock.listen(1024)
-        host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
-        self.address = f"{host}:{self.sock.getsockname()[1]}"
         self.secret = secrets.token_hex(16)
 
     arena: dict | None = None  # the ranks' arena (commbench.rank.arena): its path and stride
@@ -169,6 +181,8 @@ class TurnServer:
 
     def close(self) -> None:
         self.sock.close()
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class TurnJob:

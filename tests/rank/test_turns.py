@@ -186,6 +186,7 @@ def test_serve_answers_every_command_rank_0_with_the_data(sessions, monkeypatch)
     assert b == {"skip": "fakelib has no float64"}
     assert a["batch"] >= 1 and a["per_call_us"] > 0 and a["timer"] == "python" and a["warmup"] == 1
     assert a["size_bytes"] == 4096 and a["count"] == 1024 and a["memory"] == "own" and a["notes"] == []
+    assert a["library_choice"] is None  # (the kernels' schedule, native_han's coll/han: worker.library_choice)
     assert c["memory"] == "shared"  # the same layout as A's: on A's buffers
     assert [len(s) for s in timed["samples"]] == [3, 2] and all(t > 0 for s in timed["samples"] for t in s)
     assert finished == {"ok": True, "wrong": {"A": 0, "C": 0}} and ended == {"ok": True}

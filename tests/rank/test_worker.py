@@ -160,3 +160,12 @@ def test_run_measures_the_points_not_done_and_rank_0_says_done(tmp_path, monkeyp
     assert measured == [0, 2, 3] and total == 7
     assert events == ([("done", {"wrong": 7, "rows": 2})] if rank == 0 else [])
     assert comm.closed == 1 and tuning.closed == 1
+
+
+def test_a_rows_library_choice_is_what_the_call_ran_or_what_the_algorithm_fixes():
+    """run's rows and ab's alike (commbench.rank.turns): the bound call's schedule where it has one,
+    coll/han for native_han, else nothing."""
+    point = SimpleNamespace(algorithm="native_han")
+    assert worker.library_choice(point, None) == "coll/han"
+    assert worker.library_choice(SimpleNamespace(algorithm="hierarchical_kernel"), "in order") == "in order"
+    assert worker.library_choice(SimpleNamespace(algorithm="native"), None) is None

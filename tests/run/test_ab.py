@@ -99,9 +99,18 @@ def test_a_sides_options_are_runs_options_over_the_common_ones():
     assert all(o.name not in ("repeat", "resume") for o in AB_TABLE) and options.BY_NAME["label"] in AB_TABLE
 
 
-def test_a_side_on_an_emulated_cluster_is_refused_by_the_api():
-    """The CLI has no --emulate for ab; a script that sets it on a side is refused before anything starts."""
+def test_both_sides_run_on_one_emulated_cluster():
+    """The cluster is the comparison's (one, built once): sides that would need two are refused before
+    anything starts; on it, sides that cannot share a process take rounds of launches (one job at a time)."""
     from commbench.run import ab_sides
 
-    with pytest.raises(InputError, match="ab does not build emulated clusters"):
-        ab_sides.prepare_sides(_side("A", emulate="1x2", backends=["mpi"]), _side("B"), None)
+    for other in ({}, {"emulate": "2x2", "link_rate": "2gbit"}, {"emulate": "2x2", "placement": "round-robin"}):
+        with pytest.raises(InputError, match="both sides run on one emulated cluster"):
+            ab_sides.prepare_sides(_side("A", emulate="2x2", nprocs=4), _side("B", nprocs=4, **other), None)
+    a, b = _side("A", emulate="2x2", nprocs=4), _side("B", emulate="2x2", nprocs=4, algorithms=["ring"])
+    assert ab.choose_grain(a, b, "emulated")[0] == "in-process"
+    b.env = {"OMPI_MCA_coll_han_priority": "100"}
+    grain, why = ab.choose_grain(a, b, "emulated")
+    assert grain == "launch" and "an emulated cluster holds one job at a time" in why
+    with pytest.raises(InputError, match="--grain token is not possible: an emulated cluster holds one job"):
+        ab.choose_grain(a, b, "emulated", "token")

@@ -253,7 +253,9 @@ BAD = [
     (["--format", "yaml"], "unknown format"),
     (["--repeat", "3"], "No such option"),
     (["--threshold", "150%"], "invalid threshold"),
-    (["--emulate", "1x2"], "No such option: --emulate"),
+    (["--args-b", "--emulate 2x1"], "--emulate cannot differ between the sides"),
+    (["--args-a", "--link-rate 2gbit"], "--link-rate cannot differ between the sides"),
+    (["--emulate", "2"], "invalid --emulate"),
 ]
 
 

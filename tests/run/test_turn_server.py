@@ -5,6 +5,7 @@ TurnJob's commands answered or failing as one JobError naming the side and where
 a closed connection, a deadline), and check_python on fake and real Pythons."""
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -15,7 +16,7 @@ import pytest
 import commbench
 from commbench.errors import InputError, JobError
 from commbench.events import PREFIX
-from commbench.rank.turns import PROTOCOL, TURNS_ENV
+from commbench.rank.turns import PROTOCOL, TURNS_ENV, connect
 from commbench.rank.spec_file import SIDE_SPEC_FILES, decode_spec
 from commbench.run import launch, turn_server
 from commbench.run.turn_server import SAFE_PATH, TurnJob, TurnServer, _Conn, check_python
@@ -119,8 +120,7 @@ class Rank(threading.Thread):
         self.start()
 
     def run(self):
-        host, port = self.server.address.rsplit(":", 1)
-        with socket.create_connection((host, int(port))) as sock, sock.makefile("rw") as f:
+        with connect(self.server.address) as sock, sock.makefile("rw") as f:
             f.write(json.dumps(self.hello) + "\n" + json.dumps({"ready": True, "rank0": self.rank0,
                                                                  "facts": {"r": self.rank}}) + "\n")
             f.flush()
@@ -151,12 +151,35 @@ def test_a_jobs_launch_carries_its_specs_and_the_servers_address(server, tmp_pat
     assert env["LD_LIBRARY_PATH"] == "/b/lib" and env["PYTHONSAFEPATH"] == SAFE_PATH["PYTHONSAFEPATH"]
     assert json.loads(env[TURNS_ENV]) == {"address": server.address, "secret": server.secret, "job": "A",
                                           "check": ["LD_LIBRARY_PATH"], "arena": None}
-    assert server.address.startswith("127.0.0.1:") and len(server.secret) == 32
+    assert server.address.startswith("unix:") and len(server.secret) == 32
     server.arena = {"path": "/dev/shm/x", "stride": 4096}
     assert json.loads(server.env("B1", [])[TURNS_ENV])["arena"] == {"path": "/dev/shm/x", "stride": 4096}
     both = _job(server, tmp_path, name="AB", sides="AB")
     assert [w.split("=")[0] for w in server.built[-1][2][4::2]] == ["A", "B"] and both.label == "the job of both sides"
     assert job.label == "side A" and _job(server, tmp_path, name="B2").label == "side B, launch pair 2"
+
+
+def test_ranks_on_this_machine_reach_the_server_through_the_file_system_others_by_tcp():
+    """Local: a Unix socket in a folder of its own (an emulated node's ranks share no loopback with the
+    parent), gone when the server closes; else TCP at this host's address."""
+    local = TurnServer(local=True)
+    path = local.address[len("unix:"):]
+    try:
+        assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0  # the folder is the parent's alone
+        with connect(local.address) as rank:
+            peer, _ = local.sock.accept()
+            rank.sendall(b"hello\n")
+            assert peer.recv(16) == b"hello\n"
+            peer.close()
+    finally:
+        local.close()
+    assert not os.path.exists(os.path.dirname(path))
+    remote = TurnServer(local=False)
+    try:
+        host, port = remote.address.rsplit(":", 1)
+        assert remote.sock.family == socket.AF_INET and int(port) == remote.sock.getsockname()[1] and host
+    finally:
+        remote.close()
 
 
 def test_accept_takes_every_rank_of_every_job_and_refuses_strangers(server, tmp_path):
