@@ -32,6 +32,7 @@ from commbench.spec import SweepSpec
 
 STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
 UNIX_PATH_MAX = 108  # sockaddr_un's sun_path (Linux), its terminating NUL included
+SOCKET_NAME = "turns"
 EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
 
 
@@ -118,6 +119,20 @@ class _Conn:
             return {"error": f"an unreadable answer ({line[:80]!r})"}
 
 
+def _socket_folder() -> str | None:
+    """A new folder of this process's own (mode 0700) whose socket's path fits sockaddr_un: in the
+    temporary folder ($TMPDIR), else in /tmp; None where neither does."""
+    for parent in (None, "/tmp"):
+        try:
+            folder = tempfile.mkdtemp(prefix="commbench-ab-", dir=parent)
+        except OSError:
+            continue
+        if len(os.path.join(folder, SOCKET_NAME).encode()) < UNIX_PATH_MAX:
+            return folder
+        os.rmdir(folder)
+    return None
+
+
 class TurnServer:
     """The listening socket every job of one comparison connects to. local: every rank is on this
     machine: a Unix socket in a folder of its own (the ranks of an emulated cluster, each node in its
@@ -125,13 +140,13 @@ class TurnServer:
     process); else TCP on every interface, at this host's address."""
 
     def __init__(self, local: bool):
-        self.folder = tempfile.mkdtemp(prefix="commbench-ab-") if local else None
-        path = os.path.join(self.folder, "turns") if self.folder else ""
-        if local and len(path.encode()) < UNIX_PATH_MAX:
+        self.folder = _socket_folder() if local else None
+        if self.folder:
+            path = os.path.join(self.folder, SOCKET_NAME)
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.bind(path)
             self.address = f"unix:{path}"
-        else:  # (a temporary folder too deep for a socket's name: the loopback, as ranks on this machine)
+        else:  # (no folder short enough for a socket's name: the loopback, which an emulated node lacks)
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             self.sock.bind(("127.0.0.1" if local else "", 0))
             host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())

@@ -78,6 +78,18 @@ def test_round_robin_placement(netns, tmp_path, no_leftovers, capsys):
     assert table["speedup:ring_topology"].iloc[0] > 1
 
 
+def test_ab_pairs_two_algorithms_across_the_emulated_nodes(netns, tmp_path, no_leftovers):
+    """`commbench ab --emulate` over gloo: a torchrun agent per node's namespace, both sides in one job."""
+    out = tmp_path / "ab"
+    proc = commbench("ab", "--emulate", "2x2", "--backend", "gloo", "-c", "all_reduce", "--sizes", "64K",
+                     "--args-a", "-a ring", "--args-b", "-a hierarchical", "--rounds", "1", "--out", out, env={})
+    assert proc.returncode in (OK, FAILED), proc.stderr  # a verdict either way: the link's speed is not this test's
+    rows, _, meta = load_run(out)
+    assert meta["ab"]["grain"] == "in-process" and meta["emulation"]["launcher"] == "torchrun"
+    assert meta["status"] == "completed" and meta["nodes"] == 2 and (rows.wrong == 0).all()
+    assert set(zip(rows.side, rows.algorithm)) == {("A", "ring"), ("B", "hierarchical")}
+
+
 def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):
     proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 1, "-w", 1,
                           env={"COMMBENCH_INJECT_HANG_RANK": "1"})

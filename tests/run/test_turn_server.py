@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -159,7 +160,7 @@ def test_a_jobs_launch_carries_its_specs_and_the_servers_address(server, tmp_pat
     assert job.label == "side A" and _job(server, tmp_path, name="B2").label == "side B, launch pair 2"
 
 
-def test_ranks_on_this_machine_reach_the_server_through_the_file_system_others_by_tcp():
+def test_ranks_on_this_machine_reach_the_server_through_the_file_system_others_by_tcp(tmp_path, monkeypatch):
     """Local: a Unix socket in a folder of its own (an emulated node's ranks share no loopback with the
     parent), gone when the server closes; else TCP at this host's address."""
     local = TurnServer(local=True)
@@ -174,6 +175,14 @@ def test_ranks_on_this_machine_reach_the_server_through_the_file_system_others_b
     finally:
         local.close()
     assert not os.path.exists(os.path.dirname(path))
+    deep = tmp_path / ("d" * 100)  # a $TMPDIR too deep for a socket's name: one in /tmp instead
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    short = TurnServer(local=True)
+    try:
+        assert short.address.startswith("unix:/tmp/commbench-ab-") and not list(deep.iterdir())
+    finally:
+        short.close()
     remote = TurnServer(local=False)
     try:
         host, port = remote.address.rsplit(":", 1)
