@@ -38,7 +38,7 @@ class HierarchicalKernel(Hierarchical):
           reduce-scatter  M kernel calls of (G-1)·(α + N/n·β) + γ, then inter (M-1)·(α' + N/n·β'·L') + γ
         (one kernel call per node's G blocks: M(G-1) flag hand-offs where hierarchical has G-1 ring
         steps). Where the all-reduce runs its chunks in order (see pipelined: on a GPU, and beside MPI
-        on a host whose ranks outnumber its cores) it costs a + b + c of the whole buffer: not modelled
+        between two nodes on a host whose ranks outnumber its cores) it costs a + b + c of the whole buffer: not modelled
         (its rows' library_choice says so, and the fit leaves them out)."""
         if collective == "all_reduce":
             return super().cost(p, shape, collective, size_bytes, segment_bytes)
@@ -80,15 +80,19 @@ class HierarchicalKernel(Hierarchical):
     def pipelined(self, ctx) -> bool:
         """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage, or the
         whole buffer through each stage in turn (all_reduce_in_order): in turn on a GPU (the rank's
-        stream orders the stages), and on the CPU beside MPI where a host's ranks outnumber its cores:
-        the pipeline hides the intra-node stages behind the link, but Open MPI polls its transfers, and
-        there the polling and the pipeline's kernel threads take the cores from one another (README, An
-        emulated cluster). gloo's transfers block in the OS, and beside them the pipeline pays (its
-        kernels nap: kernel_abi.nap_time). The ring between the nodes differs between the two, so the job
-        decides once, collectively (in order if any host is crowded), at the first all-reduce it binds."""
+        stream orders the stages), and on the CPU beside MPI between two nodes where a host's ranks
+        outnumber its cores. There each chunk's all-reduce between the nodes is one exchange each way:
+        pipelined, the link waits on each chunk's exchanges between ranks that Open MPI's polling and
+        the kernels' threads keep from their cores, where in turn one exchange carries every chunk.
+        With more nodes each chunk's ring has steps enough to keep the link busy and the pipeline
+        pays again; gloo's transfers block in the OS, and beside them it pays (its kernels nap:
+        kernel_abi.nap_time). Measured paired (README, An emulated cluster). The ring between the
+        nodes differs between the two, so the job decides once, collectively (in order if any host is
+        crowded), at the first all-reduce it binds."""
         if "hier-pipelined" not in ctx.cache:
             comm = ctx.comm
-            crowded = comm.backend == "mpi" and kernel_abi.oversubscribed(comm.device, host_ranks(ctx))
+            crowded = (comm.backend == "mpi" and len(set(ctx.node_of_rank)) == 2
+                       and kernel_abi.oversubscribed(comm.device, host_ranks(ctx)))
             ctx.cache["hier-pipelined"] = comm.device == "cpu" and not any(comm.allgather_object(crowded))
         return ctx.cache["hier-pipelined"]
 

@@ -104,7 +104,8 @@ def test_gloo_2x3_with_topo_compare_and_report(job, tmp_path):
 @needs_mpirun
 def test_beside_mpi_the_rows_say_how_the_chunks_ran(job, tmp_path):
     """MPI, 2 nodes of 2 ranks on this machine: the all-reduce of several chunks runs them in order where
-    the 4 ranks outnumber the cores (pipelined otherwise), exact either way, and its rows say which."""
+    the 4 ranks outnumber the cores (pipelined otherwise), exact either way, and its rows say which;
+    3 nodes of 2 ranks pipeline them whatever the cores."""
     out = tmp_path / "r"
     commbench("run", "-n", 4, "--ranks-per-node", 2, "--backend", "mpi", "-a", "hierarchical_kernel", "-c", "all_reduce",
               "--sizes", "4100", "--segment-bytes", 256, "--both", "--iters", 2, "-w", 0, "--out", out, check_rc=OK,
@@ -112,11 +113,17 @@ def test_beside_mpi_the_rows_say_how_the_chunks_ran(job, tmp_path):
     mine, *_ = _rows(out)
     assert len(mine) == 2 and (mine.wrong == 0).all()
     assert set(mine.library_choice) == {"in order" if 4 > (os.cpu_count() or 1) else "pipelined"}
+    commbench("run", "-n", 6, "--ranks-per-node", 2, "--backend", "mpi", "-a", "hierarchical_kernel", "-c", "all_reduce",
+              "--sizes", "6150", "--segment-bytes", 256, "--in-place", "--iters", 2, "-w", 0, "--out", tmp_path / "3",
+              check_rc=OK, timeout=300)
+    mine, *_ = _rows(tmp_path / "3")
+    assert list(mine.library_choice) == ["pipelined"] and (mine.wrong == 0).all()
 
 
-def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and_on_a_gpu(monkeypatch):
+def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_between_two_nodes_on_too_few_cores_and_on_a_gpu(
+        monkeypatch):
     """Decided once per job, the same on every rank: the ring between the nodes differs between the two."""
-    def ctx(backend, device, ranks_here, elsewhere_crowded=False):
+    def ctx(backend, device, ranks_here, elsewhere_crowded=False, nodes=2):
         gathered = []
 
         def allgather_object(mine):  # this host's verdict, and another host's
@@ -124,17 +131,18 @@ def test_the_all_reduce_pipelines_its_chunks_but_beside_mpi_on_too_few_cores_and
             return [mine, elsewhere_crowded]
         monkeypatch.setattr(hierarchical_kernel, "host_ranks", lambda c: ranks_here)
         return Context(SimpleNamespace(backend=backend, device=device, allgather_object=allgather_object),
-                       [0, 0, 1, 1]), gathered
+                       [j for j in range(nodes) for _ in range(2)]), gathered
 
     cores, kernel = os.cpu_count() or 1, ALGORITHMS["hierarchical_kernel"]
     decided = {name: kernel.pipelined(ctx(*args)[0]) for name, args in {
         "gloo, crowded": ("gloo", "cpu", cores + 1),  # gloo's transfers block in the OS
         "mpi, a core for every rank": ("mpi", "cpu", cores),
         "mpi, crowded": ("mpi", "cpu", cores + 1),  # Open MPI's polling and the kernels' threads
+        "mpi, crowded, 3 nodes": ("mpi", "cpu", cores + 1, False, 3),  # each chunk's ring keeps the link busy
         "mpi, another host crowded": ("mpi", "cpu", cores, True),  # the whole job in order
         "gpu": ("nccl", "cuda", 2)}.items()}  # the stream orders the stages
     assert decided == {"gloo, crowded": True, "mpi, a core for every rank": True, "mpi, crowded": False,
-                       "mpi, another host crowded": False, "gpu": False}
+                       "mpi, crowded, 3 nodes": True, "mpi, another host crowded": False, "gpu": False}
     once, gathered = ctx("mpi", "cpu", cores + 1)
     assert [kernel.pipelined(once) for _ in range(3)] == [False] * 3 and gathered == [True]  # asked once a job
 
