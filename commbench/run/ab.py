@@ -12,8 +12,8 @@ They are interleaved at the finest grain their difference allows (GRAINS, finest
               (commbench.rank.turns); a pair is milliseconds apart, the launches paid once. Each
               launch has its own luck in where its library's buffers lie, so LAUNCH_PAIRS pairs of
               jobs run, rounds rotating through them, and a verdict must hold in each (paired)
-  launch      rounds of launches (the two jobs cannot be alive together: a Slurm allocation, or
-              memory for one job's buffers only): per round, per block of
+  launch      rounds of launches (the two jobs cannot be alive together: a Slurm allocation, an
+              emulated cluster, or memory for one job's buffers only): per round, per block of
               points, A's launch and B's in a balanced order (ABBA over rounds and blocks); the pair
               is the round, seconds apart
 
@@ -137,7 +137,7 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
     if launch.resolve_launcher(b.spec) != launcher:
         raise InputError("the sides would be started by different launchers: give both the same --launcher")
     chosen, why = choose_grain(a, b, launcher, grain)
-    versions = {s.name: check_python(s.python, f"--python-{s.name.lower()}") for s in (a, b)}
+    versions = {s.name: check_python(s.python, f"--python-{s.name.lower()}", launcher == "emulated") for s in (a, b)}
     for spec in (a.spec, b.spec):
         launch.check_local_ranks(spec, launcher, launcher_args)
     launch_pairs = min(LAUNCH_PAIRS, max_rounds) if chosen == "token" else 1
@@ -150,26 +150,27 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
                                  "commbench": versions[s.name]["commbench"], "commbench_path": versions[s.name]["path"],
                                  "spec": s.spec.__dict__} for s in (a, b)},
               "compared": [{"A": c.a.index, "B": c.b.index, "point": c.title} for c in compared]}
-    folder.create({"kind": "ab", "run_id": a.spec.run_id, "label": a.spec.label, "start_time": runinfo.utc_now(),
-                   "launcher": launcher, "launcher_args": launcher_args, **runinfo.parent_info(argv or sys.argv),
-                   "spec": a.spec.__dict__, "ab": record, "status": "running"})
-    on_event({"event": "ab", "grain": chosen, "why": why, "points": len(compared), "launcher": launcher})
-    m = Measure(a, b, folder, chosen, launcher, launcher_args, relay, on_event)
-    memory = shared_arena(a.spec, b.spec, launcher, launcher_args, on_event)
-    folder.update({"ab": dict(record, memory="arena" if memory else "each job its own buffers")})
-    start = time.monotonic()
-    try:
-        if memory:
-            m.server.arena = {"path": memory[0], "stride": memory[1]}
-        with emulate.cluster(a.spec) as emulation:  # nothing unless --emulate; torn down however this ends
-            if emulation:
-                folder.update({"emulation": emulation})
+    # the cluster (--emulate) and the ranks' socket before the folder: where either cannot be had, nothing is written
+    with emulate.cluster(a.spec) as emulation:  # nothing unless --emulate; torn down however this ends
+        m = Measure(a, b, folder, chosen, launcher, launcher_args, relay, on_event)
+        memory = None
+        try:
+            folder.create({"kind": "ab", "run_id": a.spec.run_id, "label": a.spec.label, "start_time": runinfo.utc_now(),
+                           "launcher": launcher, "launcher_args": launcher_args, **runinfo.parent_info(argv or sys.argv),
+                           "spec": a.spec.__dict__, "ab": record, "status": "running",
+                           **({"emulation": emulation} if emulation else {})})
+            on_event({"event": "ab", "grain": chosen, "why": why, "points": len(compared), "launcher": launcher})
+            memory = shared_arena(a.spec, b.spec, launcher, launcher_args, on_event)
+            folder.update({"ab": dict(record, memory="arena" if memory else "each job its own buffers")})
+            start = time.monotonic()
+            if memory:
+                m.server.arena = {"path": memory[0], "stride": memory[1]}
             rounds, gate, error = rounds_until_settled(m, compared, threshold, budget_s, max_rounds,
                                                        max(min_rounds, launch_pairs), launch_pairs)
-    finally:
-        m.server.close()
-        if memory:
-            os.unlink(memory[0])
+        finally:
+            m.server.close()
+            if memory:
+                os.unlink(memory[0])
     seconds = time.monotonic() - start
     with interrupts.deferred():
         folder.update({"status": "failed" if error else "completed", "error": error, "end_time": runinfo.utc_now(),

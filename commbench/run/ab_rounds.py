@@ -47,7 +47,7 @@ class Measure:
         self.folder, self.grain = folder, grain
         self.launcher, self.launcher_args = launcher, launcher_args
         self.relay, self.on_event = relay, on_event
-        self.server = TurnServer(local=launch.ranks_here(launcher, launcher_args))
+        self.server = TurnServer(local=launch.ranks_here(launcher, launcher_args), unix=launcher == "emulated")
         self.jobs: dict[tuple[str, int], TurnJob] = {}  # (side, launch pair) -> the job serving it
         self.launch_pairs = 1  # pairs of jobs alive at once (the token grain: LAUNCH_PAIRS)
         self.active = 1  # the launch pair measuring this round

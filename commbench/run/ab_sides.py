@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from commbench.analysis import paired
+from commbench.backends import emulated_launcher
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 from commbench.errors import InputError
@@ -174,6 +175,9 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
     if (a.spec.emulate, a.spec.link_rate, a.spec.placement) != (b.spec.emulate, b.spec.link_rate, b.spec.placement):
         raise InputError("both sides run on one emulated cluster: give --emulate, --link-rate and --placement once, "
                          "for both")
+    if a.spec.emulate and emulated_launcher(a.spec.backends) != emulated_launcher(b.spec.backends):
+        raise InputError("on an emulated cluster both sides need one launcher: MPI (mpirun) and gloo (torchrun) "
+                         "go in comparisons of their own")
     a.spec.out_dir = out_dir or a.spec.out_dir
     a.spec = session.prepare(a.spec)
     b.spec.validate()

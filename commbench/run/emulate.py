@@ -54,7 +54,7 @@ QUEUE_LIMIT = "64mb"  # deep enough that TCP never loses a packet (retransmits w
 # a collective's phases leave connections idle for a moment; without this, TCP would restart
 # from its initial window every phase (hosts tuned for collectives set it too)
 SYSCTLS = {"net.ipv4.tcp_slow_start_after_idle": 0}
-MASTER_PORT = 29500  # node 0's namespace is fresh: any port is free there
+MASTER_PORT = 29500  # node 0's namespace is the run's (or one ab comparison's, a job at a time): the port is free
 SWITCH_ADDR = f"{SUBNET}.254"  # br0's own address, in the bridge namespace: where mpirun meets its daemons
 AGENT = Path(__file__).with_name("netns_agent.sh")
 NETNS_PREFIX_ENV = "COMMBENCH_NETNS_PREFIX"  # the agent's namespace names: this, then the node's index

@@ -39,17 +39,18 @@ EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is
 SAFE_PATH = {"PYTHONSAFEPATH": "1"}  # python -m puts the current folder first on sys.path: not for the ranks
 
 
-def check_python(python: str, flag: str) -> dict:
+def check_python(python: str, flag: str, emulated: bool = False) -> dict:
     """What the Python `python` runs ({"commbench": version, "path": where it imports commbench
     from}), once it is shown to serve ab's turns in the protocol this commbench speaks, with its
-    own commbench (not one that the current folder would shadow it with); an InputError naming
-    `flag` otherwise."""
+    own commbench (not one that the current folder would shadow it with), and on an emulated
+    cluster to reach the parent's Unix socket (an older commbench connects by TCP only); an
+    InputError naming `flag` otherwise."""
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
         raise InputError(f"{flag} {python!r} is not a program (give the python of a virtual environment, "
                          "e.g. base/.venv/bin/python)")
     probe = ("import sys, commbench, commbench.rank.turns as t; "
              "print(t.PROTOCOL, commbench.__version__, sys.flags.safe_path if hasattr(sys.flags, 'safe_path') else 0); "
-             "print(commbench.__file__)")
+             "print(commbench.__file__)" + ("; print(int(hasattr(t, 'connect')))" if emulated else ""))
     try:
         out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
                              env=dict(os.environ, **SAFE_PATH))
@@ -57,13 +58,17 @@ def check_python(python: str, flag: str) -> dict:
         raise InputError(f"{flag} {python!r} cannot be run ({exc})") from None
     lines = out.stdout.splitlines()
     words = lines[0].split() if lines else []
-    if out.returncode != 0 or len(words) != 3 or not words[0].isdigit() or len(lines) != 2:
+    if out.returncode != 0 or len(words) != 3 or not words[0].isdigit() or len(lines) != 2 + emulated:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise InputError(f"{flag} {python!r} cannot serve commbench ab's turns ({last[:200]}): install commbench "
                          "with ab (this version or newer) into it")
     if int(words[0]) != PROTOCOL:
         raise InputError(f"{flag} {python!r} runs commbench {words[1]}, whose ab turns speak protocol {words[0]}, "
                          f"not {PROTOCOL}: install the same commbench into both sides")
+    if emulated and lines[2] != "1":
+        raise InputError(f"{flag} {python!r} runs commbench {words[1]}, whose ranks cannot reach ab on an emulated "
+                         "cluster (they connect by TCP, which an emulated node has no route for): install the same "
+                         "commbench into both sides")
     where = os.path.dirname(os.path.dirname(os.path.abspath(lines[1])))
     if words[2] == "0" and os.path.abspath(os.getcwd()) == where:  # a Python before 3.11 ignores PYTHONSAFEPATH
         raise InputError(f"{flag} {python!r} would import commbench from the current folder ({where}), not from its "
@@ -134,19 +139,27 @@ def _socket_folder() -> str | None:
 
 
 class TurnServer:
-    """The listening socket every job of one comparison connects to. local: every rank is on this
-    machine: a Unix socket in a folder of its own (the ranks of an emulated cluster, each node in its
-    own network namespace, reach it through the file system: they share no loopback with this
-    process); else TCP on every interface, at this host's address."""
+    """The listening socket every job of one comparison connects to. unix: the ranks are on an
+    emulated cluster, each node in its own network namespace, with no route to this process's
+    loopback: a Unix socket in a folder of its own, which they reach through the file system (a
+    commbench from before it connects by TCP only: check_python); else TCP, local: every rank on
+    this machine, on the loopback only; else on every interface, at this host's address."""
 
-    def __init__(self, local: bool):
-        self.folder = _socket_folder() if local else None
+    def __init__(self, local: bool, unix: bool = False):
+        self.folder = _socket_folder() if unix else None
+        if unix and self.folder is None:
+            raise InputError("ab on an emulated cluster needs a folder for its socket whose path is under "
+                             f"{UNIX_PATH_MAX} bytes, in $TMPDIR or /tmp: give TMPDIR a short, writable folder")
         if self.folder:
             path = os.path.join(self.folder, SOCKET_NAME)
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.bind(path)
+            try:
+                self.sock.bind(path)
+            except OSError:
+                self.close()
+                raise
             self.address = f"unix:{path}"
-        else:  # (no folder short enough for a socket's name: the loopback, which an emulated node lacks)
+        else:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             self.sock.bind(("127.0.0.1" if local else "", 0))
             host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())

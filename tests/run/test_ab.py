@@ -107,6 +107,9 @@ def test_both_sides_run_on_one_emulated_cluster():
     for other in ({}, {"emulate": "2x2", "link_rate": "2gbit"}, {"emulate": "2x2", "placement": "round-robin"}):
         with pytest.raises(InputError, match="both sides run on one emulated cluster"):
             ab_sides.prepare_sides(_side("A", emulate="2x2", nprocs=4), _side("B", nprocs=4, **other), None)
+    with pytest.raises(InputError, match="both sides need one launcher: MPI .mpirun. and gloo .torchrun."):
+        ab_sides.prepare_sides(_side("A", emulate="2x2", nprocs=4), _side("B", emulate="2x2", nprocs=4,
+                                                                          backends=["gloo"]), None)
     a, b = _side("A", emulate="2x2", nprocs=4), _side("B", emulate="2x2", nprocs=4, algorithms=["ring"])
     assert ab.choose_grain(a, b, "emulated")[0] == "in-process"
     b.env = {"OMPI_MCA_coll_han_priority": "100"}

@@ -88,6 +88,11 @@ def test_ab_pairs_two_algorithms_across_the_emulated_nodes(netns, tmp_path, no_l
     assert meta["ab"]["grain"] == "in-process" and meta["emulation"]["launcher"] == "torchrun"
     assert meta["status"] == "completed" and meta["nodes"] == 2 and (rows.wrong == 0).all()
     assert set(zip(rows.side, rows.algorithm)) == {("A", "ring"), ("B", "hierarchical")}
+    # sides of a job each: one torchrun launch after another on the same cluster (node 0's port free again)
+    commbench("ab", "--emulate", "2x1", "--backend", "gloo", "-c", "all_reduce", "--sizes", "4K", "--in-place", "--env-b", "X=1",
+              "--rounds", "2", "--out", tmp_path / "launches", env={}, check_rc=OK)
+    _, _, meta = load_run(tmp_path / "launches")
+    assert meta["ab"]["grain"] == "launch" and meta["status"] == "completed" and meta["rounds"] == 2
 
 
 def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):

@@ -152,7 +152,7 @@ def test_a_jobs_launch_carries_its_specs_and_the_servers_address(server, tmp_pat
     assert env["LD_LIBRARY_PATH"] == "/b/lib" and env["PYTHONSAFEPATH"] == SAFE_PATH["PYTHONSAFEPATH"]
     assert json.loads(env[TURNS_ENV]) == {"address": server.address, "secret": server.secret, "job": "A",
                                           "check": ["LD_LIBRARY_PATH"], "arena": None}
-    assert server.address.startswith("unix:") and len(server.secret) == 32
+    assert server.address.startswith("127.0.0.1:") and len(server.secret) == 32
     server.arena = {"path": "/dev/shm/x", "stride": 4096}
     assert json.loads(server.env("B1", [])[TURNS_ENV])["arena"] == {"path": "/dev/shm/x", "stride": 4096}
     both = _job(server, tmp_path, name="AB", sides="AB")
@@ -160,35 +160,40 @@ def test_a_jobs_launch_carries_its_specs_and_the_servers_address(server, tmp_pat
     assert job.label == "side A" and _job(server, tmp_path, name="B2").label == "side B, launch pair 2"
 
 
-def test_ranks_on_this_machine_reach_the_server_through_the_file_system_others_by_tcp(tmp_path, monkeypatch):
-    """Local: a Unix socket in a folder of its own (an emulated node's ranks share no loopback with the
-    parent), gone when the server closes; else TCP at this host's address."""
-    local = TurnServer(local=True)
-    path = local.address[len("unix:"):]
+def test_the_ranks_of_an_emulated_cluster_reach_the_server_through_the_file_system(tmp_path, monkeypatch):
+    """unix (an emulated cluster, whose nodes share no loopback with the parent): a Unix socket in a
+    folder of its own, gone when the server closes; else TCP, on the loopback where every rank is here."""
+    server = TurnServer(local=True, unix=True)
+    path = server.address[len("unix:"):]
     try:
         assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0  # the folder is the parent's alone
-        with connect(local.address) as rank:
-            peer, _ = local.sock.accept()
+        with connect(server.address) as rank:
+            peer, _ = server.sock.accept()
             rank.sendall(b"hello\n")
             assert peer.recv(16) == b"hello\n"
             peer.close()
     finally:
-        local.close()
+        server.close()
     assert not os.path.exists(os.path.dirname(path))
     deep = tmp_path / ("d" * 100)  # a $TMPDIR too deep for a socket's name: one in /tmp instead
     deep.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
-    short = TurnServer(local=True)
+    short = TurnServer(local=True, unix=True)
     try:
         assert short.address.startswith("unix:/tmp/commbench-ab-") and not list(deep.iterdir())
     finally:
         short.close()
-    remote = TurnServer(local=False)
-    try:
-        host, port = remote.address.rsplit(":", 1)
-        assert remote.sock.family == socket.AF_INET and int(port) == remote.sock.getsockname()[1] and host
-    finally:
-        remote.close()
+    monkeypatch.setattr(turn_server, "_socket_folder", lambda: None)
+    with pytest.raises(InputError, match="needs a folder for its socket"):
+        TurnServer(local=True, unix=True)
+    for local, host in ((True, "127.0.0.1"), (False, None)):
+        tcp = TurnServer(local=local)
+        try:
+            address, port = tcp.address.rsplit(":", 1)
+            assert tcp.sock.family == socket.AF_INET and int(port) == tcp.sock.getsockname()[1]
+            assert address == (host or address) and tcp.folder is None
+        finally:
+            tcp.close()
 
 
 def test_accept_takes_every_rank_of_every_job_and_refuses_strangers(server, tmp_path):
@@ -332,6 +337,15 @@ def test_check_python_refuses_what_cannot_serve_the_turns(tmp_path, body, messag
     with pytest.raises(InputError) as err:
         check_python(py, "--python-b")
     assert message in str(err.value)
+
+
+def test_on_an_emulated_cluster_check_python_refuses_a_commbench_that_connects_by_tcp_only(tmp_path):
+    """The ranks of an emulated cluster reach ab through a Unix socket: a commbench from before it
+    (no turns.connect; the probe's third line) is refused before anything starts, not left to fail."""
+    old = _python(tmp_path, f'echo "{PROTOCOL} 0.9 1"\necho /old/commbench/__init__.py\necho 0\n')
+    with pytest.raises(InputError, match="runs commbench 0.9, whose ranks cannot reach ab on an emulated cluster"):
+        check_python(old, "--python-a", emulated=True)
+    assert check_python(sys.executable, "--python-a", emulated=True)["commbench"] == commbench.__version__
 
 
 def test_check_python_refuses_a_commbench_the_current_folder_would_shadow(tmp_path, monkeypatch):
