@@ -149,7 +149,10 @@ def test_links_given_predict_at_scale_and_here_keeps_the_models(tmp_path, model)
 def test_predictions_carry_their_95_percent_interval_per_entry_and_per_kind(tmp_path):
     """A model fitted to noisy points: each prediction has a low and a high around it (here, and at
     scale with --inter given as exact), a kind's ends are its entries' ends added, and the table
-    shows them; the exact model's interval is a point."""
+    shows them; the exact model's interval is a point. The link between nodes is fast (100 GB/s), so
+    that the steps at scale are bound by the fitted intra-node terms: where the exact link bounds a
+    step its interval is rightly a point, and with 10 GB/s which bounds it moved with the fit's
+    optimiser (the same points fitted on two machines)."""
     from workload_models import fitted_model
 
     noisy = fitted_model(tmp_path / "noisy", noise=0.05)[0]
@@ -158,7 +161,7 @@ def test_predictions_carry_their_95_percent_interval_per_entry_and_per_kind(tmp_
                      batch={"global": 8})
     for model, name in ((noisy, "noisy"), (exact, "exact")):
         out = tmp_path / f"out-{name}"
-        outcome = workload(path, "--no-measure", "--model", model, "--inter", "10,5", "--compute-ms", "10",
+        outcome = workload(path, "--no-measure", "--model", model, "--inter", "100,1", "--compute-ms", "10",
                            "--out", out)
         rows = pd.read_csv(out / "mix.csv", keep_default_na=False, na_values=[""])
         every = next(t for t in json.loads((out / "workload.json").read_text())["totals"] if t["kind"] == "all")
