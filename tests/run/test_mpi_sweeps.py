@@ -45,12 +45,14 @@ def test_mpi_bfloat16_and_avg_are_skipped_with_reason(job, tmp_path):
 
 @needs_mpirun
 def test_adaptive_iterations_and_json_rows(job, tmp_path):
-    proc = commbench("run", "-n", 2, "--sizes", "8,4M", "-c", "all_reduce", "--in-place", "--min-time", 0.05,
+    # 16 MB: a call of ~1 ms, well clear of --max-iters within --min-time (4 MB's ~0.27 ms gave 183 calls, and
+    # the capped 8 B point 180 in whole batches)
+    proc = commbench("run", "-n", 2, "--sizes", "8,16M", "-c", "all_reduce", "--in-place", "--min-time", 0.05,
                      "--max-iters", 200, "--json", "--out", tmp_path / "r", check_rc=OK)
     import json
 
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [r["size_bytes"] for r in rows] == [8, 4 << 20]
+    assert [r["size_bytes"] for r in rows] == [8, 16 << 20]
     small, large = rows
     assert 200 - small["batch"] < small["iterations"] <= 200  # capped by --max-iters, in whole batches
     assert small["batch"] > 1 and large["batch"] == 1  # short calls are timed in batches
