@@ -73,3 +73,12 @@ def han_target(han: Communicator | str | None, backend: str, collective: str) ->
 def close_han(han: Communicator | str | None) -> None:
     if han is not None and not isinstance(han, str):
         han.comm.Free()
+
+
+def library_choice(point, schedule: str | None) -> str | None:
+    """A row's library_choice (run's and ab's): what ran, where the call says (the kernels' schedule,
+    hierarchical_kernel's pipelined or in order) or the algorithm fixes it (native_han: coll/han);
+    NCCL's own choice is read from its log (commbench.rank.worker)."""
+    from commbench.library_calls import HAN
+
+    return schedule or (CHOICE if point.algorithm == HAN else None)

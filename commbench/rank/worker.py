@@ -26,7 +26,7 @@ from commbench.dtypes import DTYPES
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
-from commbench.rank.han import CHOICE as HAN_CHOICE, close_han, han_target, open_han
+from commbench.rank.han import close_han, han_target, library_choice, open_han
 from commbench.rank.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
@@ -310,12 +310,6 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
             extra["internode_bytes_expected"] = traffic.expected_internode_bytes(
                 algo, point.collective, counts, dtype.itemsize, s.nodes_of, s.spec.segment_bytes)
     return extra
-
-
-def library_choice(point: Point, schedule: str | None) -> str | None:
-    """What ran, where the call says (the kernels' schedule, hierarchical_kernel's pipelined or in
-    order) or the algorithm fixes it (native_han: coll/han); NCCL's own choice is read from its log."""
-    return schedule or (HAN_CHOICE if point.algorithm == HAN else None)
 
 
 def _nccl_tuning_log(spec: SweepSpec, info: topology.RankInfo) -> nccl_log.TuningLog | None:
