@@ -17,7 +17,7 @@ import pytest
 
 from cli_inprocess import run_cli
 from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.analysis.model.determined import MAX_SPAN, RANGES, Z95, log_sigma
+from commbench.analysis.model.determined import MAX_SPAN, RANGES, Z95, log_sigma, verdict
 from commbench.analysis.model.fit import BANDS, Fit, from_json, summary, to_json
 from commbench.errors import BAD_INPUT, OK
 from commbench.schema import build_row
@@ -165,6 +165,25 @@ def test_predict_leaves_out_what_depends_on_a_split_the_fit_cannot_make(tmp_path
     alone = run_cli(*args, "-c", "all_gather")
     alone.assert_clean(codes=(BAD_INPUT,))
     assert "cannot predict all_gather" in alone.stderr
+
+
+def test_a_beta_the_fit_gave_gamma_all_the_bytes_of_asks_for_all_gather_not_larger_sizes():
+    """all_reduce alone, where the fit drove β_intra to almost nothing and γ took the bytes (a CI
+    run's fit): its term is tiny, but larger all_reduce sizes would not separate them."""
+    seen = dict(points=21, fitted=2, span=(8.0, 2.0 * (1 << 20)), median_error=0.3)
+    u = verdict("beta_intra", 1e-12, math.inf, "gamma", 0.004, **seen)
+    assert "trades off against gamma" in u["why"] and "under 0.4 % of every point's time" in u["why"]
+    assert u["needs"].startswith("points that copy and reduce in other proportions: all_gather")
+    alone = verdict("beta_intra", 1e-12, math.inf, None, 0.004, **seen)
+    assert "sizes spanning at least 2 decades above 2M" in alone["needs"]
+
+
+def test_validate_holds_out_points_of_a_sweep_that_never_reduces(tmp_path):
+    """all_gather alone informs no γ, and its points do not need one (it said "not enough points")."""
+    outcome = run_cli("model", "validate", write_sweep(tmp_path / "ag", modelled(), collectives=("all_gather",)))
+    outcome.assert_clean(codes=(OK,))
+    for what in ("leave one size out", "leave one algorithm out"):  # ring and rhd gather, 8 sizes each
+        assert f"{what}: 16 held-out points, median |error| 0.0 %" in outcome.stdout, outcome.stdout
 
 
 def test_validate_reports_error_per_size_band(tmp_path):

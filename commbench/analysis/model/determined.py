@@ -173,7 +173,10 @@ def verdict(name: str, value: float, sigma: float, partner: str | None, share: f
             f"its 95 % interval spans a factor {math.exp(2 * Z95 * sigma):.3g}"
         if share < SMALL_SHARE:
             why.append(f"{what}: its term is under {max(100 * share, 0.1):.2g} % of every point's time")
-            if name.startswith("alpha"):
+            if partner and {name, partner} == {"beta_intra", "gamma"}:  # the fit gave the other one every byte
+                why[-1] += f" (it trades off against {partner}, which took the time they share)"
+                needs = _needs_for_partner(name, partner, span)
+            elif name.startswith("alpha"):
                 needs = f"smaller sizes, where latency sets the time (8 B to 1 KB; the smallest here is {_size(span[0])})"
             elif name in ("mem_factor", "cache_bytes"):
                 needs = f"sizes whose buffers on a node exceed its cache several times (above {_size(span[1])})"

@@ -35,6 +35,7 @@ from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.analysis.model.determined import bounded, log_covariance, log_sigma, not_informed, verdict
+from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
@@ -263,6 +264,8 @@ def _needs(name: str, test: pd.DataFrame) -> bool:
         return bool((test.nodes > 1).any())
     if "intra" in name:
         return bool((test.ranks_per_node > 1).any())
+    if name == "gamma":
+        return any(COLLECTIVES[c].reduces for c in test.collective.unique())
     return True
 
 
