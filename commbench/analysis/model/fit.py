@@ -164,7 +164,9 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
               if np.any(np.abs(_predict(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
 
     def residual(x):
-        pred = _predict(Params.from_values(fixed | dict(zip(active, np.exp(x)))), rows, links_per_node, lanes)
+        with np.errstate(over="ignore"):  # times of 1e300 s drive a parameter to inf: judged not determined
+            values = np.exp(x)
+        pred = _predict(Params.from_values(fixed | dict(zip(active, values))), rows, links_per_node, lanes)
         return np.log(np.maximum(pred, 1e-15) / measured)
 
     x0 = np.log([START[k] for k in active])
