@@ -167,13 +167,45 @@ def test_predict_leaves_out_what_depends_on_a_split_the_fit_cannot_make(tmp_path
     assert "cannot predict all_gather" in alone.stderr
 
 
+def test_a_split_at_one_end_predicts_what_the_points_fix_and_leaves_out_what_depends_on_it(tmp_path):
+    """The same all_reduce points fitted at an end of the split (a CI run's noisy fit): β_intra
+    almost nothing and γ every byte of β + γ/2. Along the line between the splits, all_reduce
+    does not move (predicted, as at the split above) while all_gather does (left out); a step of
+    the logs would have seen neither move."""
+    _, model, path = fitted(write_sweep(tmp_path / "ar", modelled(), collectives=("all_reduce",), noise=0.02))
+    data = json.loads(path.read_text())
+    u = data["fits"]["mpi"]["undetermined"]
+    beta, gamma = u["beta_intra"]["estimate"], u["gamma"]["estimate"]
+    shared = beta + gamma / 2  # what the points fix: every algorithm copies twice what it reduces
+    beta = shared / 1000
+    gamma = 2 * (shared - beta)
+    v = -2 * beta / gamma  # the weak direction of the logs: β·2·dβ/β + γ·dγ/γ = 0
+    for name, value in (("beta_intra", beta), ("gamma", gamma)):
+        u[name] |= {"estimate": value, "direction": {"beta_intra": 1.0, "gamma": v}}
+    ended = tmp_path / "end.json"
+    ended.write_text(json.dumps(data))
+    args = ["model", "predict", "--nodes", 1, "--ranks-per-node", 8, "-e", "16M", "-f", 16]
+    split, end = (run_cli(*args, "--model", m, "-c", "all_reduce,all_gather") for m in (path, ended))
+    for outcome in (split, end):
+        outcome.assert_clean(codes=(OK,))
+        assert "all_gather: nothing predicted" in outcome.stdout
+    table = lambda o: o.stdout.split("all_reduce, 1 nodes")[1].split("all_gather")[0].split(".json (mpi)")[1]
+    assert table(end) == table(split)  # the same times, to the figures printed
+    alone = run_cli(*args, "--model", ended, "-c", "all_gather")
+    alone.assert_clean(codes=(BAD_INPUT,))
+    assert "cannot predict all_gather" in alone.stderr
+
+
 def test_a_beta_the_fit_gave_gamma_all_the_bytes_of_asks_for_all_gather_not_larger_sizes():
     """all_reduce alone, where the fit drove β_intra to almost nothing and γ took the bytes (a CI
-    run's fit): its term is tiny, but larger all_reduce sizes would not separate them."""
+    run's fit): its term is tiny, but larger all_reduce sizes would not separate them; it keeps
+    its weak direction."""
     seen = dict(points=21, fitted=2, span=(8.0, 2.0 * (1 << 20)), median_error=0.3)
-    u = verdict("beta_intra", 1e-12, math.inf, "gamma", 0.004, **seen)
+    weak = {"beta_intra": 1.0, "gamma": -0.008}
+    u = verdict("beta_intra", 1e-12, math.inf, "gamma", 0.004, direction=weak, **seen)
     assert "trades off against gamma" in u["why"] and "under 0.4 % of every point's time" in u["why"]
     assert u["needs"].startswith("points that copy and reduce in other proportions: all_gather")
+    assert u["direction"] == weak  # what predict tries the predictions along (the test above)
     alone = verdict("beta_intra", 1e-12, math.inf, None, 0.004, **seen)
     assert "sizes spanning at least 2 decades above 2M" in alone["needs"]
 

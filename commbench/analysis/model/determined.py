@@ -176,6 +176,7 @@ def verdict(name: str, value: float, sigma: float, partner: str | None, share: f
             if partner and {name, partner} == {"beta_intra", "gamma"}:  # the fit gave the other one every byte
                 why[-1] += f" (it trades off against {partner}, which took the time they share)"
                 needs = _needs_for_partner(name, partner, span)
+                trade = {"direction": direction} if direction else {}
             elif name.startswith("alpha"):
                 needs = f"smaller sizes, where latency sets the time (8 B to 1 KB; the smallest here is {_size(span[0])})"
             elif name in ("mem_factor", "cache_bytes"):

@@ -186,7 +186,7 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
                         float(share[i]), points=len(rows), fitted=len(active), span=sizes,
                         median_error=float(np.median(errors)),
                         direction=None if direction[i] is None else
-                        {a: float(d) for a, d in zip(active, direction[i]) if abs(d) > 1e-3})
+                        {a: float(d) for a, d in zip(active, direction[i]) if abs(d) > 1e-6})
             if u:
                 if u["estimate"] is not None and u["estimate"] > MAX_PARAM:
                     u["estimate"] = None  # beyond what a model file holds

@@ -127,8 +127,29 @@ def _moved(values: dict, engine: str, changes: list[dict], limit: float, shape: 
     return out
 
 
-EPS, MOVES = 1e-3, 0.05  # a direction the points do not constrain: a prediction moving MOVES x a step depends on it
 SPREAD = 0.1  # a prediction moving more than 10 % across an undetermined parameter's 95 % interval depends on it
+HALVED = 0.5  # how far along a trade-off of α, β, γ a prediction is tried: until one of them halves
+EPS, MOVES = 1e-3, 0.05  # a trade-off with the memory term: a prediction moving MOVES x a step of the logs depends on it
+
+
+def along(direction: dict) -> tuple[list[dict], float]:
+    """The changes (log shifts, for _moved) that try a prediction along a trade-off's weak direction
+    (log parameter -> change: fit.Fit.undetermined), and how far it may move on them. Of α, β, γ
+    alone, in which the points' times are linear: a straight line in the parameters, along which
+    the fitted points stay put however far it goes, both ways until the first parameter it lowers
+    halves; a prediction moving more than SPREAD depends on the split. A step of the logs would not
+    do: where the fit gave one of the two almost nothing (γ every byte of β + γ/2), it moves no
+    prediction at all, while the line reaches the splits in between, where a prediction of
+    all_gather (copies only) moves a lot. Where the memory term, which is not linear in them, has a
+    part in it: a step of the logs (EPS), a prediction moving more than MOVES x as much depending on it."""
+    if any(abs(direction.get(k, 0.0)) > 1e-3 for k in ("mem_factor", "cache_bytes")):
+        return [{k: EPS * d for k, d in direction.items()}], MOVES * EPS
+    moves = []
+    for sign in (1, -1):
+        lowered = [-sign * d for d in direction.values() if sign * d < 0]
+        step = (1 - HALVED) / max(lowered) if lowered else 1.0
+        moves.append({k: math.log1p(sign * step * d) for k, d in direction.items()})
+    return moves, math.log1p(SPREAD)
 
 
 def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str], sizes: list[int],
@@ -139,8 +160,8 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
       - with no estimate or an unbounded interval: where its shape or collectives use it (then
         an InputError, one line: every prediction depends on it);
       - that trades off against another (a direction in which the fit's points do not move): where
-        it moves along that direction (that is, on how the fit split the two), unless the other
-        is replaced (then as above);
+        it moves more than SPREAD along that direction (`along`: that is, on how the fit split the
+        two), unless the other is replaced (then as above);
       - with a finite but wide interval: where it moves more than SPREAD across the interval.
     Returns notes, and the (collective, algorithm) pairs to leave out -> why."""
     from commbench.analysis.model.determined import Z95, bounded
@@ -157,7 +178,7 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
                 continue
             sigma = f.rel_std.get(name)
             if u.get("direction") and u.get("estimate") is not None and not set(u["direction"]) & given:
-                changes, limit = [{k: EPS * d for k, d in u["direction"].items()}], MOVES * EPS
+                changes, limit = along(u["direction"])
                 why = (f"they depend on how the fit split {' and '.join(u['direction'])}, which its points do not "
                        f"determine apart (that needs {u['needs']})")
             elif u.get("estimate") is not None and bounded(sigma):
