@@ -138,6 +138,7 @@ def resolve_names(kind: str, values, accepted, aliases: dict[str, str] | None = 
 
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
+CLUSTER = ("emulate", "link_rate", "placement")  # the fields that say what emulated cluster a run needs
 
 
 @dataclass
@@ -275,6 +276,11 @@ class SweepSpec:
         if not all(isinstance(s, int) and 1 <= s <= MAX_SIZE_BYTES for s in self.sizes):
             raise InputError(f"invalid sizes: each must be 1 B to {format_size(MAX_SIZE_BYTES)}")
 
+    @property
+    def row_placement(self) -> str:
+        """What the rows' `placement` says: the emulated cluster's, "" where the nodes are real."""
+        return self.placement if self.emulate else ""
+
     def emulated_layout(self) -> tuple[int, int] | None:
         """(nodes, ranks per node) of --emulate, or None."""
         if self.emulate is None:
@@ -289,8 +295,10 @@ class SweepSpec:
             raise InputError(f"unknown placement {self.placement!r} (accepted: {', '.join(PLACEMENTS)})")
         layout = self.emulated_layout()
         if layout is None:
-            if self.placement != "block":
-                raise InputError("--placement applies to emulated clusters only (add --emulate NODESxRANKS)")
+            for name in CLUSTER[1:]:
+                if getattr(self, name) != _D[name]:
+                    raise InputError(f"--{name.replace('_', '-')} applies to emulated clusters only "
+                                     "(add --emulate NODESxRANKS)")
             return
         nodes, per_node = layout
         if nodes * per_node > MAX_EMULATED_RANKS:

@@ -18,14 +18,12 @@ from commbench.cli.reports import output_format, threshold_fraction
 from commbench.cli.run import given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text
-from commbench.spec import SweepSpec
+from commbench.spec import CLUSTER, SweepSpec
 from commbench.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)
 NOT_AB = ("resume", "repeat", "json_rows", "iters", "min_time", "max_iters", "power", "nccl_tuning")
 AB_TABLE = tuple(o for o in options.CLI_OPTIONS if o.name not in NOT_AB)
-# one emulated cluster holds both sides' ranks: what it is cannot differ between them
-CLUSTER = ("emulate", "link_rate", "placement")
 # a side's --args-x may set any of these (the rest are the comparison's: --out, --quiet, --launcher-args, the cluster)
 SIDE_TABLE = tuple(o for o in AB_TABLE if (o.spec is not None or o.sets_mode) and o.name not in ("out", *CLUSTER))
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.IGNORECASE)

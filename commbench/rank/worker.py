@@ -354,7 +354,7 @@ def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, p
         algorithm=point.algorithm, device=device, dtype=point.dtype, op=point.op or "none", in_place=point.in_place,
         world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
         **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
-        placement=spec.placement if spec.emulate else "", root=counts.root if COLLECTIVES[point.collective].rooted else None,
+        placement=spec.row_placement, root=counts.root if COLLECTIVES[point.collective].rooted else None,
         **extra)
 
 

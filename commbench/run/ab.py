@@ -138,8 +138,8 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
         raise InputError("the sides would be started by different launchers: give both the same --launcher")
     chosen, why = choose_grain(a, b, launcher, grain)
     versions = {s.name: check_python(s.python, f"--python-{s.name.lower()}", launcher == "emulated") for s in (a, b)}
-    for spec in (a.spec, b.spec):
-        launch.check_local_ranks(spec, launcher, launcher_args)
+    for s in (a, b):  # what a launch refuses (the machine's ranks, MPI's version, tools), before anything is made
+        launch.build_commands(s.spec, launcher, launcher_args, [s.python, "-m", "commbench.rank.turns"])
     launch_pairs = min(LAUNCH_PAIRS, max_rounds) if chosen == "token" else 1
     folder = AbFolder(a.spec.out_dir)
     record = {"grain": chosen, "grain_reason": why, "launch_pairs": launch_pairs, "threshold": threshold,

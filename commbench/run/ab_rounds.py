@@ -159,7 +159,7 @@ class Measure:
                         size_bytes=info["size_bytes"], count=info["count"],
                         **summarize(np.asarray(samples_us) / 1e6), iterations=len(samples_us) * batch,
                         batch=batch, warmup=info["warmup"], timer=info["timer"], wrong=wrong,
-                        library_choice=info.get("library_choice"), placement=spec.placement if spec.emulate else "",
+                        library_choice=info.get("library_choice"), placement=spec.row_placement,
                         side=side, round=round_no)
         with interrupts.deferred():
             self.folder.add(row, samples_us, tags)

@@ -16,7 +16,7 @@ from commbench.errors import InputError
 from commbench.plan import Point, build_plan
 from commbench.rank import arena
 from commbench.run import launch, session
-from commbench.spec import SweepSpec
+from commbench.spec import CLUSTER, SweepSpec
 
 GRAINS = ("in-process", "token", "launch")  # finest first
 # token grain: pairs of jobs (A1 B1, A2 B2, ...) alive together, rounds rotating through them; a verdict
@@ -172,7 +172,7 @@ def prepare_sides(a: AbSide, b: AbSide, out_dir: str | None) -> tuple[AbSide, Ab
     """Both specs validated, one run id and folder for both (checked, nothing written)."""
     if a.spec.launcher == "none" or b.spec.launcher == "none":
         raise InputError("ab launches both sides itself: --launcher none cannot be used")
-    if (a.spec.emulate, a.spec.link_rate, a.spec.placement) != (b.spec.emulate, b.spec.link_rate, b.spec.placement):
+    if any(getattr(a.spec, k) != getattr(b.spec, k) for k in CLUSTER):  # one cluster holds both sides' ranks
         raise InputError("both sides run on one emulated cluster: give --emulate, --link-rate and --placement once, "
                          "for both")
     if a.spec.emulate and emulated_launcher(a.spec.backends) != emulated_launcher(b.spec.backends):

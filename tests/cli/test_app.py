@@ -41,7 +41,8 @@ BAD = [
     (["--emulate", "1x2", "--backend", "gloo", "--ranks-per-node", "1"], "--ranks-per-node and --emulate"),
     (["--emulate", "1x2", "--backend", "gloo", "--launcher", "local"], "launches with torchrun, not 'local'"),
     (["--emulate", "40x2", "--backend", "gloo"], "at most 64"),
-    (["--placement", "round-robin"], "applies to emulated clusters only"),
+    (["--placement", "round-robin"], "--placement applies to emulated clusters only"),
+    (["--link-rate", "100mbit"], "--link-rate applies to emulated clusters only"),  # was ignored
     (["--placement", "diagonal"], "unknown placement 'diagonal'"),
 ]
 

@@ -117,3 +117,17 @@ def test_both_sides_run_on_one_emulated_cluster():
     assert grain == "launch" and "an emulated cluster holds one job at a time" in why
     with pytest.raises(InputError, match="--grain token is not possible: an emulated cluster holds one job"):
         ab.choose_grain(a, b, "emulated", "token")
+
+
+def test_what_a_launch_refuses_is_refused_before_the_folder_or_the_cluster(tmp_path, monkeypatch):
+    """An Open MPI before 5 cannot start ranks across emulated nodes: refused as `run` refuses it,
+    before the cluster is built or the folder written (it was found at the first launch, leaving a
+    folder "running" for ever)."""
+    from commbench.run import emulate, launch
+
+    monkeypatch.setattr(launch, "_mpirun_version", lambda mpirun: "mpirun (Open MPI) 4.1.2\n")
+    monkeypatch.setattr(emulate, "cluster", lambda spec: pytest.fail("the cluster was built"))
+    a, b = _side("A", emulate="2x2", nprocs=4), _side("B", emulate="2x2", nprocs=4, algorithms=["ring"])
+    with pytest.raises(InputError, match="needs Open MPI 5 or later"):
+        ab.run_ab(a, b, out_dir=str(tmp_path / "ab"))
+    assert not (tmp_path / "ab").exists()
