@@ -22,7 +22,8 @@ import pandas as pd
 
 from commbench.analysis.model import load_rows
 from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.analysis.model.fit import HELD_OUT_MIN_BYTES, fit_backend, held_out, summary, usable_rows
+from commbench.analysis.model.fit import fit_backend, usable_rows
+from commbench.analysis.model.validate import HELD_OUT_MIN_BYTES, held_out, summary
 from commbench.analysis.model.predict import best_and_crossovers, predict, predicted
 
 MPI_ALGORITHMS = ("ring", "tree", "rhd")  # this experiment's choice for the one-node sweeps (section 1)

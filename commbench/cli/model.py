@@ -96,7 +96,7 @@ def model_validate(
     import pandas as pd
 
     from commbench.analysis.model import load_rows
-    from commbench.analysis.model.fit import held_out, summary
+    from commbench.analysis.model.validate import held_out, summary
     from commbench.outputs import csv_text, output_file, write_text
 
     _check_links(links_per_node)

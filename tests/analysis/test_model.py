@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
-from commbench.analysis.model.fit import fit, fit_backend, from_json, held_out, summary, to_json, usable_rows
+from commbench.analysis.model.fit import fit, fit_backend, from_json, to_json, usable_rows
+from commbench.analysis.model.validate import held_out, summary
 from commbench.analysis.model.predict import predict, predicted
 from commbench.algorithms import ALGORITHMS
 from conftest import commbench, needs_mpirun

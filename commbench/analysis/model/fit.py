@@ -18,8 +18,7 @@ them fixed while fitting their own α, β, γ, which is what the mixed algorithm
 cost. Where the step group has no multi-node points, a kernel group fits α', β' from its own
 (hierarchical_kernel's) multi-node points, or leaves them uninformed.
 
-`validate` refits without one size (then without one algorithm) at a time and predicts what
-was left out: held-out error, the honest measure of a model.
+Held-out error, the honest measure of a model: validate.py.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
 from commbench.analysis.model.determined import bounded, log_covariance, log_sigma, not_informed, verdict
-from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
@@ -47,7 +45,6 @@ START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_int
          "mem_factor": 1.0, "cache_bytes": 64e6}
 MEMORY = ("mem_factor", "cache_bytes")
 INTER = ("alpha_inter", "beta_inter")  # the backend's point-to-point between nodes, whatever the engine
-HELD_OUT_MIN_BYTES = 64 * 1024  # the README's (benchmarks/model_accuracy.py) held-out figure: points of 64 KB and up
 STEPS = "steps"  # Algorithm.engine of the algorithms whose group is the backend's own name
 
 
@@ -135,7 +132,7 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
 
 
-def _predict(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
+def predicted_s(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
     return np.array([time_s(params, r.algorithm, r.collective,
                             Shape(r.nodes, r.ranks_per_node, r.placement, links, lanes),
                             r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
@@ -159,14 +156,14 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     source, fixed = borrowed or ("", {})
     start = START | fixed
     measured = rows.time_us.to_numpy() / 1e6
-    base = _predict(Params.from_values(start), rows, links_per_node, lanes)
+    base = predicted_s(Params.from_values(start), rows, links_per_node, lanes)
     active = [k for k in NAMES if k not in fixed  # a parameter no point depends on cannot be fitted
-              if np.any(np.abs(_predict(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
+              if np.any(np.abs(predicted_s(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
 
     def residual(x):
         with np.errstate(over="ignore"):  # times of 1e300 s drive a parameter to inf: judged not determined
             values = np.exp(x)
-        pred = _predict(Params.from_values(fixed | dict(zip(active, values))), rows, links_per_node, lanes)
+        pred = predicted_s(Params.from_values(fixed | dict(zip(active, values))), rows, links_per_node, lanes)
         return np.log(np.maximum(pred, 1e-15) / measured)
 
     x0 = np.log([START[k] for k in active])
@@ -232,64 +229,6 @@ def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
         backend, engine = split_group(g)
         fits[g] = fit_backend(rows, g, links_per_node, borrowed=None if engine == STEPS else lent(fits.get(backend)))
     return [fits[g] for g in sorted(fits)]
-
-
-def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFrame:
-    """Refit without each value of `by` (size_bytes or algorithm) in turn; the left-out points
-    with their predictions."""
-    rows = usable_rows(rows)
-    out = []
-    for group in sorted(rows.group.unique()):
-        sub = rows[rows.group == group]
-        for value in sorted(sub[by].unique()):
-            train, test = sub[sub[by] != value], sub[sub[by] == value]
-            try:
-                lend = inter_node(rows[rows[by] != value], group, links_per_node) if (sub.nodes > 1).any() else None
-                model = fit_backend(train, group, links_per_node, borrowed=lend)
-            except InputError:
-                continue
-            if any(model.estimates()[k] is None for k in NAMES if _needs(k, test)):
-                continue  # the rest cannot inform a parameter the left-out points need
-            pred = _predict(model.to_params(), test, links_per_node, model.lanes)
-            out.append(test.assign(predicted_us=pred * 1e6, held_out=f"{by}={value}"))
-    if not out:
-        return pd.DataFrame()
-    result = pd.concat(out, ignore_index=True)
-    result["error"] = result.predicted_us / result.time_us - 1
-    return result
-
-
-def _needs(name: str, test: pd.DataFrame) -> bool:
-    if name in MEMORY:
-        return False  # uninformed, the memory term is left out: every byte costs the cached β, γ
-    if "inter" in name:
-        return bool((test.nodes > 1).any())
-    if "intra" in name:
-        return bool((test.ranks_per_node > 1).any())
-    if name == "gamma":
-        return any(COLLECTIVES[c].reduces for c in test.collective.unique())
-    return True
-
-
-# validate's size bands: (name, its edges in words, sizes in it)
-BANDS = (("small", "<= 4 KB", lambda s: s <= 4096), ("medium", "4 KB - 1 MB", lambda s: (s > 4096) & (s < 1 << 20)),
-         ("large", ">= 1 MB", lambda s: s >= 1 << 20))
-
-
-def summary(errors: pd.DataFrame) -> dict:
-    """Median and p90 absolute held-out error, all points, points of HELD_OUT_MIN_BYTES and up,
-    and per size band (BANDS)."""
-    if errors.empty:
-        return {}
-
-    def stats(e: pd.DataFrame) -> dict:
-        return {"points": len(e), "median_abs_error": float(e.error.abs().median()) if len(e) else None,
-                "p90_abs_error": float(e.error.abs().quantile(0.9)) if len(e) else None}
-
-    big = errors[errors.size_bytes >= HELD_OUT_MIN_BYTES]
-    return stats(errors) | {"points_64k_up": len(big), "median_abs_error_64k_up": stats(big)["median_abs_error"],
-                            "bands": [{"band": name, "edges": edges} | stats(errors[inside(errors.size_bytes)])
-                                      for name, edges, inside in BANDS]}
 
 
 MODEL_FORMAT = 1  # to_json's "commbench_model"

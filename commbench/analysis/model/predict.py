@@ -99,7 +99,7 @@ def predict(params: Params | dict[str, Params], shape: Shape, collective: str, s
     return pd.DataFrame(rows)
 
 
-def _needed(name: str, shape: Shape, collectives: list[str]) -> bool:
+def needed(name: str, shape: Shape, collectives: list[str]) -> bool:
     """Whether predictions at this shape use the parameter (the memory term: see `undetermined`)."""
     if name.endswith("_intra"):
         return shape.per_node > 1
@@ -171,10 +171,10 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
         if f is None:
             continue
         missing = {k: {"why": "not in the model", "needs": "a refit"} for k, v in values[engine].items()
-                   if v is None and k not in f.undetermined and _needed(k, shape, collectives)}
+                   if v is None and k not in f.undetermined and needed(k, shape, collectives)}
         for name, u in (f.undetermined | missing).items():
             if name in given or name not in Params.__dataclass_fields__ or (
-                    name not in ("mem_factor", "cache_bytes") and not _needed(name, shape, collectives)):
+                    name not in ("mem_factor", "cache_bytes") and not needed(name, shape, collectives)):
                 continue
             sigma = f.rel_std.get(name)
             if u.get("direction") and u.get("estimate") is not None and not set(u["direction"]) & given:
