@@ -34,6 +34,7 @@ STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
 UNIX_PATH_MAX = 108  # sockaddr_un's sun_path (Linux), its terminating NUL included
 SOCKET_NAME = "turns"
 EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
+STALE_S = 60.0  # a socket folder unchanged this long and unserved was left by a killed ab (_stale)
 
 
 SAFE_PATH = {"PYTHONSAFEPATH": "1"}  # python -m puts the current folder first on sys.path: not for the ranks
@@ -124,10 +125,39 @@ class _Conn:
             return {"error": f"an unreadable answer ({line[:80]!r})"}
 
 
+def _stale(folder: str) -> bool:
+    """Whether `folder` is an ab socket folder of this user that nobody serves any more (its ab was
+    killed before it could remove it): nothing in it but the socket, which refuses a connection, and
+    nothing changed in it for STALE_S (an ab starting now, between its folder and its listen, is not)."""
+    path = os.path.join(folder, SOCKET_NAME)
+    try:
+        st = os.lstat(folder)
+        if st.st_uid != os.getuid() or time.time() - st.st_mtime < STALE_S or \
+                os.listdir(folder) not in ([], [SOCKET_NAME]):
+            return False
+        if os.path.exists(path):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(path)
+            return False  # an ab still listens there
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def _socket_folder() -> str | None:
     """A new folder of this process's own (mode 0700) whose socket's path fits sockaddr_un: in the
-    temporary folder ($TMPDIR), else in /tmp; None where neither does."""
+    temporary folder ($TMPDIR), else in /tmp; None where neither does. The folders a killed ab left
+    there go first (_stale)."""
     for parent in (None, "/tmp"):
+        root = parent or tempfile.gettempdir()
+        try:
+            left = [os.path.join(root, name) for name in os.listdir(root) if name.startswith("commbench-ab-")]
+        except OSError:
+            left = []
+        for folder in filter(_stale, left):
+            shutil.rmtree(folder, ignore_errors=True)
         try:
             folder = tempfile.mkdtemp(prefix="commbench-ab-", dir=parent)
         except OSError:

@@ -198,6 +198,36 @@ def test_the_ranks_of_an_emulated_cluster_reach_the_server_through_the_file_syst
             tcp.close()
 
 
+def test_the_socket_folder_of_a_killed_ab_is_swept_by_the_next(tmp_path, monkeypatch):
+    """A SIGKILLed ab cannot remove its socket's folder: the next one on the machine removes every
+    such folder whose socket nobody serves, and leaves a served one and anything else alone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "commbench-ab-dead"
+    dead.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:  # bound, then closed: what a kill leaves
+        gone.bind(str(dead / turn_server.SOCKET_NAME))
+    empty = tmp_path / "commbench-ab-empty"  # killed between the folder and the bind
+    empty.mkdir()
+    other = tmp_path / "commbench-ab-other"  # not only a socket: not ab's to remove
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    young = tmp_path / "commbench-ab-young"  # an ab starting now, between its folder and its socket
+    young.mkdir()
+    for folder in (dead, empty, other):
+        os.utime(folder, (time.time() - 2 * turn_server.STALE_S,) * 2)
+    live = TurnServer(local=True, unix=True)
+    try:
+        assert not dead.exists() and not empty.exists() and (other / "notes.txt").exists() and young.exists()
+        assert live.address.startswith(f"unix:{tmp_path}/commbench-ab-")
+        served = os.path.dirname(live.address[len("unix:"):])
+        os.utime(served, (time.time() - 2 * turn_server.STALE_S,) * 2)
+        second = TurnServer(local=True, unix=True)  # the first one still listens, however old: it stays
+        second.close()
+        assert os.path.exists(live.address[len("unix:"):])
+    finally:
+        live.close()
+
+
 def test_accept_takes_every_rank_of_every_job_and_refuses_strangers(server, tmp_path):
     a, b = _job(server, tmp_path, "A"), _job(server, tmp_path, "B", nprocs=3)
     wrong = Rank(server, a, 0, secret="0" * 32)

@@ -8,7 +8,9 @@ from __future__ import annotations
 from commbench.algorithms import ALGORITHMS
 from commbench.algorithms.cost import Params, Shape, footprint
 
-__all__ = ["Params", "Shape", "footprint", "modelled", "time_s"]
+__all__ = ["MEMORY", "Params", "Shape", "footprint", "modelled", "time_s"]
+
+MEMORY = ("mem_factor", "cache_bytes")  # the memory term's parameters: the time is not linear in them
 
 
 def modelled() -> list[str]:

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from commbench.analysis.model.costs import MEMORY
+
 Z95 = 1.96  # the 95 % interval: exp(±Z95 σ) around the fitted value
 UNBOUNDED = 20.0  # Z95 σ beyond this (a factor e^20 either side): the interval counts as unbounded
 MAX_SPAN = 10.0  # a parameter whose 95 % interval's ends are further apart than this factor is not determined
@@ -179,7 +181,7 @@ def verdict(name: str, value: float, sigma: float, partner: str | None, share: f
                 trade = {"direction": direction} if direction else {}
             elif name.startswith("alpha"):
                 needs = f"smaller sizes, where latency sets the time (8 B to 1 KB; the smallest here is {_size(span[0])})"
-            elif name in ("mem_factor", "cache_bytes"):
+            elif name in MEMORY:
                 needs = f"sizes whose buffers on a node exceed its cache several times (above {_size(span[1])})"
             else:
                 needs = f"sizes spanning at least 2 decades above {_size(span[1])}, where bytes, not latency, set the time"

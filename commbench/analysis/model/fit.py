@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time_s
 from commbench.analysis.model.determined import bounded, log_covariance, log_sigma, not_informed, verdict
 from commbench.errors import InputError
 from commbench.analysis import limits
@@ -43,7 +43,6 @@ from commbench.algorithms.hierarchical_kernel import IN_ORDER
 NAMES = tuple(Params.__dataclass_fields__)
 START = {"alpha_intra": 1e-5, "beta_intra": 1e-9, "alpha_inter": 1e-5, "beta_inter": 1e-8, "gamma": 1e-10,
          "mem_factor": 1.0, "cache_bytes": 64e6}
-MEMORY = ("mem_factor", "cache_bytes")
 INTER = ("alpha_inter", "beta_inter")  # the backend's point-to-point between nodes, whatever the engine
 STEPS = "steps"  # Algorithm.engine of the algorithms whose group is the backend's own name
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from commbench import runinfo
-from commbench.analysis.model.costs import Params, Shape, modelled, time_s
+from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time_s
 from commbench.errors import InputError
 from commbench.metrics import bandwidth
 from commbench.options import MAX_RANK_SIZES, MAX_RANKS
@@ -142,7 +142,7 @@ def along(direction: dict) -> tuple[list[dict], float]:
     prediction at all, while the line reaches the splits in between, where a prediction of
     all_gather (copies only) moves a lot. Where the memory term, which is not linear in them, has a
     part in it: a step of the logs (EPS), a prediction moving more than MOVES x as much depending on it."""
-    if any(abs(direction.get(k, 0.0)) > 1e-3 for k in ("mem_factor", "cache_bytes")):
+    if any(abs(direction.get(k, 0.0)) > 1e-3 for k in MEMORY):
         return [{k: EPS * d for k, d in direction.items()}], MOVES * EPS
     moves = []
     for sign in (1, -1):
@@ -174,7 +174,7 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
                    if v is None and k not in f.undetermined and needed(k, shape, collectives)}
         for name, u in (f.undetermined | missing).items():
             if name in given or name not in Params.__dataclass_fields__ or (
-                    name not in ("mem_factor", "cache_bytes") and not needed(name, shape, collectives)):
+                    name not in MEMORY and not needed(name, shape, collectives)):
                 continue
             sigma = f.rel_std.get(name)
             if u.get("direction") and u.get("estimate") is not None and not set(u["direction"]) & given:
@@ -184,7 +184,7 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
             elif u.get("estimate") is not None and bounded(sigma):
                 changes, limit = [{name: s * Z95 * sigma} for s in (-1, 1)], math.log1p(SPREAD)
                 why = f"they move more than {100 * SPREAD:.0f} % across {name}'s interval ({u['why']}; that needs {u['needs']})"
-            elif name in ("mem_factor", "cache_bytes"):  # without an estimate, no memory term: bytes at the cached β, γ
+            elif name in MEMORY:  # without an estimate, no memory term: bytes at the cached β, γ
                 if u.get("estimate") is not None:
                     notes.append(f"note: {name} ({f.group}) is not determined ({u['why']}): beyond the cache these "
                                  "predictions rest on its estimate")
