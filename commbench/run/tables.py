@@ -85,10 +85,10 @@ def against_floor(rows: list[dict]) -> list[str]:
     parts = []
     if fast is not None and _number(fast["latency_efficiency"]) > 0:
         parts.append(f"fastest point {1 / _number(fast['latency_efficiency']):.2f}x the 8 B exchange floor "
-                     f"({format_size(int(fast['size_bytes']))})")
+                     f"(at size {format_size(int(fast['size_bytes']))})")
     if wide is not None:
         parts.append(f"best busbw {_number(wide['bandwidth_efficiency']):.2f}x the copy rate "
-                     f"({format_size(int(wide['size_bytes']))})")
+                     f"(at size {format_size(int(wide['size_bytes']))})")
     return [f"# Against the floor    : {', '.join(parts)} (commbench floor)"] if parts else []
 
 

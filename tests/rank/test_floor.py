@@ -82,8 +82,8 @@ def test_the_table_footer_says_how_near_the_floor_the_best_points_come():
              "bandwidth_efficiency": 0.005},
             {"in_place": 0, "busbw_gbps": 5.0, "size_bytes": 1 << 20, "latency_efficiency": 0.0003,
              "bandwidth_efficiency": 0.25}]
-    assert footer(rows)[1] == ("# Against the floor    : fastest point 1.60x the 8 B exchange floor (8), best busbw "
-                               "0.25x the copy rate (1M) (commbench floor)")
+    assert footer(rows)[1] == ("# Against the floor    : fastest point 1.60x the 8 B exchange floor (at size 8), best busbw "
+                               "0.25x the copy rate (at size 1M) (commbench floor)")
     assert len(footer([{**r, "latency_efficiency": None, "bandwidth_efficiency": ""} for r in rows])) == 1
 
 
