@@ -149,3 +149,14 @@ def test_a_closed_stdout_stops_the_run_with_one_line(job, tmp_path):
     meta = json.loads((out / "run.json").read_text())
     assert (meta["status"], meta["error"]) == ("interrupted", "standard output was closed")
     assert first["point"] == 0 and meta["points_measured"] >= 1
+
+
+def test_only_a_command_that_measures_says_its_rows_are_kept(monkeypatch):
+    """`compare ... | head` stopped by the closed pipe has no rows to keep; `run` has."""
+    from commbench.cli.app import _kept
+
+    for argv, kept in ((["run", "-n", "2"], True), (["ab", "--sizes", "8"], True), (["workload", "x"], True),
+                       (["compare", "base", "cand", "--format", "json"], False), (["sweep", "ci"], True),
+                       (["report", "r"], False), (["--version"], False)):
+        monkeypatch.setattr(sys, "argv", ["commbench", *argv])
+        assert _kept() == ("; rows measured so far are kept" if kept else ""), argv

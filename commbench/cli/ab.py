@@ -63,6 +63,10 @@ def _side_values(common: dict, text: str, flag: str) -> dict:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         raise InputError(f"{flag} {text!r}: {message}") from None
     chosen = given(ctx)
+    refused = [options.BY_NAME[n] for n in chosen if n in NOT_AB]
+    if refused:
+        raise InputError(f"{flag}: commbench ab takes no {refused[0].long_flag}, for a side or both (it times the "
+                         "sides itself, in paired rounds: commbench ab --help lists what it takes)")
     outside = [options.BY_NAME[n] for n in chosen if options.BY_NAME[n] not in SIDE_TABLE]
     if outside:
         raise InputError(f"{flag}: {outside[0].long_flag} cannot differ between the sides (give it once, for both)")

@@ -84,11 +84,19 @@ def _internal_error(exc: BaseException) -> None:
               INTERNAL)
 
 
+MEASURING = ("run", "sweep", "ab", "workload")  # the commands that write rows as they measure them
+
+
+def _kept() -> str:
+    """What a stopped command keeps, said only of a command that measures (the first word of argv)."""
+    words = [a for a in sys.argv[1:] if not a.startswith("-")]
+    return "; rows measured so far are kept" if words and words[0] in MEASURING else ""
+
+
 def _stdout_closed() -> None:
     """The reader of stdout went away (`| head`): say so once, and leave quietly at exit."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    _one_line("commbench: stopped: ", "standard output was closed (broken pipe); rows measured so far are kept",
-              128 + signal.SIGPIPE)
+    _one_line("commbench: stopped: ", f"standard output was closed (broken pipe){_kept()}", 128 + signal.SIGPIPE)
 
 
 def main() -> None:
@@ -162,4 +170,4 @@ def _leaves(command):
 
 def _interrupted() -> None:
     signum = interrupts.received()
-    _one_line("commbench: interrupted: ", f"{signal.Signals(signum).name}; rows measured so far are kept", 128 + signum)
+    _one_line("commbench: interrupted: ", f"{signal.Signals(signum).name}{_kept()}", 128 + signum)

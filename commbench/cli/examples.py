@@ -7,10 +7,10 @@ from __future__ import annotations
 from rich.markup import escape
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "": ("commbench run -n 4                     # every collective, 8 B .. 16 MB, in-place and out-of-place",
+    "": ("commbench run -n 4                     # all-reduce, all-gather, reduce-scatter, 8 B .. 16 MB, both modes",
          "commbench sweep --list                 # the bundled suites",
          "commbench run -h                       # any command's flags and examples"),
-    "run": ("commbench run -n 4                                # every collective, 8 B .. 16 MB, float32 sum",
+    "run": ("commbench run -n 4                                # all-reduce, all-gather, reduce-scatter, 8 B .. 16 MB",
             "commbench run -n 2 -c allreduce -d float,half -o sum,max --sizes 8,1K,1M   # nccl-tests' names work",
             "commbench run -n 2 --backend gloo --in-place --repeat 3 --out results/base",
             "commbench run -n 4 --sizes 8,1K,4M --iters 200 --json"),

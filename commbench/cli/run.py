@@ -82,7 +82,7 @@ def run(ctx: typer.Context, **values):
                                repeat=values["repeat"])
     finally:
         renderer.close()
-    _summarize(result, values["json_rows"])
+    _summarize(result, values["json_rows"], values["quiet"])
 
 
 def say_backend_choice(backends) -> None:
@@ -93,7 +93,7 @@ def say_backend_choice(backends) -> None:
             err.print(f"[yellow]note[/]: {escape(note)}")
 
 
-def _summarize(result, json_rows: bool) -> None:
+def _summarize(result, json_rows: bool, quiet: bool) -> None:
     """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
     OK / FAILED line."""
     from commbench.schema import RESULTS_CSV
@@ -101,7 +101,7 @@ def _summarize(result, json_rows: bool) -> None:
 
     if not result.reports:
         return
-    summary = summary_text(result)
+    summary = summary_text(result, quiet)
     if not (result.out_dir / RESULTS_CSV).exists():
         reasons = "; ".join(dict.fromkeys(s["reason"] for s in result.skipped))
         raise InputError(f"nothing measured: all {len(result.skipped)} points were skipped ({reasons})")

@@ -23,6 +23,7 @@ RUN_OPTIONS = ("backend", "algorithm", "dtype", "in_place", "out_of_place", "bot
                "launcher", "launcher_args", "device", "warmup", "iters", "min_time", "max_iters", "batch", "timer",
                "timeout", "ranks_per_node", "segment_bytes", "channels", "out", "label", "quiet")
 OWN = {"algorithm": {"default": "ring"}, "min_time": {"default": 0.3},
+       "out": {"help": "Results folder (default results/<UTC time>-<id>-<name>/)."},
        "both": {"help": "In-place and out-of-place (default: each collective's buffers as training uses them: "
                         "all-reduce in place, all-gather and reduce-scatter out of place)."}}
 TABLE = tuple(dataclasses.replace(options.BY_NAME[n], **OWN.get(n, {})) for n in RUN_OPTIONS)

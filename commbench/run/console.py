@@ -58,6 +58,7 @@ class _Table:
         self.pending: list[dict] = []
         self.rows: list[dict] = []
         self.in_place_seen = False
+        self.skips: list[str] = []  # its points' skip notices, printed under its footer
 
 
 class Renderer:
@@ -96,9 +97,15 @@ class Renderer:
                 self.progress.update(self.task, description=_safe(group_title(event["point"])))
         elif kind == "skip":
             key = tuple(sorted((k, v) for k, v in event["point"].items() if k not in ("size", "index")))
+            if self.table is not None and _key(event["point"]) != self.table.key:
+                self._end_table()  # the plan has moved on from the open table's points
             if key not in self.skip_reported:
                 self.skip_reported.add(key)
-                self._print(f"[yellow]skipped[/] {_safe(group_title(event['point']))}: {_safe(event['reason'])}")
+                text = f"[yellow]skipped[/] {_safe(group_title(event['point']))}: {_safe(event['reason'])}"
+                if self.table is not None:  # one of the open table's own sizes: said under its footer
+                    self.table.skips.append(text)
+                else:
+                    self._print(text)
             self._advance()
         elif kind == "row":
             if self.json_rows:
@@ -198,8 +205,10 @@ class Renderer:
             self._print(f"job {t.job} of {self.repeat} · {_safe(group_title(t.rows[0], mode=len(t.modes) == 1))}: "
                         f"{len(t.rows)} points, avg busbw {mean:.3f} GB/s"
                         + (f", [yellow]{flagged} unreliable[/]" if flagged else ""))
-            return
-        self._footer(t.rows)
+        else:
+            self._footer(t.rows)
+        for text in t.skips:
+            self._print(text)
 
     def _footer(self, rows: list[dict]) -> None:
         for i, text in enumerate(tables.footer(rows)):
@@ -238,14 +247,23 @@ class Renderer:
             self.suite_task = None
 
 
-def summary_text(result) -> str:
-    """The run's closing summary (after OK / FAILED): points measured, how many flagged unreliable,
+def summary_text(result, quiet: bool = False) -> str:
+    """The run's closing summary (after OK / FAILED): points measured, and of a resumed run how many
+    it holds in all; how many flagged unreliable (the whole run's, where counted), pointing at the !
+    lines only where every one of them was shown (not --quiet, none from an earlier session);
     skipped, and where the results are."""
-    flagged = getattr(result, "unreliable", None)  # the whole run's (a resumed one too), where counted
-    if flagged is None:
-        flagged = sum(bool(r.get("unreliable")) for r in result.rows)
-    unreliable = f" ({flagged} unreliable: see the ! lines)" if flagged else ""
-    return (f"{len(result.rows)} points measured{unreliable}, {len(result.skipped)} skipped; "
+    now = len(result.rows)
+    shown = sum(bool(r.get("unreliable")) for r in result.rows)
+    flagged = getattr(result, "unreliable", None)
+    flagged = shown if flagged is None else flagged
+    in_run = max(getattr(result, "in_run", 0) or 0, now)
+    where = "the rows' `unreliable` column" if quiet or flagged > shown else "see the ! lines"
+    measured = f"{now} points measured"
+    if in_run > now:
+        measured += (f": the run was complete, {in_run} in it" if now == 0 and not result.skipped
+                     else f", {in_run} in the run")
+    unreliable = f" ({flagged} unreliable: {where})" if flagged else ""
+    return (f"{measured}{unreliable}, {len(result.skipped)} skipped; "
             f"{background_text(result.rows)}results in {result.out_dir}")
 
 

@@ -30,6 +30,7 @@ class RunResult:
     skipped: list[dict] = field(default_factory=list)
     wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
     unreliable: int = 0  # rows flagged unreliable (commbench.rank.load), counted like wrong
+    in_run: int = 0  # rows of the whole run, counted like wrong (a resumed run's earlier sessions too)
     status: str = "running"
     reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
@@ -170,7 +171,7 @@ def collect(result: RunResult, folder: RunFolder, event: dict) -> None:
 
 def finish(result: RunResult, folder: RunFolder, status: str, error: str | None) -> None:
     """Record how the run ended; totals count every row of the run (a resumed run included)."""
-    result.status, result.wrong, result.unreliable = status, folder.wrong, folder.unreliable
+    result.status, result.wrong, result.unreliable, result.in_run = status, folder.wrong, folder.unreliable, folder.rows
     with interrupts.deferred():
         folder.finish(status, error)
 

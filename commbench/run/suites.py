@@ -95,14 +95,26 @@ def find_suite(name_or_path: str) -> Path:
     bundled = SUITES_DIR / f"{name_or_path}.yaml"
     if bundled.is_file():
         return bundled
-    known = ", ".join(bundled_suites()) or "none found"
-    raise InputError(f"no suite {name_or_path!r}: not a file, and not a bundled suite (bundled: {known})")
+    import difflib
+
+    names = bundled_suites()
+    near = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.75)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    raise InputError(f"no suite {name_or_path!r}: not a file, and not a bundled suite "
+                     f"(bundled: {', '.join(names) or 'none found'}){hint}")
 
 
 def _field_value(where: str, key: str, value):
     """A suite field's value as the option table types it (lists become comma text)."""
     if key not in SUITE_FIELDS:
-        raise InputError(f"{where}: unknown field {str(key)[:40]!r} (accepted: {', '.join(sorted(SUITE_FIELDS))})")
+        spelled = str(key).lstrip("-").replace("-", "_")
+        if spelled in SUITE_FIELDS:
+            hint = f"write it {spelled!r}: a field is run's long option with '_' for '-'"
+        elif spelled in BY_NAME and BY_NAME[spelled].sets_mode:
+            hint = f"the buffers are one field: mode: {BY_NAME[spelled].sets_mode}"
+        else:
+            hint = f"accepted: {', '.join(sorted(SUITE_FIELDS))}"
+        raise InputError(f"{where}: unknown field {str(key)[:40]!r} ({hint})")
     option = SUITE_FIELDS[key]
     kind = option.type
     if option.is_list and isinstance(value, list):

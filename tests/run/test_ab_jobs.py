@@ -252,6 +252,8 @@ BAD = [
     (["--threshold", "lots"], "invalid threshold"),
     (["--format", "yaml"], "unknown format"),
     (["--repeat", "3"], "No such option"),
+    (["--args-b", "--repeat 3"], "--args-b: commbench ab takes no --repeat, for a side or both"),
+    (["--args-a", "--min-time 1"], "--args-a: commbench ab takes no --min-time"),
     (["--threshold", "150%"], "invalid threshold"),
     (["--args-b", "--emulate 2x1"], "--emulate cannot differ between the sides"),
     (["--args-a", "--link-rate 2gbit"], "--link-rate cannot differ between the sides"),

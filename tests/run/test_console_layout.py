@@ -124,6 +124,31 @@ def test_a_half_that_was_skipped_shows_dashes():
         "      4096       1024  float32   sum         -        -        -      -      -      0.80    5.120    5.120      0    200"]
 
 
+def _skip(size: int, collective: str, reason: str) -> dict:
+    point = {"backend": "mpi", "collective": collective, "algorithm": "native", "dtype": "float32",
+             "op": "sum", "in_place": 0, "size": size, "index": size}
+    return {"event": "skip", "point": point, "reason": reason}
+
+
+def test_a_skip_is_said_under_its_own_table_never_inside_another():
+    """A skipped point of the next collective ends the open table first; one of the open table's own
+    sizes is said under that table's footer, not between its lines."""
+    renderer = _renderer()
+    renderer(_ready())
+    _feed(renderer, _row(8, False, 0.16))
+    renderer(_skip(4, "all_reduce", "less than one element"))
+    _feed(renderer, _row(16, False, 0.2))
+    renderer(_skip(8, "all_gather", "less than one element per rank"))
+    _feed(renderer, _row(16, False, 0.3, collective="all_gather"))
+    renderer({"event": "done"})
+    lines = [line for line in _lines(renderer) if line]
+    assert [line.split()[0] for line in lines[1:]] == [
+        "#", "#", "#", "8", "16", "#", "skipped",  # all_reduce's table, its footer, its own skip
+        "skipped", "#", "#", "#", "16", "#"]  # all_gather's skip before all_gather's table
+    assert lines[6].startswith("# Avg bus bandwidth") and lines[7].startswith("skipped all_reduce")
+    assert lines[8].startswith("skipped all_gather") and lines[9].startswith("# all_gather")
+
+
 def test_an_unreliable_point_is_marked_named_under_its_table_and_counted_in_the_summary():
     renderer = _renderer()
     renderer(_ready())
@@ -137,9 +162,17 @@ def test_an_unreliable_point_is_marked_named_under_its_table_and_counted_in_the_
     assert lines[9] == ("# ! 2 point(s) unreliable: background load (8 in-place), spread (16 out-of-place) "
                         "(the rows' `unreliable` column says how much)")
     assert renderer.flagged == 2
-    result = SimpleNamespace(rows=[{}, {}, {}], skipped=[{}], out_dir=Path("results/x"), unreliable=2)
+    flagged = [{"unreliable": "spread"}, {"unreliable": "busy machine"}, {}]
+    result = SimpleNamespace(rows=flagged, skipped=[{}], out_dir=Path("results/x"), unreliable=2)
     assert summary_text(result) == ("3 points measured (2 unreliable: see the ! lines), 1 skipped; "
                                     "results in results/x")
+    assert summary_text(result, quiet=True) == ("3 points measured (2 unreliable: the rows' `unreliable` column), "
+                                                "1 skipped; results in results/x")  # --quiet prints no ! line
+    resumed = SimpleNamespace(rows=flagged, skipped=[], out_dir=Path("x"), unreliable=5, in_run=9)
+    assert summary_text(resumed) == ("3 points measured, 9 in the run (5 unreliable: the rows' `unreliable` "
+                                     "column), 0 skipped; results in x")  # 3 of the 5 were flagged before
+    complete = SimpleNamespace(rows=[], skipped=[], out_dir=Path("x"), unreliable=0, in_run=9)
+    assert summary_text(complete) == "0 points measured: the run was complete, 9 in it, 0 skipped; results in x"
     assert summary_text(SimpleNamespace(rows=[{"unreliable": ""}], skipped=[], out_dir=Path("x"))) == (
         "1 points measured, 0 skipped; results in x")
     loaded = [{"background_cores": c} for c in (0.02, 0.05, 1.4, "")]  # every run says its neighbours' load

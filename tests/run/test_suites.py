@@ -27,6 +27,9 @@ def test_repeat_is_jobs_of_one_run():
 BAD_SUITES = [
     ("runs: [{label: a, dtype: float8}]", "runs[0] (a): unknown dtype 'float8' (accepted:"),
     ("runs: [{label: a, colour: red}]", "runs[0]: unknown field 'colour' (accepted:"),
+    ("runs: [{label: a, min-time: 0.1}]", "unknown field 'min-time' (write it 'min_time': a field is run's long"),
+    ("runs: [{label: a, out-of-place: true}]", "unknown field 'out-of-place' (the buffers are one field: "
+                                               "mode: out-of-place)"),
     ("runs: [{label: a, nprocs: two}]", "runs[0].nprocs: expected an integer"),
     ("runs: [{label: a}, {label: a}]", "runs[1].label: 'a' is used twice"),
     ("runs: [{label: 'a/b'}]", "runs[0].label: 'a/b' must be"),
@@ -59,6 +62,9 @@ def test_bad_suite_one_line_exit_2(tmp_path, text, message):
 def test_unknown_suite_name():
     proc = commbench("sweep", "no-such-suite")
     assert proc.returncode == BAD_INPUT and "bundled: algorithms, ci, cluster" in proc.stderr
+    assert "did you mean" not in proc.stderr
+    near = commbench("sweep", "cii")
+    assert near.returncode == BAD_INPUT and near.stderr.strip().endswith("; did you mean ci?"), near.stderr
 
 
 @settings(max_examples=150, deadline=None)
