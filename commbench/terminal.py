@@ -7,8 +7,12 @@ and error are set to escape it when this module is imported (the CLI imports it 
 from __future__ import annotations
 
 import codecs
+import errno
+import os
 import sys
 import unicodedata
+
+from rich.console import Console as RichConsole
 
 _UNSAFE = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format characters, lone surrogates, line and paragraph separators
 
@@ -56,3 +60,17 @@ def escape_unencodable(*streams) -> None:
 
 
 escape_unencodable()
+
+
+class Console(RichConsole):
+    """rich's Console, except for a reader that went away (`| head`, `2>&1 | head`): rich answers
+    that with exit 1 (a failure, to a CI script); here it is the BrokenPipeError that the CLI's
+    entry point answers with its one line and exit 141 (commbench.cli.app), the stream left writing
+    to /dev/null so that nothing later raises again."""
+
+    def on_broken_pipe(self) -> None:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))

@@ -151,6 +151,20 @@ def test_a_closed_stdout_stops_the_run_with_one_line(job, tmp_path):
     assert first["point"] == 0 and meta["points_measured"] >= 1
 
 
+@needs_mpirun
+def test_a_closed_stdout_and_stderr_stop_the_run_with_exit_141(job, tmp_path):
+    """`commbench run --json 2>&1 | head -1`: nowhere left to say it, the exit code still says a closed
+    pipe (rich's own answer is exit 1, a failure to a CI script) and the folder says interrupted."""
+    out = tmp_path / "r"
+    proc = subprocess.Popen(_sweep(out, "--json", "--min-time", "0.5"), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    proc.wait(timeout=60)
+    assert proc.returncode == 128 + signal.SIGPIPE
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
 def test_only_a_command_that_measures_says_its_rows_are_kept(monkeypatch):
     """`compare ... | head` stopped by the closed pipe has no rows to keep; `run` has."""
     from commbench.cli.app import _kept

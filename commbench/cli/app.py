@@ -13,13 +13,12 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer >= 0.27.2 (pyproject): its vendored click
 from typer.core import TyperOption
 from typer.exceptions import Abort, Exit, TyperException
-from rich.console import Console
 from rich.markup import escape
 
 from commbench import interrupts, plugins
 import commbench
 from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
-from commbench.terminal import one_line
+from commbench.terminal import Console, one_line
 
 # -h is --help in every command (subcommands inherit the root's context settings)
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
@@ -67,7 +66,12 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _one_line(prefix: str, text, code: int) -> None:
-    err.print(f"{prefix}{escape(one_line(text))}")
+    """Say `text` on stderr in one line and exit with `code`; where stderr is gone too (`2>&1 | head`),
+    the code alone."""
+    try:
+        err.print(f"{prefix}{escape(one_line(text))}")
+    except OSError:  # (the console now writes to /dev/null: commbench.terminal.Console)
+        pass
     sys.exit(code)
 
 

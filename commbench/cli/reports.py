@@ -6,7 +6,7 @@ import os
 from typing import Optional
 
 import typer
-from rich.console import Console
+from commbench.terminal import Console
 from rich.markup import escape
 
 from commbench import options

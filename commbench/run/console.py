@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from rich.console import Console
+from commbench.terminal import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
