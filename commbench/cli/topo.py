@@ -45,6 +45,7 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again, what
 
     from commbench.errors import InputError
     from commbench.rank import floor as probe
+    from commbench.terminal import printable
 
     was_cached = not fresh and probe.cached() is not None
     try:
@@ -56,7 +57,7 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again, what
         return
     a, b = found["cores"]
     on = f"cores {a} and {b}" if a >= 0 else "one core (this process may run on one only: the threads share it)"
-    print(f"{found['host']}: {found['cpu_model']}, {on}, measured {found['measured_at']}"
+    print(f"{printable(found['host'])}: {printable(found['cpu_model'])}, {on}, measured {printable(found['measured_at'])}"
           f"{' (cached: --fresh measures again)' if was_cached else ''}")
     print(f"  flag hand-off, one way      {found['handoff_us']:8.3f} us")
     print(f"  8 B exchange-and-add        {found['exchange_us']:8.3f} us   (the floor of a 2-rank 8 B all-reduce)")

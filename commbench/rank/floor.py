@@ -23,6 +23,7 @@ import ctypes
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
 import socket
@@ -37,6 +38,8 @@ SOURCE = Path(__file__).with_name("floor.cc")
 FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-pthread")
 COPY_BYTES = 64 << 20
 KEYS = ("handoff_us", "exchange_us", "copy_GBps")
+MOST = {"handoff_us": 1e6, "exchange_us": 1e6, "copy_GBps": 1e5}  # beyond these no machine measures (1 s, 100 TB/s)
+TEXTS = ("cpu_model", "host", "measured_at", "source")
 
 
 class FloorUnavailable(Exception):
@@ -148,8 +151,19 @@ def cached() -> dict | None:
         found = json.loads(cache_path().read_text())
     except (OSError, ValueError):
         return None
-    ok = isinstance(found, dict) and all(isinstance(found.get(k), (int, float)) and found[k] > 0 for k in KEYS)
-    return found if ok else None
+    return found if _as_measured(found) else None
+
+
+def _as_measured(found) -> bool:
+    """Whether a cache file's content is what measure() writes: each floor a finite number a machine
+    can have, two core numbers, the texts text (a file edited or damaged by hand is measured again)."""
+    if not isinstance(found, dict):
+        return False
+    numbers = all(type(found.get(k)) in (int, float) and math.isfinite(found[k]) and 0 < found[k] < MOST[k]
+                  for k in KEYS)
+    pair = found.get("cores")
+    return (numbers and isinstance(pair, list) and len(pair) == 2 and all(type(c) is int for c in pair)
+            and all(isinstance(found.get(k), str) for k in TEXTS))
 
 
 def machine_floor(fresh: bool = False) -> dict:
@@ -159,13 +173,16 @@ def machine_floor(fresh: bool = False) -> dict:
     if found is None:
         path = cache_path()
         found = measure()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(found))
             os.replace(tmp, path)
-        except OSError:
-            pass  # an unwritable cache: measured again next time
+        except OSError:  # an unwritable cache (or a folder in the file's place): measured again next time
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
     return found
 
 

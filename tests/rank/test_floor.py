@@ -38,14 +38,32 @@ def test_the_probe_measures_cached_and_leaves_the_callers_cores_alone(cache):
     assert again["measured_at"] >= found["measured_at"] and floor.cached() == again
 
 
+MEASURED = {"handoff_us": 1.0, "exchange_us": 2.0, "copy_GBps": 3.0, "cores": [0, 1], "cpu_model": "cpu",
+            "host": "vm", "measured_at": "2026-11-28T00:00:00Z", "source": "probe"}
+
+
 def test_a_damaged_cache_is_measured_again(cache, monkeypatch):
+    """Anything but what measure() writes (a file damaged or edited by hand) is measured again: never
+    an internal error, and never a floor no machine has (an infinite one made every row's efficiency
+    inf, which every reader then refuses)."""
     path = floor.cache_path()
     path.parent.mkdir(parents=True)
-    for text in ("{", '{"handoff_us": 0, "exchange_us": 1, "copy_GBps": 1}', "[]"):
+    damaged = ["{", "[]", json.dumps(MEASURED | {"handoff_us": 0})]
+    damaged += [json.dumps(MEASURED | change) for change in (
+        {"exchange_us": float("inf")}, {"copy_GBps": float("nan")}, {"handoff_us": True}, {"exchange_us": 1e308},
+        {"cores": "ab"}, {"cores": [1, 2, 3]}, {"cores": [0, True]}, {"cpu_model": 7})]
+    damaged += [json.dumps({k: v for k, v in MEASURED.items() if k != gone}) for gone in ("cores", "host")]
+    for text in damaged:
         path.write_text(text)
-        assert floor.cached() is None
-    monkeypatch.setattr(floor, "measure", lambda: {"handoff_us": 1.0, "exchange_us": 2.0, "copy_GBps": 3.0})
+        assert floor.cached() is None, text
+    path.write_text(json.dumps(MEASURED))
+    assert floor.cached() == MEASURED
+    path.unlink()
+    monkeypatch.setattr(floor, "measure", lambda: dict(MEASURED))
     assert floor.machine_floor()["exchange_us"] == 2.0 and floor.cached()["exchange_us"] == 2.0
+    path.unlink()
+    path.mkdir()  # a folder where the file goes: measured, not cached, nothing left beside it
+    assert floor.machine_floor() == MEASURED and sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
 class Ranks:
@@ -60,8 +78,8 @@ class Ranks:
 
 def test_node_floors_one_measurement_per_host(cache, monkeypatch):
     calls = []
-    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or {"handoff_us": 0.06, "exchange_us": 0.07,
-                                                                       "copy_GBps": 20.0})
+    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or MEASURED | {"handoff_us": 0.06,
+                                                                                "exchange_us": 0.07})
     found = floor.node_floors(Ranks(0, 1, []))
     assert found == {socket.gethostname(): floor.cached()} and calls == [1]
     assert floor.node_floors(Ranks(0, 1, [])) == found and calls == [1]  # cached: not measured again
@@ -184,8 +202,8 @@ def test_hosts_of_one_machine_share_one_measurement(cache, monkeypatch):
     import types
 
     calls = []
-    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or {"handoff_us": 0.06, "exchange_us": 0.07,
-                                                                       "copy_GBps": 20.0})
+    monkeypatch.setattr(floor, "measure", lambda: calls.append(1) or MEASURED | {"handoff_us": 0.06,
+                                                                                "exchange_us": 0.07})
     monkeypatch.setattr(floor, "socket", types.SimpleNamespace(
         gethostname=lambda: f"vm-n{threading.current_thread().name[-1]}"))
     world, out = ThreadRanks(4), {}
