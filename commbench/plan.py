@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from itertools import product
+from typing import Callable
 
 from commbench.collectives import COLLECTIVES
 from commbench.spec import SweepSpec
@@ -32,3 +33,16 @@ def build_plan(spec: SweepSpec) -> list[Point]:
         for op, in_place, size in product(ops, spec.in_place, spec.sizes):
             points.append(Point(len(points), backend, coll, algo, dtype, op, in_place, size))
     return points
+
+
+def measured_before(plan: list[Point], point: Point, counts_of: Callable[[int], object]) -> Point | None:
+    """The earlier point of `point`'s table (backend, collective, algorithm, dtype, op, buffers) whose
+    requested size measures as point's does, counts_of(size) telling (nccl-tests' rounding: `--sizes
+    8,9,10` is 8 B three times), or None: such a point is measured once."""
+    table, mine = _table(point), counts_of(point.size)
+    return next((p for p in plan[:point.index]
+                 if _table(p) == table and p.size != point.size and counts_of(p.size) == mine), None)
+
+
+def _table(p: Point) -> tuple:
+    return p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place

@@ -32,7 +32,7 @@ from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
-from commbench.plan import Point, build_plan
+from commbench.plan import Point, build_plan, measured_before
 from commbench.schema import build_row
 from commbench.spec import SweepSpec
 from commbench.library_calls import HAN, LIBRARY_CALLS
@@ -241,6 +241,9 @@ def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
         reason = f"--root {spec.root} is no rank of these {s.world}"
     if reason is None and counts.size_bytes == 0:
         reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
+    twin = None if reason else measured_before(s.plan, point, lambda b: coll.counts(b, dtype.itemsize, s.world))
+    if twin is not None:
+        reason = f"{point.size} B rounds to {counts.size_bytes} B over {s.world} ranks, measured as size {twin.size}"
     if reason:
         return reason
     binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
