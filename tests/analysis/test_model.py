@@ -175,6 +175,16 @@ def test_predict_at_scale_and_crossovers(tmp_path):
     assert big.internode_bytes_expected["hierarchical"] < big.internode_bytes_expected["ring"]
 
 
+def test_sizes_that_round_to_one_size_are_predicted_once(tmp_path):
+    """1K and 1028 B of all_gather over 16 ranks are both 1K (a whole float32 block per rank): one
+    point per algorithm, not two rows under one size (which ended in an internal error)."""
+    proc = commbench("model", "predict", "--nodes", 2, "--ranks-per-node", 8, "--intra", "450,2", "--inter", "50,5",
+                     "-c", "all_gather", "--sizes", "1K,1028,2K", "--out", tmp_path / "p", check_rc=OK)
+    rows = pd.read_csv(tmp_path / "p" / "results.csv")
+    assert sorted(set(rows.size_bytes)) == [1024, 2048] and not rows.duplicated(["algorithm", "size_bytes"]).any()
+    assert "1K" in proc.stdout and "2K" in proc.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["--nodes", 2, "--ranks-per-node", 2], "give --model, or both --intra and --inter"),
     (["--nodes", 2, "--ranks-per-node", 2, "--intra", "fast,1", "--inter", "1,1"], "invalid --intra"),

@@ -84,11 +84,13 @@ def predict(params: Params | dict[str, Params], shape: Shape, collective: str, s
         p = per_engine.get(ALGORITHMS[algorithm].engine)
         if p is None or not runs_at(algorithm, shape):
             continue
+        seen = set()  # sizes that round to one predicted already (nccl-tests' rounding) are predicted once
         for size in sizes:
             counts = coll.counts(size, ITEMSIZE, shape.n)
             t = time_s(p, algorithm, collective, shape, counts.size_bytes, segment_bytes)
-            if t is None or counts.size_bytes == 0:
+            if t is None or counts.size_bytes == 0 or counts.size_bytes in seen:
                 continue
+            seen.add(counts.size_bytes)
             algbw, busbw = bandwidth(counts.size_bytes, t * 1e6, coll.bus_factor(shape.n))
             rows.append({"collective": collective, "algorithm": algorithm, "world_size": shape.n, "nodes": shape.nodes,
                          "ranks_per_node": shape.per_node, "size_bytes": counts.size_bytes, "count": counts.count,
