@@ -20,7 +20,8 @@ META = {"world_size": 2, "nodes": 1, "ranks_per_node": 2, "launcher": "mpirun",
 
 
 def write_run(path: Path, job_medians: list[float], samples: int = 200, noise: float = 0.05, seed: int = 0,
-              background: list[float] | None = None, meta: dict | None = None, run_id: str = "r") -> Path:
+              background: list[float] | None = None, meta: dict | None = None, run_id: str = "r",
+              algorithm: str = "native") -> Path:
     """One run folder of len(job_medians) jobs; every point of SIZES in job k has samples around
     job_medians[k] x (1 + size / 64K). background: per job, cores of other work (of 2)."""
     rng = np.random.default_rng(seed)
@@ -32,7 +33,7 @@ def write_run(path: Path, job_medians: list[float], samples: int = 200, noise: f
         folder.job = k
         for point, size in enumerate(SIZES):
             values = median * (1 + size / 65536) * np.exp(noise * rng.standard_normal(samples))
-            row = build_row(run_id=run_id, point=point, collective="all_reduce", backend="mpi", algorithm="native",
+            row = build_row(run_id=run_id, point=point, collective="all_reduce", backend="mpi", algorithm=algorithm,
                             device="cpu", dtype="float32", op="sum", in_place=0, world_size=2, size_bytes=size,
                             time_us=float(np.median(values)), samples=samples, wrong=0)
             folder.add(row, values)

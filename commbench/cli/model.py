@@ -96,6 +96,7 @@ def model_validate(
     import pandas as pd
 
     from commbench.analysis.model import load_rows
+    from commbench.analysis.model.fit import usable
     from commbench.analysis.model.validate import held_out, summary
     from commbench.outputs import csv_text, output_file, write_text
 
@@ -105,9 +106,14 @@ def model_validate(
     if csv is not None:
         output_file(csv, flag, inputs=results)  # before the fits, which print
     rows = load_rows(results)
+    usable(rows)  # none: the fit's own reason, not "too few points"
+    methods = [(by, what, held_out(rows, by, links_per_node))
+               for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out"))]
+    if not any(summary(errors) for _, _, errors in methods):
+        raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
+                         "(sweep more sizes and algorithms)")
     frames = []
-    for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out")):
-        errors = held_out(rows, by, links_per_node)
+    for by, what, errors in methods:
         s = summary(errors)
         if not s:
             print(f"{what}: not enough points")
@@ -121,9 +127,6 @@ def model_validate(
         for (group, algo), g in errors.groupby(["group", "algorithm"]):
             print(f"  {algo:14} ({group}) median |error| {100 * g.error.abs().median():.1f} % over {len(g)} points")
         frames.append(errors.assign(method=by))
-    if not frames:
-        raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
-                         "(sweep more sizes and algorithms)")
     if csv:
         write_text(csv, csv_text(pd.concat(frames)), flag)
 

@@ -205,9 +205,29 @@ def test_predict_one_rank_and_validate_nothing_are_exit_2(tmp_path):
     one = run_cli("model", "predict", "--nodes", 1, "--ranks-per-node", 1, "--intra", "450,2", "--inter", "50,5")
     one.assert_clean()
     assert one.code == BAD_INPUT and "is one rank, which communicates nothing" in one.stderr
-    few = run_cli("model", "validate", write_run(tmp_path / "r", [10.0], samples=5))
+    few = run_cli("model", "validate", write_run(tmp_path / "r", [10.0], samples=5, algorithm="ring"))
     few.assert_clean()
-    assert few.code == BAD_INPUT and "nothing to validate: too few points" in few.stderr
+    assert few.code == BAD_INPUT and few.stdout == "" and "nothing to validate: too few points" in few.stderr
+    native = run_cli("model", "validate", write_run(tmp_path / "n", [10.0], samples=5))  # the library's call only
+    native.assert_clean()
+    assert native.code == BAD_INPUT and native.stdout == "" and "no usable points: the model fits" in native.stderr
+
+
+def test_a_run_given_twice_is_refused_by_fit_and_validate(tmp_path):
+    """The same run twice (the folder twice, or a copy) would count each point twice and narrow the
+    intervals as if it had been measured twice: refused in one line, as compare refuses it."""
+    import shutil
+
+    from cli_inprocess import run_cli
+    from synthetic_runs import write_run
+
+    run = write_run(tmp_path / "r", [10.0], samples=5)
+    copy = shutil.copytree(run, tmp_path / "copy")
+    for command, args in ((["fit", "--output", tmp_path / "m.json"], [run, run]), (["validate"], [run, copy])):
+        twice = run_cli("model", *command, *args)
+        twice.assert_clean()
+        assert twice.code == BAD_INPUT and "run 'r' is given twice" in twice.stderr
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_rows_without_nodes_or_ranks_per_node_are_one_node_of_all_ranks():

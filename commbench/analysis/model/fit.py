@@ -131,6 +131,14 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
 
 
+def usable(rows: pd.DataFrame) -> pd.DataFrame:
+    """usable_rows, refused in one line where there are none."""
+    rows = usable_rows(rows)
+    if rows.empty:
+        raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(modelled())}")
+    return rows
+
+
 def predicted_s(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
     return np.array([time_s(params, r.algorithm, r.collective,
                             Shape(r.nodes, r.ranks_per_node, r.placement, links, lanes),
@@ -220,9 +228,7 @@ def inter_node(rows: pd.DataFrame, group: str, links_per_node: int = 1) -> tuple
 def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
     """One fit per group (backend and engine) of the rows: the step groups first, whose inter-node
     parameters the backend's other groups borrow (see the module)."""
-    rows = usable_rows(rows)
-    if rows.empty:
-        raise InputError(f"no usable points: the model fits measured, correct points of {', '.join(modelled())}")
+    rows = usable(rows)
     fits: dict[str, Fit] = {}
     for g in sorted(rows.group.unique(), key=lambda g: (split_group(g)[1] != STEPS, g)):
         backend, engine = split_group(g)
