@@ -31,8 +31,10 @@ def inter_option():
 
 
 def _check_links(value: int | None) -> None:
-    if value is not None and value < 1:
-        raise InputError(f"invalid --links-per-node {value}: it must be at least 1")
+    from commbench.options import MAX_RANKS
+
+    if value is not None and not 1 <= value <= MAX_RANKS:
+        raise InputError(f"invalid --links-per-node {value}: it must be from 1 to {MAX_RANKS}")
 
 
 def _fmt_param(name: str, value, rel, undetermined: dict | None) -> str:

@@ -25,7 +25,8 @@ BAD_PREDICT = [
     (["--nodes", 100_000_000, "--ranks-per-node", 1_000_000, *LINKS],
      f"is 100000000000000 ranks; model predict takes at most {MAX_RANKS}"),
     (["--nodes", MAX_RANKS, "--ranks-per-node", 1, *LINKS, "-f", 2], f"(ranks x sizes x collectives at most {MAX_RANK_SIZES})"),
-    ([*PREDICT[2:], *LINKS, "--links-per-node", -3], "invalid --links-per-node -3: it must be at least 1"),
+    ([*PREDICT[2:], *LINKS, "--links-per-node", -3], f"invalid --links-per-node -3: it must be from 1 to {MAX_RANKS}"),
+    ([*PREDICT[2:], *LINKS, "--links-per-node", 10 ** 12], "invalid --links-per-node 1000000000000"),
     ([*PREDICT[2:], *LINKS, "--links-per-node", 0], "invalid --links-per-node 0"),
     ([*PREDICT[2:], *LINKS, "--reduce-bw", -1], "invalid --reduce-bw -1.0"),
     ([*PREDICT[2:], *LINKS, "--reduce-bw", "nan"], "invalid --reduce-bw nan"),
@@ -85,6 +86,12 @@ def test_predict_with_a_model_and_its_outputs(tmp_path):
     (json.dumps(_model(links_per_node=-3)), "field 'links_per_node'"),
     (json.dumps(_model(links_per_node=True)), "field 'links_per_node'"),
     (json.dumps(_model(engine=["steps"])), "field 'engine'"),
+    (json.dumps(_model(engine="warp")), "field 'engine' is not what `model fit` writes ('warp')"),
+    (json.dumps(_model(params={"beta_intra": 0.0})), "field 'params'"),  # infinitely fast: no machine's
+    (json.dumps(_model(lanes=10 ** 30)), "field 'lanes'"),
+    (json.dumps(_model(lanes="2")), "field 'lanes' is not what `model fit` writes ('2')"),
+    (json.dumps(_model(algorithms=["bogus"])), "field 'algorithms'"),
+    (json.dumps(_model(backend="gloo")), "fit 'mpi' is of 'gloo'"),
     (json.dumps(_model(colour="red")), "unknown field 'colour'"),
     (" " * (MAX_MODEL_BYTES + 1), "larger than 1 MB"),
 ])

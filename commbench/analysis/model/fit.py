@@ -33,7 +33,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time_s
-from commbench.analysis.model.determined import bounded, log_covariance, log_sigma, not_informed, verdict
+from commbench.analysis.model.determined import RANGES, bounded, log_covariance, log_sigma, not_informed, verdict
 from commbench.errors import InputError
 from commbench.analysis import limits
 from commbench.options import MAX_RANKS
@@ -281,27 +281,33 @@ def _check_fit(name: str, f: dict) -> Fit:
     if missing or unknown:
         raise InputError(f"fit {name[:40]!r}: {'missing' if missing else 'unknown'} field "
                          f"{str((missing or unknown)[0])[:40]!r}")
-    params, rel = f["params"], f["rel_std"]
+    params, rel, undetermined = f["params"], f["rel_std"], f.get("undetermined", {})
+    engine, algorithms = f.get("engine", STEPS), f.get("algorithms", [])
     checks = {
-        "backend": isinstance(f["backend"], str) and 0 < len(f["backend"]) <= 64,
-        "engine": isinstance(f.get("engine", STEPS), str) and len(f.get("engine", STEPS)) <= 64,
+        "backend": isinstance(f["backend"], str) and 0 < len(f["backend"]) <= 64 and "/" not in f["backend"],
+        "engine": isinstance(engine, str) and engine in {a.engine for a in ALGORITHMS.values()},
         "params": isinstance(params, dict) and set(params) <= set(NAMES)
-        and all(v is None or _finite(v, MAX_PARAM) for v in params.values()),
+        and all(v is None or _finite(v, MAX_PARAM) for v in params.values())
+        and all(RANGES[k][0] <= v <= RANGES[k][1] for k, v in params.items()  # what fit calls determined
+                if v is not None and not (isinstance(undetermined, dict) and k in undetermined)),
         "rel_std": isinstance(rel, dict) and all(v is None or _finite(v) for v in rel.values()),
-        "links_per_node": type(f["links_per_node"]) is int and f["links_per_node"] >= 1,
-        "lanes": type(f["lanes"]) is int and f["lanes"] >= 1,
+        "links_per_node": type(f["links_per_node"]) is int and 1 <= f["links_per_node"] <= MAX_RANKS,
+        "lanes": type(f["lanes"]) is int and 1 <= f["lanes"] <= MAX_RANKS,
         "points": type(f["points"]) is int and f["points"] >= 0,
         "median_error": _finite(f["median_error"]),
         "p90_error": _finite(f["p90_error"]),
-        "algorithms": isinstance(f.get("algorithms", []), list) and all(isinstance(a, str) for a in f.get("algorithms", [])),
+        "algorithms": isinstance(algorithms, list) and all(isinstance(a, str) and a in ALGORITHMS for a in algorithms),
         "borrowed": isinstance(f.get("borrowed", {}), dict),
         "undetermined": _undetermined_ok(f.get("undetermined", {}), params),
         "log_cov": _cov_ok(f.get("log_cov", {}), params),
     }
     bad = next((k for k, ok in checks.items() if not ok), None)
     if bad:
-        raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({str(f[bad])[:60]})")
-    return Fit(**f)
+        raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({f.get(bad, STEPS)!r:.60})")
+    fit = Fit(**f)
+    if fit.group != name:
+        raise InputError(f"fit {name[:40]!r} is of {fit.group[:40]!r} (its backend and engine): not what `model fit` writes")
+    return fit
 
 
 def _cov_ok(cov, params) -> bool:
