@@ -167,9 +167,13 @@ class Comparison:
         return (f"{self.count('regression')} regressions, {self.count('improvement')} improvements, "
                 f"{self.count('unchanged')} unchanged, {self.count('inconclusive')} inconclusive")
 
+    def threshold_text(self) -> str:
+        """The threshold as given, to 3 figures: 5%, 0.05%, 12.5% (not 0% for 0.05%)."""
+        return f"{self.threshold * 100:.3g}%"
+
     def summary(self) -> str:
         return (f"{self.counts_text()}, {len(self.missing)} missing, {len(self.new)} new "
-                f"(threshold {self.threshold:.0%}; {self.jobs_text()})")
+                f"(threshold {self.threshold_text()}; {self.jobs_text()})")
 
     def advice(self) -> list[str]:
         """What would settle the inconclusive points."""
@@ -183,7 +187,7 @@ class Comparison:
         wide = [v for v in open_ if min(v.jobs) >= MIN_JOBS and "other work" not in v.note]
         settle = [v.repeat_needed for v in wide if v.repeat_needed]
         if wide:
-            text = f"{len(wide)} inconclusive with an interval straddling {1 + self.threshold:.2f}"
+            text = f"{len(wide)} inconclusive with an interval straddling {1 + self.threshold:.6g}"
             if settle:
                 text += f": --repeat {max(settle)} on both sides would likely settle {len(settle)} of them"
             if len(settle) < len(wide):

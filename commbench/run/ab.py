@@ -91,7 +91,7 @@ class AbComparison(Comparison):
         return f"{self.grain} pairs, {min(pairs, default=0)}-{max(pairs, default=0)} a point" if pairs else "no pairs"
 
     def summary(self) -> str:
-        return (f"{self.counts_text()}, {len(self.skipped)} skipped (threshold {self.threshold:.0%}; "
+        return (f"{self.counts_text()}, {len(self.skipped)} skipped (threshold {self.threshold_text()}; "
                 f"{self.jobs_text()}; {self.rounds} rounds in {self.seconds:.0f} s)")
 
     def advice(self) -> list[str]:

@@ -240,3 +240,13 @@ def test_verdict_rules():
     for j in (judge(flat, flat * 1.1, 0.05), judge(flat, flat, 0.05), judge(flat, same, 0.05)):
         assert (j.verdict, j.ci_low, j.ci_high, j.p_value) == ("inconclusive", None, None, None)
         assert "identical medians" in j.note
+
+
+def test_the_threshold_is_said_as_given():
+    """`--threshold 0.05%` read `threshold 0%` (a rounding to whole percents)."""
+    from types import SimpleNamespace
+
+    from commbench.analysis.compare import Comparison
+
+    said = [Comparison.threshold_text(SimpleNamespace(threshold=t)) for t in (0.05, 0.0005, 0.125, 1 / 3)]
+    assert said == ["5%", "0.05%", "12.5%", "33.3%"]
