@@ -47,6 +47,10 @@ def _walk(top: Path) -> list[Path]:
             raise limits.FOLDERS.refusal(str(top))
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except FileNotFoundError:
+            if d == top:
+                raise InputError(f"{str(d)!r} does not exist (it went while it was read)") from None
+            continue  # a folder below that went while the walk was on its way (another program's)
         except OSError as exc:
             raise InputError(f"{str(d)!r}: {exc.strerror or exc}") from None
         for entry in entries:

@@ -57,6 +57,27 @@ def test_every_limit_has_its_own_variable():
     assert all(lim.default >= 1 for lim in limits.ALL) and len(limits.table()) == len(limits.ALL)
 
 
+def test_a_folder_that_goes_during_the_walk_is_passed_over(tmp_path, monkeypatch):
+    """`report /` met another program's temporary folder that went between its listing and its
+    reading: that folder is passed over, not the end of the command."""
+    import os
+
+    from commbench.analysis import run_files
+
+    sweep = tmp_path / "sweep"
+    make_folder(sweep / "run1")
+    (sweep / "going").mkdir()
+    real = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("going"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real(path)
+
+    monkeypatch.setattr(run_files.os, "scandir", scandir)
+    assert [d.name for d in run_dirs(sweep)] == ["run1"]
+
+
 def test_depth_runs_rows_and_samples_are_counted_before_parsing(folder, tmp_path, monkeypatch):
     sweep = tmp_path / "sweep"
     make_folder(sweep / "a" / "b" / "run1")
