@@ -123,7 +123,7 @@ class Server:
         out, bound = {}, {}
         for side, index in points.items():
             point = self.plans[side][index]
-            b = worker.bind_point(self.session, self.specs[side], point)
+            b = worker.bind_point(self.session, self.specs[side], point, self.plans[side])
             if isinstance(b, str):
                 out[side] = {"skip": b}
                 continue

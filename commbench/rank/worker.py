@@ -223,8 +223,8 @@ class Bound:
                                 spec.timer, spec.graph, bufs)
 
 
-def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
-    """The point ready to measure on this rank, or why it cannot run here (the same on every rank)."""
+def bind_point(s: Session, spec: SweepSpec, point: Point, plan: list[Point]) -> Bound | str:
+    """The point of `plan` (spec's) ready to measure on this rank, or why it cannot run here (the same on every rank)."""
     comm = s.comms[point.backend]
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
     counts = coll.counts(point.size, dtype.itemsize, s.world)
@@ -241,7 +241,7 @@ def bind_point(s: Session, spec: SweepSpec, point: Point) -> Bound | str:
         reason = f"--root {spec.root} is no rank of these {s.world}"
     if reason is None and counts.size_bytes == 0:
         reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
-    twin = None if reason else measured_before(s.plan, point, lambda b: coll.counts(b, dtype.itemsize, s.world))
+    twin = None if reason else measured_before(plan, point, lambda b: coll.counts(b, dtype.itemsize, s.world))
     if twin is not None:
         reason = f"{point.size} B rounds to {counts.size_bytes} B over {s.world} ranks, measured as size {twin.size}"
     if reason:
@@ -264,7 +264,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     """Measure one point (rank 0 sends its row and samples); its wrong elements, or None when
     the point cannot run here (rank 0 sends the reason)."""
     spec = s.spec
-    bound = bind_point(s, spec, point)
+    bound = bind_point(s, spec, point, s.plan)
     if isinstance(bound, str):
         if s.rank == 0:
             emit("skip", point=point.as_dict(), reason=bound)

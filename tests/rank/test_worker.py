@@ -43,15 +43,31 @@ def _session(spec, world=2, nodes_of=None) -> worker.Session:
                           {"mpi": Context(comm, nodes_of)}, None, None)
 
 
+def _bind(s, spec, point):
+    return worker.bind_point(s, spec, point, s.plan)
+
+
 def _point(spec, **match):
     return next(p for p in build_plan(spec) if all(getattr(p, k) == v for k, v in match.items()))
+
+
+def test_a_size_that_rounds_to_one_measured_before_in_its_plan_is_skipped(tmp_path):
+    """9 B of float32 is 8 B: measured once, as size 8, in the plan the point is of (an ab side's own,
+    whose indexes are not the merged session's)."""
+    spec = small_spec(tmp_path, sizes=[8, 9, 16])
+    s = _session(spec)
+    assert isinstance(_bind(s, spec, _point(spec, size=8)), worker.Bound)
+    assert _bind(s, spec, _point(spec, size=9)) == "9 B rounds to 8 B over 2 ranks, measured as size 8"
+    assert isinstance(_bind(s, spec, _point(spec, size=16)), worker.Bound)
+    side = small_spec(tmp_path, sizes=[9])  # a plan of its own: nothing before its 9 B
+    assert isinstance(worker.bind_point(s, side, build_plan(side)[0], build_plan(side)), worker.Bound)
 
 
 def test_a_native_point_binds_with_the_librarys_call(tmp_path):
     spec = small_spec(tmp_path, collectives=["all_gather"], dtypes=["float64"], in_place=[True])
     s = _session(spec)
     point = _point(spec, size=1024)
-    b = worker.bind_point(s, spec, point)
+    b = _bind(s, spec, point)
     assert isinstance(b, worker.Bound) and b.binder is None and b.algo is None and b.backend == "mpi"
     assert b.comm is s.comms["mpi"] and b.coll is COLLECTIVES["all_gather"] and b.dtype is DTYPES["float64"]
     assert b.counts == COLLECTIVES["all_gather"].counts(1024, 8, 2)
@@ -63,17 +79,17 @@ def test_the_reasons_a_point_cannot_run(tmp_path):
                  sizes=[1, 1024])
     s = _session(spec, world=3, nodes_of=[0, 0, 1])
     s.comms["mpi"].answer = "base"
-    assert worker.bind_point(s, spec, _point(spec, algorithm="native", size=1024)) == (
+    assert _bind(s, spec, _point(spec, algorithm="native", size=1024)) == (
         "fakelib has no all-reduce here (commbench's algorithms may run it)")
     s.comms["mpi"].answer = "the library refuses"
-    assert worker.bind_point(s, spec, _point(spec, algorithm="native", size=1024)) == "the library refuses"
-    assert worker.bind_point(s, spec, _point(spec, algorithm="tree", collective="all_gather")) == (
+    assert _bind(s, spec, _point(spec, algorithm="native", size=1024)) == "the library refuses"
+    assert _bind(s, spec, _point(spec, algorithm="tree", collective="all_gather")) == (
         "tree has no all-gather (it runs all-reduce, broadcast, reduce)")
-    assert worker.bind_point(s, spec, _point(spec, algorithm="hierarchical", size=1024)) == (
+    assert _bind(s, spec, _point(spec, algorithm="hierarchical", size=1024)) == (
         "hierarchical needs the same number of ranks on every node (found [1, 2])")
     # an own algorithm asks the library for buffers and a reducer only (native=False)
     assert s.comms["mpi"].asked[-1][-1] is False
-    assert worker.bind_point(s, spec, _point(spec, algorithm="tree", collective="all_reduce", size=1)) == (
+    assert _bind(s, spec, _point(spec, algorithm="tree", collective="all_reduce", size=1)) == (
         "1 B of float32 over 3 ranks is less than one element per rank")
 
 
@@ -81,20 +97,20 @@ def test_an_algorithms_point_gets_its_binder_and_context(tmp_path):
     spec = small_spec(tmp_path, algorithms=["ring"], sizes=[1 << 20], dtypes=["float64"], segment_bytes=4096,
                  timeout=50.0, channels=3)
     s = _session(spec)
-    b = worker.bind_point(s, spec, _point(spec))
+    b = _bind(s, spec, _point(spec))
     assert b.algo is ALGORITHMS["ring"] and callable(b.binder) and b.binder.alloc is None  # ring: the comm's buffers
     ctx = s.contexts["mpi"]
     assert ctx.segment_elems == 4096 // 8 and ctx.channels == 3
     assert ctx.timeout_s == pytest.approx(worker.KERNEL_TIMEOUT_SHARE * 50.0)  # the kernel reports before the watchdog
     spec.segment_bytes = 1  # less than an element: one
-    worker.bind_point(s, spec, _point(spec))
+    _bind(s, spec, _point(spec))
     assert ctx.segment_elems == 1
 
 
 def test_notes_are_shown_once(tmp_path):
     spec = small_spec(tmp_path)
     s = _session(spec)
-    b = worker.bind_point(s, spec, _point(spec, size=8))
+    b = _bind(s, spec, _point(spec, size=8))
     b.comm.reducer = SimpleNamespace(fallback="bfloat16 is reduced in numpy")
     b.comm.notes = ["the C loop did not build", ""]
     s.contexts["mpi"].notes.append("the ring ran in rank order")
