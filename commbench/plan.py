@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from itertools import product
-from typing import Callable
 
 from commbench.collectives import COLLECTIVES
+from commbench.dtypes import DTYPES
 from commbench.spec import SweepSpec
 
 
@@ -35,14 +35,17 @@ def build_plan(spec: SweepSpec) -> list[Point]:
     return points
 
 
-def measured_before(plan: list[Point], point: Point, counts_of: Callable[[int], object]) -> Point | None:
-    """The earlier point of `point`'s table (backend, collective, algorithm, dtype, op, buffers) whose
-    requested size measures as point's does, counts_of(size) telling (nccl-tests' rounding: `--sizes
-    8,9,10` is 8 B three times), or None: such a point is measured once."""
-    table, mine = _table(point), counts_of(point.size)
-    return next((p for p in plan[:point.index]
-                 if _table(p) == table and p.size != point.size and counts_of(p.size) == mine), None)
-
-
-def _table(p: Point) -> tuple:
-    return p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place
+def rounding_twins(plan: list[Point], world: int) -> dict[int, int]:
+    """Point index -> the size of the first point of its table (backend, collective, algorithm,
+    dtype, op, buffers) whose size measures as its own over `world` ranks (nccl-tests' rounding:
+    `--sizes 8,9,10` is 8 B three times): such a point is measured once. One pass over the plan."""
+    first: dict[tuple, int] = {}
+    twins = {}
+    for p in plan:
+        key = (p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place,
+               COLLECTIVES[p.collective].counts(p.size, DTYPES[p.dtype].itemsize, world))
+        if key in first:
+            twins[p.index] = first[key]
+        else:
+            first[key] = p.size
+    return twins

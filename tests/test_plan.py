@@ -3,7 +3,7 @@
 from itertools import product
 
 from commbench.collectives import COLLECTIVES, Collective
-from commbench.plan import Point, build_plan, measured_before
+from commbench.plan import Point, build_plan, rounding_twins
 from commbench.spec import SweepSpec
 
 
@@ -73,19 +73,13 @@ def test_point_as_dict():
 def test_a_size_that_rounds_to_an_earlier_ones_is_measured_once():
     """`--sizes 8,9,10,16` over 2 ranks: 9 and 10 B of float32 are 8 B (whole elements; all-gather's
     count a multiple of the ranks as well), measured as size 8; 16 B is a point of its own; the same
-    size in another table (int8, in place) is not a repeat."""
+    size in another table (int8) is not a repeat."""
     plan = build_plan(_spec(sizes=[8, 9, 10, 16], dtypes=["float32", "int8"]))
-
-    def twin(p):
-        found = measured_before(plan, p, lambda b: COLLECTIVES[p.collective].counts(b, 4 if p.dtype == "float32"
-                                                                                   else 1, 2))
-        return found and found.size
-
+    twins = rounding_twins(plan, 2)
     f32 = [p for p in plan if p.dtype == "float32" and p.algorithm == "native" and p.op in (None, "sum")
            and not p.in_place and p.collective in ("all_reduce", "all_gather")]
-    assert [(p.collective, p.size, twin(p)) for p in f32] == [
+    assert [(p.collective, p.size, twins.get(p.index)) for p in f32] == [
         ("all_reduce", 8, None), ("all_reduce", 9, 8), ("all_reduce", 10, 8), ("all_reduce", 16, None),
         ("all_gather", 8, None), ("all_gather", 9, 8), ("all_gather", 10, 8), ("all_gather", 16, None)]
-    int8 = [p for p in plan if p.dtype == "int8" and p.collective == "all_reduce" and p.op == "sum"
-            and p.algorithm == "native"]
-    assert all(twin(p) is None for p in int8)  # every size a count of its own
+    int8 = [p for p in plan if p.dtype == "int8" and p.collective == "all_reduce" and p.op == "sum"]
+    assert all(p.index not in twins for p in int8)  # every size a count of its own

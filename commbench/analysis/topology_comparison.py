@@ -8,6 +8,8 @@ Reads rows only (results files, or the rows a run returned), like report and com
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from commbench.library_calls import LIBRARY_CALLS
@@ -15,23 +17,21 @@ from commbench.library_calls import LIBRARY_CALLS
 REFERENCE = "ring"  # the flat ring in rank order, which the speedups are over
 TOPOLOGY_AWARE = ("ring_topology", "hierarchical", "hierarchical_kernel")  # the report's chart of them too
 VARIANTS = (*LIBRARY_CALLS, REFERENCE, *TOPOLOGY_AWARE)
-# a comparison is within one run (variants measured side by side; `run` names each run apart: its
-# label, else its folder, commbench.analysis.load.run_names), one table per
-GROUP = ["run", "collective", "backend", "dtype", "op", "in_place", "placement", "nodes", "ranks_per_node"]
+# a comparison is within one results folder (a run's variants, side by side; an ab folder's two
+# sides), one table per folder, label and the rest
+GROUP = ["folder", "label", "collective", "backend", "dtype", "op", "in_place", "placement", "nodes", "ranks_per_node"]
 
 
 def topology_comparison(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per GROUP + size with, per variant present: time_us:<v>, speedup:<v> (time of the
     flat ring / time of v) and the inter-node bytes per call (measured and expected), each the
     median over the run's jobs (--repeat). Empty when the rows hold no multi-node points of at least
-    two variants. Rows without `run` (not from load_runs) are one run per label."""
+    two variants. Rows without `folder` (not from load_runs) are one folder."""
     if "nodes" not in rows or "algorithm" not in rows:  # rows that do not say it have no multi-node point
         return pd.DataFrame()
     rows = rows[rows.algorithm.isin(VARIANTS) & (pd.to_numeric(rows.nodes, errors="coerce") > 1)].copy()
     if rows.empty or rows.algorithm.nunique() < 2:
         return pd.DataFrame()
-    if "run" not in rows:
-        rows["run"] = rows["label"] if "label" in rows else ""
     for col in GROUP:
         if col not in rows:
             rows[col] = ""
@@ -65,7 +65,8 @@ def variants_of(comparison: pd.DataFrame) -> list[str]:
 
 def group_tables(comparison: pd.DataFrame) -> list[dict]:
     """The comparison as text tables that fit 100 columns, one per group (collective, backend,
-    dtype, op, mode, nodes x ranks per node, placement, run): `title`; `header` and `body`
+    dtype, op, mode, nodes x ranks per node, placement, folder and label): `title` (the label, else
+    the folder's name, first); `header` and `body`
     (size, then each variant's time in µs with its speedup over the flat ring as a ratio);
     `bytes_header` and `bytes_body` (inter-node bytes per call, measured (expected)), empty
     where no variant counted any."""
@@ -92,7 +93,7 @@ def _wrap(name: str) -> str:
 
 
 def _title(g: dict) -> str:
-    parts = [g.get("run"), g.get("collective"), g.get("backend"), g.get("dtype"),
+    parts = [g.get("label") or (Path(g["folder"]).name if g.get("folder") else None), g.get("collective"), g.get("backend"), g.get("dtype"),
              None if g.get("op") in ("", "none", None) else g.get("op"),
              None if g.get("in_place") in ("", None) else "in-place" if _true(g["in_place"]) else "out-of-place",
              f"{_int(g.get('nodes'))} nodes × {_int(g.get('ranks_per_node'))} ranks", g.get("placement") or None]

@@ -87,6 +87,11 @@ class LoadMeter:
     machines: int = 1
     starts: deque = field(default_factory=lambda: deque(maxlen=ANCHORS))
 
+    def oversubscribed(self) -> str:
+        """The run's warning where the machines' ranks outnumber their cores."""
+        return (f"oversubscribed: {self.ranks} ranks on a machine of {self.cores} cores take turns on them, so the "
+                "times include waiting for a core (fewer ranks, or more machines, measure the collective alone)")
+
     def _now(self) -> tuple[float, float, float]:
         if not self.reader:
             return 0.0, time.process_time(), time.monotonic()

@@ -37,7 +37,7 @@ from commbench.rank import harness, topology, worker
 from commbench.rank.arena import Arena
 from commbench.rank.han import close_han
 from commbench.rank.spec_file import decode_spec
-from commbench.plan import build_plan
+from commbench.plan import build_plan, rounding_twins
 from commbench.rank.timers import choose_batch
 from commbench.spec import SweepSpec
 
@@ -104,6 +104,7 @@ class Server:
         self.facts: dict = {}
         self.session = worker.open_session(_merged(specs), self._collect)
         self.plans = {side: build_plan(spec) for side, spec in specs.items()}
+        self.twins = {side: rounding_twins(plan, self.session.world) for side, plan in self.plans.items()}
         self.prepared: dict[str, harness.Prepared] = {}
         where = channel.conf.get("arena")  # the memory both sides' buffers lie in (commbench.rank.arena)
         self.arena = None if not where else Arena(where["path"], where["stride"], self.session.rank)
@@ -123,7 +124,7 @@ class Server:
         out, bound = {}, {}
         for side, index in points.items():
             point = self.plans[side][index]
-            b = worker.bind_point(self.session, self.specs[side], point, self.plans[side])
+            b = worker.bind_point(self.session, self.specs[side], point, self.twins[side])
             if isinstance(b, str):
                 out[side] = {"skip": b}
                 continue

@@ -32,7 +32,7 @@ from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
-from commbench.plan import Point, build_plan, measured_before
+from commbench.plan import Point, build_plan, rounding_twins
 from commbench.schema import build_row
 from commbench.spec import SweepSpec
 from commbench.library_calls import HAN, LIBRARY_CALLS
@@ -99,6 +99,7 @@ class Session:
     warned: list[str] = field(default_factory=list)
     floor: dict | None = None  # this host's floors (commbench.rank.floor), for the rows' efficiency
     han: Communicator | str | None = None  # native_han's communicator, or why it has none (rank/han.py)
+    twins: dict[int, int] = field(default_factory=dict)  # plan.rounding_twins of the plan
 
     @property
     def nodes(self) -> int:
@@ -144,7 +145,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                                     [f["launcher_node"] for f in facts])
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
-    s.load = load.open_meter(control)
+    s.load, s.twins = load.open_meter(control), rounding_twins(s.plan, s.world)
     if HAN in spec.algorithms and "mpi" in comms:
         s.han = open_han(comms["mpi"])
     floors = floor.node_floors(control, spec.device)
@@ -167,7 +168,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                                                   "peak_source": power_facts["gpu"]["peak_source"], **power_facts},
             "load": load_facts(s.load), "floors": floors})
         if s.load.ranks > s.load.cores:
-            emit("warning", text=oversubscribed(s.load))
+            emit("warning", text=s.load.oversubscribed())
         emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
              already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
              note=s.power_note)
@@ -180,11 +181,6 @@ def load_facts(meter: load.LoadMeter) -> dict:
     return {"ranks_per_machine": meter.ranks, "cores_per_machine": meter.cores,
             "oversubscribed": meter.ranks > meter.cores, "busy_cores_flag": load.BUSY_CORES,
             "spread_flag": load.SPREAD, "min_window_s": load.MIN_WINDOW_S}
-
-
-def oversubscribed(meter: load.LoadMeter) -> str:
-    return (f"oversubscribed: {meter.ranks} ranks on a machine of {meter.cores} cores take turns on them, so the times "
-            "include waiting for a core (fewer ranks, or more machines, measure the collective alone)")
 
 
 def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, float]:
@@ -223,8 +219,9 @@ class Bound:
                                 spec.timer, spec.graph, bufs)
 
 
-def bind_point(s: Session, spec: SweepSpec, point: Point, plan: list[Point]) -> Bound | str:
-    """The point of `plan` (spec's) ready to measure on this rank, or why it cannot run here (the same on every rank)."""
+def bind_point(s: Session, spec: SweepSpec, point: Point, twins: dict[int, int]) -> Bound | str:
+    """The point ready to measure on this rank, or why it cannot run here (the same on every rank);
+    twins: plan.rounding_twins of the plan of spec it is of."""
     comm = s.comms[point.backend]
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
     counts = coll.counts(point.size, dtype.itemsize, s.world)
@@ -241,9 +238,9 @@ def bind_point(s: Session, spec: SweepSpec, point: Point, plan: list[Point]) -> 
         reason = f"--root {spec.root} is no rank of these {s.world}"
     if reason is None and counts.size_bytes == 0:
         reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
-    twin = None if reason else measured_before(plan, point, lambda b: coll.counts(b, dtype.itemsize, s.world))
+    twin = None if reason else twins.get(point.index)
     if twin is not None:
-        reason = f"{point.size} B rounds to {counts.size_bytes} B over {s.world} ranks, measured as size {twin.size}"
+        reason = f"{point.size} B rounds to {counts.size_bytes} B over {s.world} ranks, measured as size {twin}"
     if reason:
         return reason
     binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
@@ -264,7 +261,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     """Measure one point (rank 0 sends its row and samples); its wrong elements, or None when
     the point cannot run here (rank 0 sends the reason)."""
     spec = s.spec
-    bound = bind_point(s, spec, point, s.plan)
+    bound = bind_point(s, spec, point, s.twins)
     if isinstance(bound, str):
         if s.rank == 0:
             emit("skip", point=point.as_dict(), reason=bound)

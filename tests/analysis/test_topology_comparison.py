@@ -22,19 +22,20 @@ def test_two_nodes_of_two_variants_are_compared():
     assert topology_comparison(_rows(nodes=1)).empty  # one node: no topology to compare
 
 
-def test_each_run_is_compared_within_itself_and_its_jobs_by_their_median():
-    """Two runs (two folders given to topo-compare) are two tables, never one variant of one over
-    another's; a --repeat run's jobs give each variant its median, not job 1's time."""
-    one = _rows(nodes=2, run="a", time_us=[5.0, 6.0])
-    other = _rows(nodes=2, run="b", time_us=[50.0, 30.0])
-    repeated = pd.concat([_rows(nodes=2, run="r", job=j, time_us=t)
+def test_each_folder_is_compared_within_itself_and_its_jobs_by_their_median():
+    """Two folders given to topo-compare are two tables, never one variant of one over another's (an
+    ab folder's two sides are one); a --repeat run's jobs give each variant its median, not job 1's."""
+    one = _rows(nodes=2, folder="/r/a", time_us=[5.0, 6.0])
+    other = _rows(nodes=2, folder="/r/b", time_us=[50.0, 30.0])
+    repeated = pd.concat([_rows(nodes=2, folder="/r/c", job=j, time_us=t)
                           for j, t in ((1, [4.0, 8.0]), (2, [6.0, 12.0]), (3, [100.0, 10.0]))])
-    out = topology_comparison(pd.concat([other, one, repeated])).set_index("run")
-    assert out.loc["a", "speedup:native"] == 6.0 / 5.0 and out.loc["b", "speedup:native"] == 30.0 / 50.0
-    assert out.loc["r", "time_us:native"] == 6.0 and out.loc["r", "time_us:ring"] == 10.0  # the jobs' medians
+    out = topology_comparison(pd.concat([other, one, repeated])).set_index("folder")
+    assert out.loc["/r/a", "speedup:native"] == 6.0 / 5.0 and out.loc["/r/b", "speedup:native"] == 30.0 / 50.0
+    assert out.loc["/r/c", "time_us:native"] == 6.0 and out.loc["/r/c", "time_us:ring"] == 10.0  # the jobs' medians
     from commbench.analysis.topology_comparison import group_tables
 
-    assert [t["title"].split(" · ")[0] for t in group_tables(out.reset_index())] == ["b", "a", "r"]
+    tables = group_tables(out.reset_index().assign(label=["", "", "night"]))
+    assert [t["title"].split(" · ")[0] for t in tables] == ["b", "a", "night"]  # the label, else the folder's name
 
 
 def test_a_text_cell_that_would_start_a_formula_is_written_as_text():
@@ -47,7 +48,7 @@ def test_a_text_cell_that_would_start_a_formula_is_written_as_text():
 
     out = topology_comparison(_rows(nodes=2, label='=HYPERLINK("http://x","y")'))
     back = pd.read_csv(io.StringIO(csv_text(out.assign(delta=-1.5, note=["@x"]))))
-    assert list(back["run"]) == ["'" + '=HYPERLINK("http://x","y")'] and list(back["note"]) == ["'@x"]
+    assert list(back["label"]) == ["'" + '=HYPERLINK("http://x","y")'] and list(back["note"]) == ["'@x"]
     assert list(back["delta"]) == [-1.5] and list(back["collective"]) == ["all_reduce"]
     assert list(back["time_us:ring"]) == [6.0]
 

@@ -134,7 +134,7 @@ def test_topo_compare_prints_the_variants_and_writes_a_safe_csv(tmp_path):
                  "4.19M (6.29M)", "1.05M (-)"):
         assert text in outcome.stderr, (text, outcome.stderr)
     table = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
-    assert len(table) == 2 and table[0]["run"] == "'=HYPERLINK(\"http://e\")"  # opens as text, not a formula
+    assert len(table) == 2 and table[0]["label"] == "'=HYPERLINK(\"http://e\")"  # opens as text, not a formula
     assert float(table[0]["speedup:hierarchical"]) == pytest.approx(2.0)
     assert float(table[1]["time_us:ring"]) == pytest.approx(400.0)
 

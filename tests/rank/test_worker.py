@@ -12,7 +12,7 @@ from commbench.rank import worker
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Measurement
-from commbench.plan import build_plan
+from commbench.plan import build_plan, rounding_twins
 from commbench.schema import COLUMNS
 from harness_fakes import FakeComm, FakeWorld, small_spec
 
@@ -44,7 +44,7 @@ def _session(spec, world=2, nodes_of=None) -> worker.Session:
 
 
 def _bind(s, spec, point):
-    return worker.bind_point(s, spec, point, s.plan)
+    return worker.bind_point(s, spec, point, rounding_twins(s.plan, s.world))
 
 
 def _point(spec, **match):
@@ -60,7 +60,7 @@ def test_a_size_that_rounds_to_one_measured_before_in_its_plan_is_skipped(tmp_pa
     assert _bind(s, spec, _point(spec, size=9)) == "9 B rounds to 8 B over 2 ranks, measured as size 8"
     assert isinstance(_bind(s, spec, _point(spec, size=16)), worker.Bound)
     side = small_spec(tmp_path, sizes=[9])  # a plan of its own: nothing before its 9 B
-    assert isinstance(worker.bind_point(s, side, build_plan(side)[0], build_plan(side)), worker.Bound)
+    assert isinstance(worker.bind_point(s, side, build_plan(side)[0], rounding_twins(build_plan(side), 2)), worker.Bound)
 
 
 def test_a_native_point_binds_with_the_librarys_call(tmp_path):
