@@ -70,7 +70,9 @@ class Console(RichConsole):
 
     def on_broken_pipe(self) -> None:
         try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.file.fileno())
+            os.close(null)
         except (OSError, ValueError, AttributeError):
             pass
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))

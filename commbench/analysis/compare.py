@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from commbench.analysis import conditions, verdicts
-from commbench.analysis.load import load_run
+from commbench.analysis.load import load_run, refuse_repeats
 from commbench.analysis.run_files import run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
 from commbench.errors import InputError
@@ -73,13 +73,11 @@ def load_side(path: str | Path) -> Side:
     is refused: its jobs would count as independent measurements (three copies of one run gave
     intervals of zero width and p = 0)."""
     points: dict[tuple, dict[tuple, list]] = {}
-    metas, busy, runs = [], {}, {}
+    metas, busy, found = [], {}, []
     for d in run_dirs(path):
         rows, meta = load_run(d, samples=True)
-        for run_id in sorted(set(rows.run_id.astype(str))):
-            if runs.setdefault(run_id, d) != d:
-                raise InputError(f"{str(path)!r} holds run {run_id[:60]!r} twice ({str(runs[run_id])!r} and {str(d)!r}): "
-                                 "a copy would count as more jobs; give each run once")
+        found += [(run_id, d) for run_id in sorted(set(rows.run_id.astype(str)))]
+        refuse_repeats(found, f"a copy under {str(path)!r} would count as more jobs")
         if meta.get("kind") == "ab":
             raise InputError(f"{str(d)!r} holds a `commbench ab` comparison (its verdicts: ab.json), not a run to "
                              "compare: compare takes the folders of commbench run or sweep")

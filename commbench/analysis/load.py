@@ -272,6 +272,17 @@ def run_names(folders: list[Path], metas: list[dict]) -> list[str]:
     return names
 
 
+def refuse_repeats(runs, consequence: str) -> None:
+    """(run id, folder) of each run as found: a run found a second time (its folder given twice, or a
+    copy of it) is refused in one line saying `consequence`."""
+    seen: dict[str, str] = {}
+    for run_id, folder in runs:
+        if run_id in seen:
+            raise InputError(f"run {str(run_id)[:60]!r} is there twice ({str(seen[run_id])!r} and {str(folder)!r}): "
+                             f"{consequence}; give each run once")
+        seen[run_id] = folder
+
+
 def load_runs(paths, samples: bool = False) -> tuple[pd.DataFrame, list[tuple[str, dict]]]:
     """Every run under paths (run folders or sweeps): all rows, each run's named apart from the
     others (run_names), and (folder, run.json) per run."""

@@ -134,8 +134,7 @@ def _main() -> None:
     except TyperException as exc:
         _one_line("commbench: error: ", _flag_value(sys.argv[1:]) or exc.format_message(), exc.exit_code)
     except JobError as exc:
-        err.print(f"[bold red]commbench: failed[/]: {escape(one_line(exc))}")
-        sys.exit(FAILED)
+        _one_line("[bold red]commbench: failed[/]: ", exc, FAILED)
     except (KeyboardInterrupt, Abort):
         _interrupted()
     except BrokenPipeError:

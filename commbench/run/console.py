@@ -11,15 +11,15 @@ markup escaped, so it can neither drive the terminal nor style itself."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
-from commbench.terminal import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from commbench.run import tables
 from commbench.run.tables import MODES
-from commbench.terminal import printable
+from commbench.terminal import Console, printable
 
 
 def _safe(text) -> str:
@@ -96,7 +96,8 @@ class Renderer:
             if self.progress:
                 self.progress.update(self.task, description=_safe(group_title(event["point"])))
         elif kind == "skip":
-            key = tuple(sorted((k, v) for k, v in event["point"].items() if k not in ("size", "index")))
+            key = (tuple(sorted((k, v) for k, v in event["point"].items() if k not in ("size", "index"))),
+                   re.sub(r"\d+", "#", str(event["reason"])))  # a kind of reason once per table, not per size
             if self.table is not None and _key(event["point"]) != self.table.key:
                 self._end_table()  # the plan has moved on from the open table's points
             if key not in self.skip_reported:
@@ -260,8 +261,7 @@ def summary_text(result, quiet: bool = False) -> str:
     where = "the rows' `unreliable` column" if quiet or flagged > shown else "see the ! lines"
     measured = f"{now} points measured"
     if in_run > now:
-        measured += (f": the run was complete, {in_run} in it" if now == 0 and not result.skipped
-                     else f", {in_run} in the run")
+        measured += f": the run was complete, {in_run} in it" if now == 0 else f", {in_run} in the run"
     unreliable = f" ({flagged} unreliable: {where})" if flagged else ""
     return (f"{measured}{unreliable}, {len(result.skipped)} skipped; "
             f"{background_text(result.rows)}results in {result.out_dir}")

@@ -11,6 +11,7 @@ the point. The jobs' output is relayed line by line, tagged with the side.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import os
@@ -137,6 +138,7 @@ def _stale(folder: str) -> bool:
             return False
         if os.path.exists(path):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)  # a full backlog: an ab that is alive (OSError below)
                 probe.connect(path)
             return False  # an ab still listens there
     except ConnectionRefusedError:
@@ -149,17 +151,19 @@ def _stale(folder: str) -> bool:
 def _socket_folder() -> str | None:
     """A new folder of this process's own (mode 0700) whose socket's path fits sockaddr_un: in the
     temporary folder ($TMPDIR), else in /tmp; None where neither does. The folders a killed ab left
-    there go first (_stale)."""
+    there go first (_stale), this host's only (a socket on a folder other hosts share, NFS, refuses
+    their connections while it is alive)."""
+    prefix = f"commbench-ab-{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}-"
     for parent in (None, "/tmp"):
         root = parent or tempfile.gettempdir()
         try:
-            left = [os.path.join(root, name) for name in os.listdir(root) if name.startswith("commbench-ab-")]
+            left = [os.path.join(root, name) for name in os.listdir(root) if name.startswith(prefix)]
         except OSError:
             left = []
         for folder in filter(_stale, left):
             shutil.rmtree(folder, ignore_errors=True)
         try:
-            folder = tempfile.mkdtemp(prefix="commbench-ab-", dir=parent)
+            folder = tempfile.mkdtemp(prefix=prefix, dir=parent)
         except OSError:
             continue
         if len(os.path.join(folder, SOCKET_NAME).encode()) < UNIX_PATH_MAX:

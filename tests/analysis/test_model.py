@@ -226,7 +226,7 @@ def test_a_run_given_twice_is_refused_by_fit_and_validate(tmp_path):
     for command, args in ((["fit", "--output", tmp_path / "m.json"], [run, run]), (["validate"], [run, copy])):
         twice = run_cli("model", *command, *args)
         twice.assert_clean()
-        assert twice.code == BAD_INPUT and "run 'r' is given twice" in twice.stderr
+        assert twice.code == BAD_INPUT and "run 'r' is there twice" in twice.stderr
     assert not (tmp_path / "m.json").exists()
 
 

@@ -87,10 +87,13 @@ def test_predict_with_a_model_and_its_outputs(tmp_path):
     (json.dumps(_model(links_per_node=True)), "field 'links_per_node'"),
     (json.dumps(_model(engine=["steps"])), "field 'engine'"),
     (json.dumps(_model(engine="warp")), "field 'engine' is not what `model fit` writes ('warp')"),
-    (json.dumps(_model(params={"beta_intra": 0.0})), "field 'params'"),  # infinitely fast: no machine's
+    (json.dumps(_model(params={"beta_intra": 0.0})),  # infinitely fast: no machine's
+     "field 'params' is not what `model fit` writes ({'beta_intra': 0.0})"),
     (json.dumps(_model(lanes=10 ** 30)), "field 'lanes'"),
     (json.dumps(_model(lanes="2")), "field 'lanes' is not what `model fit` writes ('2')"),
-    (json.dumps(_model(algorithms=["bogus"])), "field 'algorithms'"),
+    (json.dumps(_model(algorithms=["ring", "bogus"])), "algorithm 'bogus' is none commbench has (a plugin's? set "
+                                                       "COMMBENCH_PLUGINS"),
+    (json.dumps(_model(algorithms=[3])), "field 'algorithms'"),
     (json.dumps(_model(backend="gloo")), "fit 'mpi' is of 'gloo'"),
     (json.dumps(_model(colour="red")), "unknown field 'colour'"),
     (" " * (MAX_MODEL_BYTES + 1), "larger than 1 MB"),

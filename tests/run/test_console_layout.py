@@ -139,14 +139,17 @@ def test_a_skip_is_said_under_its_own_table_never_inside_another():
     renderer(_skip(4, "all_reduce", "less than one element"))
     _feed(renderer, _row(16, False, 0.2))
     renderer(_skip(8, "all_gather", "less than one element per rank"))
+    renderer(_skip(9, "all_gather", "9 B rounds to 8 B over 2 ranks, measured as size 8"))  # another kind: said
+    renderer(_skip(10, "all_gather", "10 B rounds to 8 B over 2 ranks, measured as size 8"))  # the same kind: once
     _feed(renderer, _row(16, False, 0.3, collective="all_gather"))
     renderer({"event": "done"})
     lines = [line for line in _lines(renderer) if line]
     assert [line.split()[0] for line in lines[1:]] == [
         "#", "#", "#", "8", "16", "#", "skipped",  # all_reduce's table, its footer, its own skip
-        "skipped", "#", "#", "#", "16", "#"]  # all_gather's skip before all_gather's table
+        "skipped", "skipped", "#", "#", "#", "16", "#"]  # all_gather's skips before all_gather's table
+    assert lines[9].endswith("9 B rounds to 8 B over 2 ranks, measured as size 8")
     assert lines[6].startswith("# Avg bus bandwidth") and lines[7].startswith("skipped all_reduce")
-    assert lines[8].startswith("skipped all_gather") and lines[9].startswith("# all_gather")
+    assert lines[8].startswith("skipped all_gather") and lines[10].startswith("# all_gather")
 
 
 def test_an_unreliable_point_is_marked_named_under_its_table_and_counted_in_the_summary():
@@ -171,8 +174,8 @@ def test_an_unreliable_point_is_marked_named_under_its_table_and_counted_in_the_
     resumed = SimpleNamespace(rows=flagged, skipped=[], out_dir=Path("x"), unreliable=5, in_run=9)
     assert summary_text(resumed) == ("3 points measured, 9 in the run (5 unreliable: the rows' `unreliable` "
                                      "column), 0 skipped; results in x")  # 3 of the 5 were flagged before
-    complete = SimpleNamespace(rows=[], skipped=[], out_dir=Path("x"), unreliable=0, in_run=9)
-    assert summary_text(complete) == "0 points measured: the run was complete, 9 in it, 0 skipped; results in x"
+    complete = SimpleNamespace(rows=[], skipped=[{}], out_dir=Path("x"), unreliable=0, in_run=9)
+    assert summary_text(complete) == "0 points measured: the run was complete, 9 in it, 1 skipped; results in x"
     assert summary_text(SimpleNamespace(rows=[{"unreliable": ""}], skipped=[], out_dir=Path("x"))) == (
         "1 points measured, 0 skipped; results in x")
     loaded = [{"background_cores": c} for c in (0.02, 0.05, 1.4, "")]  # every run says its neighbours' load

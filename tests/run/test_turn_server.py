@@ -4,6 +4,7 @@ real sockets from threads (hellos checked, strangers and wrong secrets refused, 
 TurnJob's commands answered or failing as one JobError naming the side and where (a rank's error,
 a closed connection, a deadline), and check_python on fake and real Pythons."""
 
+import hashlib
 import json
 import os
 import socket
@@ -202,23 +203,26 @@ def test_the_socket_folder_of_a_killed_ab_is_swept_by_the_next(tmp_path, monkeyp
     """A SIGKILLed ab cannot remove its socket's folder: the next one on the machine removes every
     such folder whose socket nobody serves, and leaves a served one and anything else alone."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    dead = tmp_path / "commbench-ab-dead"
+    host = f"commbench-ab-{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}"
+    dead = tmp_path / f"{host}-dead"
     dead.mkdir()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:  # bound, then closed: what a kill leaves
         gone.bind(str(dead / turn_server.SOCKET_NAME))
-    empty = tmp_path / "commbench-ab-empty"  # killed between the folder and the bind
+    empty = tmp_path / f"{host}-empty"  # killed between the folder and the bind
     empty.mkdir()
-    other = tmp_path / "commbench-ab-other"  # not only a socket: not ab's to remove
+    other = tmp_path / f"{host}-other"  # not only a socket: not ab's to remove
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    young = tmp_path / "commbench-ab-young"  # an ab starting now, between its folder and its socket
+    young = tmp_path / f"{host}-young"  # an ab starting now, between its folder and its socket
+    elsewhere = tmp_path / "commbench-ab-0000000x-dead"  # another host's (a shared folder): not this host's to judge
+    elsewhere.mkdir()
     young.mkdir()
-    for folder in (dead, empty, other):
+    for folder in (dead, empty, other, elsewhere):
         os.utime(folder, (time.time() - 2 * turn_server.STALE_S,) * 2)
     live = TurnServer(local=True, unix=True)
     try:
         assert not dead.exists() and not empty.exists() and (other / "notes.txt").exists() and young.exists()
-        assert live.address.startswith(f"unix:{tmp_path}/commbench-ab-")
+        assert elsewhere.exists() and live.address.startswith(f"unix:{tmp_path}/{host}-")
         served = os.path.dirname(live.address[len("unix:"):])
         os.utime(served, (time.time() - 2 * turn_server.STALE_S,) * 2)
         second = TurnServer(local=True, unix=True)  # the first one still listens, however old: it stays

@@ -10,18 +10,11 @@ def load_rows(paths: list[str]) -> pd.DataFrame:
     """Rows of result folders, each with the segment size its run used. A run found twice (given
     twice, or a copy of its folder) is refused: its points would count twice, and the fit's intervals
     would narrow as if they had been measured twice."""
-    from commbench.analysis.load import load_runs
-    from commbench.errors import InputError
+    from commbench.analysis.load import load_runs, refuse_repeats
 
     rows, metas = load_runs(paths)
-    where: dict = {}
-    for folder, meta in metas:
-        run_id = meta.get("run_id")
-        if run_id is not None and run_id in where:
-            first = where[run_id]
-            raise InputError(f"run {str(run_id)[:60]!r} is given twice ({first!r} and {folder!r}): its "
-                             "points would count twice in the fit; give each run once")
-        where[run_id] = folder
+    refuse_repeats([(m["run_id"], d) for d, m in metas if m.get("run_id") is not None],
+                   "its points would count twice in the fit")
     segment = {m.get("run_id"): (m.get("spec") or {}).get("segment_bytes") for _, m in metas}
     rows["segment_bytes"] = rows.run_id.map(segment).fillna(1 << 20).astype(int)
     return rows

@@ -286,10 +286,7 @@ def _check_fit(name: str, f: dict) -> Fit:
     checks = {
         "backend": isinstance(f["backend"], str) and 0 < len(f["backend"]) <= 64 and "/" not in f["backend"],
         "engine": isinstance(engine, str) and engine in {a.engine for a in ALGORITHMS.values()},
-        "params": isinstance(params, dict) and set(params) <= set(NAMES)
-        and all(v is None or _finite(v, MAX_PARAM) for v in params.values())
-        and all(RANGES[k][0] <= v <= RANGES[k][1] for k, v in params.items()  # what fit calls determined
-                if v is not None and not (isinstance(undetermined, dict) and k in undetermined)),
+        "params": isinstance(params, dict) and all(_param_ok(k, v, undetermined) for k, v in params.items()),
         "rel_std": isinstance(rel, dict) and all(v is None or _finite(v) for v in rel.values()),
         "links_per_node": type(f["links_per_node"]) is int and 1 <= f["links_per_node"] <= MAX_RANKS,
         "lanes": type(f["lanes"]) is int and 1 <= f["lanes"] <= MAX_RANKS,
@@ -302,12 +299,28 @@ def _check_fit(name: str, f: dict) -> Fit:
         "log_cov": _cov_ok(f.get("log_cov", {}), params),
     }
     bad = next((k for k, ok in checks.items() if not ok), None)
+    shown = f.get(bad, STEPS)
+    if bad == "algorithms" and isinstance(algorithms, list) and all(isinstance(a, str) for a in algorithms):
+        unknown = next(a for a in algorithms if a not in ALGORITHMS)
+        raise InputError(f"fit {name[:40]!r}: algorithm {unknown[:40]!r} is none commbench has (a plugin's? set "
+                         "COMMBENCH_PLUGINS as when the model was fitted)")
+    if bad == "params" and isinstance(params, dict):  # the parameter at fault
+        shown = next(({k: v} for k, v in params.items() if not _param_ok(k, v, undetermined)), params)
     if bad:
-        raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({f.get(bad, STEPS)!r:.60})")
+        raise InputError(f"fit {name[:40]!r}: field {bad!r} is not what `model fit` writes ({shown!r:.60})")
     fit = Fit(**f)
     if fit.group != name:
         raise InputError(f"fit {name[:40]!r} is of {fit.group[:40]!r} (its backend and engine): not what `model fit` writes")
     return fit
+
+
+def _param_ok(name, value, undetermined) -> bool:
+    """A parameter of a model file: one of the model's, None (not informed) or a finite number, and
+    where `model fit` called it determined, within what a machine can have (RANGES)."""
+    if name not in NAMES or not (value is None or _finite(value, MAX_PARAM)):
+        return False
+    return value is None or (isinstance(undetermined, dict) and name in undetermined) or \
+        RANGES[name][0] <= value <= RANGES[name][1]
 
 
 def _cov_ok(cov, params) -> bool:
