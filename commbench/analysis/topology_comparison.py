@@ -93,7 +93,8 @@ def _wrap(name: str) -> str:
 
 
 def _title(g: dict) -> str:
-    parts = [g.get("label") or (Path(g["folder"]).name if g.get("folder") else None), g.get("collective"), g.get("backend"), g.get("dtype"),
+    name = g.get("label") or (Path(g["folder"]).name if g.get("folder") else None)  # the folder's, unlabelled
+    parts = [name, g.get("collective"), g.get("backend"), g.get("dtype"),
              None if g.get("op") in ("", "none", None) else g.get("op"),
              None if g.get("in_place") in ("", None) else "in-place" if _true(g["in_place"]) else "out-of-place",
              f"{_int(g.get('nodes'))} nodes × {_int(g.get('ranks_per_node'))} ranks", g.get("placement") or None]
