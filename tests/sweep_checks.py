@@ -11,6 +11,14 @@ ROW_COLUMNS = ["run_id", "label", "collective", "backend", "algorithm", "device"
                "busbw_gbps", "wrong", "timestamp"]
 
 
+def points_measured(collective: str, dtype: str, sizes, world: int) -> int:
+    """How many of the sizes a sweep measures for one collective and dtype over `world` ranks: those of
+    at least one element per rank, each size they round to once (8 and 12 B of float32 all-gather over
+    2 ranks are one point of 8 B; the other is skipped, naming it)."""
+    counts = {COLLECTIVES[collective].counts(int(s), DTYPES[dtype].itemsize, world) for s in sizes}
+    return sum(c.size_bytes > 0 for c in counts)
+
+
 def check_sweep(rows, samples, meta, world, expected_points):
     assert list(rows.columns[:3]) == ["run_id", "label", "point"]
     assert set(ROW_COLUMNS) <= set(rows.columns)

@@ -4,7 +4,7 @@ counts that do not divide by the world size; results exact and formulas right.""
 import pytest
 
 from conftest import commbench, load_run, needs_mpirun
-from sweep_checks import check_sweep
+from sweep_checks import check_sweep, points_measured
 from commbench.errors import OK
 
 DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8"]
@@ -20,16 +20,17 @@ def test_mpi_sweep_exact(job, tmp_path, world):
               "-d", ",".join(DTYPES), "-o", ",".join(OPS), "--both", "--iters", 3, "-w", 1,
               "--out", out, "--quiet", check_rc=OK)
     rows, samples, meta = load_run(out)
-    # points too small for one element per rank are skipped, the rest are measured
-    measured = sum(1 for coll, nops in (("all_reduce", 4), ("all_gather", 1), ("reduce_scatter", 4))
-                   for d in DTYPES for _ in range(nops) for _ in (0, 1) for s in SIZES
-                   if (int(s) // {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2}.get(d, 1)
-                       // (1 if coll == "all_reduce" else world)) > 0)
+    # points too small for one element per rank are skipped, and sizes that round to one measured
+    # already (8 and 12 B of float32 all-gather over 2 ranks), the rest are measured
+    measured = sum(nops * 2 * points_measured(coll, d, SIZES, world)
+                   for coll, nops in (("all_reduce", 4), ("all_gather", 1), ("reduce_scatter", 4)) for d in DTYPES)
     check_sweep(rows, samples, meta, world, measured)
     assert set(rows.collective) == {"all_reduce", "all_gather", "reduce_scatter"}
     assert set(rows.in_place) == {0, 1} and set(rows.dtype) == set(DTYPES)
     assert "Open MPI" in meta["versions"]["mpi_library"]
-    assert all(s["reason"].endswith("less than one element per rank") for s in meta["skipped"])
+    assert all(s["reason"].endswith("less than one element per rank") or " B rounds to " in s["reason"]
+               for s in meta["skipped"])
+    assert len(rows.drop_duplicates(["collective", "dtype", "op", "in_place", "size_bytes"])) == len(rows)
 
 
 @needs_mpirun
