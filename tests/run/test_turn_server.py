@@ -2,26 +2,24 @@
 JSON-line connection (_Conn over a socketpair), the TurnServer taking fake ranks that connect over
 real sockets from threads (hellos checked, strangers and wrong secrets refused, every rank's ready),
 TurnJob's commands answered or failing as one JobError naming the side and where (a rank's error,
-a closed connection, a deadline), and check_python on fake and real Pythons."""
+a closed connection, a deadline). check_python: test_check_python.py."""
 
 import hashlib
 import json
 import os
 import socket
-import sys
 import tempfile
 import threading
 import time
 
 import pytest
 
-import commbench
 from commbench.errors import InputError, JobError
 from commbench.events import PREFIX
 from commbench.rank.turns import PROTOCOL, TURNS_ENV, connect
 from commbench.rank.spec_file import SIDE_SPEC_FILES, decode_spec
 from commbench.run import launch, turn_server
-from commbench.run.turn_server import SAFE_PATH, TurnJob, TurnServer, _Conn, check_python
+from commbench.run.turn_server import SAFE_PATH, TurnJob, TurnServer, _Conn
 from commbench.spec import SweepSpec
 
 
@@ -338,68 +336,3 @@ def test_follow_relays_lines_and_notes_a_ranks_error(server, tmp_path):
     a.job.ended.set()
     with pytest.raises(JobError, match=r"^side A: rank 1: boom in closing$"):  # what the rank said, not the hang-up
         a.end()
-
-
-# --- check_python -----------------------------------------------------------------------------------
-
-def _python(tmp_path, body: str):
-    path = tmp_path / "python"
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return str(path)
-
-
-def test_check_python_takes_a_python_with_commbench_of_this_protocol(tmp_path):
-    # the third word is PYTHONSAFEPATH as the probe sees it: set for it, so the current folder is not on sys.path
-    py = _python(tmp_path, f'echo "{PROTOCOL} 9.9 $PYTHONSAFEPATH"\necho /venv/lib/commbench/__init__.py\n')
-    assert check_python(py, "--python-b") == {"commbench": "9.9", "path": "/venv/lib/commbench/__init__.py"}
-    assert check_python(sys.executable, "--python-a") == {"commbench": commbench.__version__,
-                                                          "path": commbench.__file__}
-
-
-@pytest.mark.parametrize("body,message", [
-    (f'echo "{PROTOCOL + 1} 7.0 1"\necho /x/commbench/__init__.py\n',
-     f"runs commbench 7.0, whose ab turns speak protocol {PROTOCOL + 1}, not {PROTOCOL}: install the same commbench"),
-    ("echo 'Traceback (most recent call last):' >&2\necho \"ModuleNotFoundError: No module named 'commbench'\" >&2\n"
-     "exit 1\n", "cannot serve commbench ab's turns (ModuleNotFoundError: No module named 'commbench'): install"),
-    ("exit 0\n", "cannot serve commbench ab's turns (no output)"),
-    (f'echo "{PROTOCOL} 9.9 1"\necho a\necho b\n', "cannot serve commbench ab's turns"),
-    ('echo "x 9.9 1"\necho /x\n', "cannot serve commbench ab's turns"),
-])
-def test_check_python_refuses_what_cannot_serve_the_turns(tmp_path, body, message):
-    py = _python(tmp_path, body)
-    with pytest.raises(InputError, match="^--python-b " + repr(py).replace("\\", "\\\\") + " "):
-        check_python(py, "--python-b")
-    with pytest.raises(InputError) as err:
-        check_python(py, "--python-b")
-    assert message in str(err.value)
-
-
-def test_on_an_emulated_cluster_check_python_refuses_a_commbench_that_connects_by_tcp_only(tmp_path):
-    """The ranks of an emulated cluster reach ab through a Unix socket: a commbench from before it
-    (no turns.connect; the probe's third line) is refused before anything starts, not left to fail."""
-    old = _python(tmp_path, f'echo "{PROTOCOL} 0.9 1"\necho /old/commbench/__init__.py\necho 0\n')
-    with pytest.raises(InputError, match="runs commbench 0.9, whose ranks cannot reach ab on an emulated cluster"):
-        check_python(old, "--python-a", emulated=True)
-    assert check_python(sys.executable, "--python-a", emulated=True)["commbench"] == commbench.__version__
-
-
-def test_check_python_refuses_a_commbench_the_current_folder_would_shadow(tmp_path, monkeypatch):
-    """A Python before 3.11 ignores PYTHONSAFEPATH (its safe_path is 0): a commbench found in the
-    current folder would be the one it runs."""
-    monkeypatch.chdir(tmp_path)
-    py = _python(tmp_path, f'echo "{PROTOCOL} 9.9 0"\necho {tmp_path}/commbench/__init__.py\n')
-    with pytest.raises(InputError, match="would import commbench from the current folder"):
-        check_python(py, "--python-a")
-    monkeypatch.chdir(tmp_path.parent)
-    assert check_python(py, "--python-a")["path"] == f"{tmp_path}/commbench/__init__.py"
-
-
-def test_check_python_needs_a_program(tmp_path):
-    with pytest.raises(InputError, match="is not a program"):
-        check_python(str(tmp_path / "missing"), "--python-a")
-    (tmp_path / "plain").write_text("#!/bin/sh\n")
-    with pytest.raises(InputError, match=r"^--python-a '.*plain' is not a program \(give the python of a virtual"):
-        check_python(str(tmp_path / "plain"), "--python-a")  # not executable
-    with pytest.raises(InputError, match="is not a program"):
-        check_python(str(tmp_path), "--python-a")  # a folder
