@@ -77,7 +77,6 @@ def load_side(path: str | Path) -> Side:
     for d in run_dirs(path):
         rows, meta = load_run(d, samples=True)
         found += [(run_id, d) for run_id in sorted(set(rows.run_id.astype(str)))]
-        refuse_repeats(found, f"a copy under {str(path)!r} would count as more jobs")
         if meta.get("kind") == "ab":
             raise InputError(f"{str(d)!r} holds a `commbench ab` comparison (its verdicts: ab.json), not a run to "
                              "compare: compare takes the folders of commbench run or sweep")
@@ -89,6 +88,7 @@ def load_side(path: str | Path) -> Side:
             job = (str(d), int(r.job))
             points.setdefault(key, {}).setdefault(job, []).append(np.asarray(r.sample_values, float))
             busy[key, job] = background.get((int(r.point), int(r.job)))
+    refuse_repeats(found, f"a copy under {str(path)!r} would count as more jobs")
     return Side(str(path), {key: [(np.concatenate(parts), busy[key, job]) for job, parts in jobs.items()]
                             for key, jobs in points.items()}, metas)
 

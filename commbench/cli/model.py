@@ -109,14 +109,15 @@ def model_validate(
         output_file(csv, flag, inputs=results)  # before the fits, which print
     rows = load_rows(results)
     usable(rows)  # none: the fit's own reason, not "too few points"
-    methods = [(by, what, held_out(rows, by, links_per_node))
-               for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out"))]
-    if not any(summary(errors) for _, _, errors in methods):
+    methods = []
+    for by, what in (("size_bytes", "leave one size out"), ("algorithm", "leave one algorithm out")):
+        errors = held_out(rows, by, links_per_node)
+        methods.append((by, what, errors, summary(errors)))
+    if not any(s for *_, s in methods):
         raise InputError("nothing to validate: too few points to leave a size or an algorithm out and refit "
                          "(sweep more sizes and algorithms)")
     frames = []
-    for by, what, errors in methods:
-        s = summary(errors)
+    for by, what, errors, s in methods:
         if not s:
             print(f"{what}: not enough points")
             continue

@@ -145,7 +145,8 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
                                     [f["launcher_node"] for f in facts])
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
-    s.load, s.twins = load.open_meter(control), rounding_twins(s.plan, s.world)
+    s.load = load.open_meter(control)
+    s.twins = rounding_twins(s.plan, s.world)
     if HAN in spec.algorithms and "mpi" in comms:
         s.han = open_han(comms["mpi"])
     floors = floor.node_floors(control, spec.device)

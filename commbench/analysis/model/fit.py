@@ -299,7 +299,7 @@ def _check_fit(name: str, f: dict) -> Fit:
         "log_cov": _cov_ok(f.get("log_cov", {}), params),
     }
     bad = next((k for k, ok in checks.items() if not ok), None)
-    shown = f.get(bad, STEPS)
+    shown = f.get(bad)
     if bad == "algorithms" and isinstance(algorithms, list) and all(isinstance(a, str) for a in algorithms):
         unknown = next(a for a in algorithms if a not in ALGORITHMS)
         raise InputError(f"fit {name[:40]!r}: algorithm {unknown[:40]!r} is none commbench has (a plugin's? set "
