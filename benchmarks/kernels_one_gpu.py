@@ -8,6 +8,7 @@ bandwidth (HBM-bound), not a fabric. Several processes on one GPU: `commbench ru
 
     python benchmarks/kernels_one_gpu.py [--ranks 2,4,8] [--sizes 64M,256M,1G] [--channels 16]
     python benchmarks/kernels_one_gpu.py --sizes 64,1K,3K --iters 200   # small calls: one-shot (one channel) too
+    python benchmarks/kernels_one_gpu.py --ranks 8 --sizes 64M --channels 4 --only tree:all_reduce,ring:all_reduce
 """
 
 from __future__ import annotations
@@ -29,18 +30,25 @@ def main() -> None:
     ap.add_argument("--sizes", default="64M,256M,1G")
     ap.add_argument("--channels", type=int, default=16, help="at most (fewer where not all ranks' blocks fit the SMs)")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--only", help="algorithm:collective pairs, comma-separated (default: every one)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU: nothing to measure (this benchmark needs one)")
     kinds = (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"), ("ring", "all_gather"))
     oneshot = tuple(("oneshot", c) for c in ("all_reduce", "reduce_scatter", "all_gather"))  # small messages, 1 channel
+    if args.only:
+        chosen = [tuple(pair.split(":", 1)) for pair in args.only.split(",")]
+        if unknown := [f"{a}:{c}" for a, c in chosen if (a, c) not in kinds + oneshot]:
+            raise SystemExit(f"--only: unknown {', '.join(unknown)} (known: "
+                             f"{', '.join(f'{a}:{c}' for a, c in kinds + oneshot)})")
+        kinds, oneshot = tuple(k for k in kinds if k in chosen), tuple(k for k in oneshot if k in chosen)
     print(f"{torch.cuda.get_device_name()}; channels {args.channels} at most; busbw in GB/s; copy_GB/s: torch's "
           "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")
     print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>7} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
     for n in map(int, args.ranks.split(",")):
         # every rank's blocks of one launch resident at once (kernel_gpu.Residency), for each kernel
         fits = min(residency(entry(a, c, "float32", "sum"), "float32", torch.cuda.current_device()).max_channels(n)
-                   for a, c in kinds)
+                   for a, c in kinds or oneshot)
         channels = min(args.channels, fits)
         if channels < 1:
             print(f"{n:>5} ranks: not one channel each fits this GPU at once; skipped")

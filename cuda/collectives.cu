@@ -294,7 +294,7 @@ struct Channel {  // one lane of a channel, as its schedule sees it
     // data, 1 a free slot, 2 the peer's reading of this rank's output (CbComm.error[5]).
     __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what, cb_u64* seen = nullptr) {
         int spins = 0;
-        long long start = 0;
+        long long start = 0, looked = 0;
         cb_u64 now_seen;
         while ((now_seen = cb_load_acquire(flag)) < value) {
             if (++spins < CB_SPINS_BETWEEN_CLOCKS) continue;
@@ -306,6 +306,8 @@ struct Channel {  // one lane of a channel, as its schedule sees it
                 record_error(c->error, me, ch, *step, peer, what);
                 return false;
             }
+            if (now - looked < CB_ABORT_POLL_NS) continue;
+            looked = now;
             if (cb_load_acquire((const cb_u64*)c->error)) return false;  // another block's wait timed out: abort
 
             cb_back_off(c->nap_ns && now - start >= c->nap_ns);
