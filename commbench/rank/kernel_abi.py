@@ -45,7 +45,8 @@ ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
 ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8}, "cuda": {}}
 # How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
 # median of 3 jobs each, 0.3 us / 2 us ring_kernel time 0.47-1.16 (median 0.75); the better kernel / native
-# 0.22-0.80 against 0.33-1.19.
+# 0.22-0.80 against 0.33-1.19. A GPU's wait never yields nor sleeps: past this it also reads the call's error
+# record, once per CB_ABORT_POLL_NS (cuda/portable.h).
 SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
 # After how long a wait naps instead of yielding, where it naps at all (nap_time). hierarchical_kernel,
 # gloo between 4x2 emulated nodes (1 Gbit/s), 16 MB all-reduce, median of 5 per job, the ring 240-247 ms

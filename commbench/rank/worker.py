@@ -285,7 +285,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         why = load.reasons(s.load, busy, m.samples_s * 1e6)
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device, background_cores=busy,
                        unreliable=why, **_extra_columns(s, point, counts, m, bound.algo, dtype))
-        row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], s.nodes, comm.device))
+        row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], s.world, s.nodes, comm.device))
         samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])

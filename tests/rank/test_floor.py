@@ -87,12 +87,14 @@ def test_node_floors_one_measurement_per_host(cache, monkeypatch):
 
 def test_efficiency_against_the_floors():
     floors = {"exchange_us": 0.07, "copy_GBps": 20.0, "device_copy_GBps": 2000.0}
-    assert floor.efficiency(floors, 0.14, 5.0, 1, "cpu") == {"latency_efficiency": 0.5, "bandwidth_efficiency": 0.25}
-    assert floor.efficiency(floors, 10.0, 500.0, 1, "cuda") == {"latency_efficiency": None,
-                                                                "bandwidth_efficiency": 0.25}
+    assert floor.efficiency(floors, 0.14, 5.0, 2, 1, "cpu") == {"latency_efficiency": 0.5, "bandwidth_efficiency": 0.25}
+    assert floor.efficiency(floors, 10.0, 500.0, 2, 1, "cuda") == {"latency_efficiency": None,
+                                                                   "bandwidth_efficiency": 0.25}
     empty = {"latency_efficiency": None, "bandwidth_efficiency": None}
-    assert floor.efficiency(floors, 0.14, 5.0, 2, "cpu") == empty  # across nodes: a node's floors say nothing
-    assert floor.efficiency(None, 0.14, 5.0, 1, "cpu") == empty
+    assert floor.efficiency(floors, 0.14, 5.0, 4, 2, "cpu") == empty  # across nodes: a node's floors say nothing
+    assert floor.efficiency(None, 0.14, 5.0, 2, 1, "cpu") == empty
+    # one rank (the GPU's NCCL at world 1 printed "best busbw 0.00x the copy rate"): nothing crossed
+    assert floor.efficiency(floors, 2.4, 0.0, 1, 1, "cuda") == empty
 
 
 def test_the_table_footer_says_how_near_the_floor_the_best_points_come():
