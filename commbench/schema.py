@@ -98,9 +98,10 @@ REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "o
 MAY_BE_EMPTY = ("op", "wrong")  # required columns whose cells may be empty (op: none; wrong: not checked)
 
 # What a value of a column must be, as the loader checks it (commbench.analysis.load): an integer
-# of at least 0 or at least 1, a time in µs (finite, > 0), an amount (finite, >= 0); a column not
+# of at least 0 or at least 1, a time in µs (> 0, at most MAX_TIME_US), an amount (finite, >= 0); a column not
 # named here is text. An empty cell is a value not recorded (allowed outside REQUIRED).
 COUNT, POSITIVE, TIME, AMOUNT = "count", "positive", "time", "amount"
+MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a time past it is no measurement (read or imported)
 KINDS = {
     "point": COUNT, "job": POSITIVE, "in_place": COUNT, "world_size": POSITIVE, "nodes": POSITIVE,
     "ranks_per_node": POSITIVE, "size_bytes": POSITIVE, "count": COUNT,

@@ -81,9 +81,14 @@ def topo_compare(
     inter-node bytes (measured and expected)."""
     from commbench.analysis.topology_comparison import VARIANTS
 
+    from pathlib import Path
+
     csv, flag = pick(output, old_csv, "--output", "--csv"), "--csv" if old_csv else "--output"
     if csv:
         output_file(csv, flag, inputs=results)
+        if Path(csv).suffix.lower() in (*HTML_SUFFIXES, *SUFFIX_FORMATS):
+            raise InputError(f"{flag} {csv!r}: topo-compare writes CSV only (name the file .csv; `commbench report` "
+                             "shows the comparison in HTML)")
     if not print_comparison(results, csv):
         raise InputError(f"no multi-node points of two or more of {', '.join(VARIANTS)} in these results")
 

@@ -21,6 +21,7 @@ from folder_fixtures import (READERS, edit_cell, files, folder, make_folder, rea
 @pytest.mark.parametrize("damage,fragment", [
     (lambda d: edit_cell(d, 0, "time_us", "nan"), "results.csv row 1: time_us 'nan' is not a time in µs"),
     (lambda d: edit_cell(d, 4, "time_us", "0"), "results.csv row 5: time_us '0' is not a time in µs"),
+    (lambda d: edit_cell(d, 2, "time_us", "1e300"), "results.csv row 3: time_us '1e+300' is not a time in µs"),
     (lambda d: edit_cell(d, 1, "time_us_p95", "-inf"), "results.csv row 2: time_us_p95 '-inf' is not a time"),
     (lambda d: edit_cell(d, 0, "size_bytes", "1.5"), "results.csv row 1: size_bytes '1.5' is not an integer >= 1"),
     (lambda d: edit_cell(d, 0, "busbw_gbps", "fast"), "results.csv row 1: busbw_gbps 'fast' is not a finite number"),

@@ -56,13 +56,15 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     assert doc["points"][0]["ci_low"] is None and doc["points"][0]["history"][0]["level"][1] is None
 
 
-def test_ratio_past_float_range_is_null_in_json(tmp_path):
+def test_a_time_past_any_call_is_refused_before_a_ratio_could_leave_float_range(tmp_path):
+    """Times are read within (0, MAX_TIME_US] µs and samples.csv keeps 4 decimals, so no ratio of two
+    comes near float's range; a damaged one past the bound is refused in one line."""
     base = write_run(tmp_path / "base", [0.0101, 0.0102, 0.0099], noise=0.0)  # samples.csv keeps 4 decimals
-    cand = write_run(tmp_path / "cand", [5e306, 5.1e306, 4.9e306], noise=0.0)  # x 20 samples: below float max
+    cand = write_run(tmp_path / "cand", [5e306, 5.1e306, 4.9e306], noise=0.0)
     outcome = run_cli("compare", base, cand, "--format", "json")
-    assert outcome.code == FAILED and outcome.stderr == ""
-    doc = strict_json(outcome.stdout)
-    assert doc["points"][0]["verdict"] == "regression" and doc["points"][0]["ratio"] is None
+    assert outcome.code == BAD_INPUT and outcome.stdout == ""
+    assert outcome.stderr.startswith("commbench: error: ") and "is not a time in µs" in outcome.stderr
+    assert len(outcome.stderr.splitlines()) == 1
 
 
 def test_exit_codes_stay_apart(tmp_path, sides, monkeypatch):

@@ -81,3 +81,8 @@ def test_topo_compare_output_is_checked_first(tmp_path, sides):
         outcome = run_cli("topo-compare", base, flag, base / "results.csv")
         outcome.assert_clean()
         assert outcome.code == BAD_INPUT and f"{flag} '{base / 'results.csv'}' is one of the inputs" in outcome.stderr
+    for name in ("cmp.html", "cmp.JSON", "cmp.md"):  # a name that asks for another format is refused, none written
+        outcome = run_cli("topo-compare", base, "--output", tmp_path / name)
+        outcome.assert_clean()
+        assert outcome.code == BAD_INPUT and "topo-compare writes CSV only" in outcome.stderr, outcome.stderr
+        assert outcome.stdout == "" and not (tmp_path / name).exists()

@@ -30,9 +30,11 @@ REFERENCE = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": t
 
 
 def _values(shape, dtype, seed):
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    """Drawn on the GPU (on the CPU, 8 ranks' reduce-scatter inputs of 8 x 1000003 elements each for the
+    64 largest calls: that one-launch case took 45 s on an H200, the all-gather ones 1-8)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
     low, high = (-2, 3) if dtype != "uint8" else (0, 3)  # small integers: exact in every dtype and order
-    return torch.randint(low, high, shape, generator=g).to(getattr(torch, dtype)).cuda()
+    return torch.randint(low, high, shape, generator=g, device="cuda").to(getattr(torch, dtype))
 
 
 def _reduce(x, op):
