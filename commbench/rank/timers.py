@@ -64,6 +64,9 @@ def time_cuda(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndar
     return np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
 
 
+EMPTY_GRAPH = "The CUDA Graph is empty"  # torch's warning at the end of a capture that recorded nothing
+
+
 class GraphUnavailable(Exception):
     """torch cannot capture this call in a CUDA graph; the message says why, in one line."""
 
@@ -72,19 +75,30 @@ def capture_graph(fn: Callable[[], object], batch: int):
     """`batch` calls captured as one CUDA graph (nccl-tests -G), to be replayed with no launch cost
     of Python or torch between the calls; the caller ran the call eagerly first (NCCL sets a
     communicator up on its first call, which a capture cannot hold). GraphUnavailable if torch
-    cannot capture it."""
+    cannot capture it, or if the calls queued no GPU work (NCCL at one rank, in place: torch warns
+    that the graph is empty, and its replays would time nothing)."""
+    import warnings
+
     import torch
 
     graph = torch.cuda.CUDAGraph()
     try:
         torch.cuda.synchronize()
-        with torch.cuda.graph(graph):
-            for _ in range(batch):
-                fn()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(graph):
+                for _ in range(batch):
+                    fn()
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError or its own types
         torch.cuda.synchronize()
         text = str(exc).strip().splitlines()
         raise GraphUnavailable(f"{type(exc).__name__}: {text[0] if text else ''}") from None
+    empty = [w for w in said if EMPTY_GRAPH in str(w.message)]
+    for w in said:
+        if w not in empty:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if empty:
+        raise GraphUnavailable("the calls queued no GPU work: the graph is empty")
     return graph
 
 

@@ -95,3 +95,47 @@ def test_ranks_agree_on_the_loop_when_one_has_only_the_python_loop():
         assert m.timer == "python" and 7e-6 not in set(m.samples_s)
     assert FakeWorld(2).run(rank)[0].notes == ("another rank cannot time with the native loop: every rank uses the "
                                                "python loop",)
+
+
+class _FakeCapture:
+    """torch.cuda's capture API as a CPU build lacks it: a capture whose calls queue nothing warns at its end
+    as torch does (CUDAGraph.capture_end: "The CUDA Graph is empty..."), and any other warning passes."""
+
+    def __init__(self, queued):
+        self.queued = queued
+
+    def graph(self, g):
+        import contextlib
+        import warnings
+
+        @contextlib.contextmanager
+        def capture():
+            yield
+            if not self.queued:
+                warnings.warn("The CUDA Graph is empty. This usually means that the graph was attempted to be "
+                              "captured on wrong device or stream.", UserWarning)
+            warnings.warn("some other torch warning", UserWarning)
+        return capture()
+
+
+@pytest.mark.parametrize("queued", [True, False])
+def test_an_empty_capture_is_timed_with_cuda_events_not_replayed(monkeypatch, queued):
+    import warnings
+
+    import torch
+    from commbench.rank import timers
+
+    fake = _FakeCapture(queued)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: "graph")
+    monkeypatch.setattr(torch.cuda, "graph", fake.graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = []
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        if queued:
+            assert timers.capture_graph(lambda: calls.append(1), 3) == "graph"
+        else:
+            with pytest.raises(timers.GraphUnavailable, match="^the calls queued no GPU work: the graph is empty$"):
+                timers.capture_graph(lambda: calls.append(1), 3)
+    assert calls == [1, 1, 1]
+    assert [str(w.message) for w in said] == ["some other torch warning"]  # the empty-graph one is the note's
