@@ -28,8 +28,8 @@ from commbench.schema import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAX_TIME_US,
 AB_KEYS = ("side", "round")  # commbench ab: a point has a row per side and round
 OPTIONAL_STATS = ("time_us_min", "time_us_p95", "time_us_p99", "samples")  # NaN where a folder lacks them
 _EXACT = 2**53  # integers past this are not exact as numbers
-_WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1", TIME: f"a time in µs (a number > 0, at most {MAX_TIME_US:g})",
-         AMOUNT: "a finite number >= 0"}
+_WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1",
+         TIME: f"a time in µs (a number > 0, at most {MAX_TIME_US:g})", AMOUNT: "a finite number >= 0"}
 # run.json fields that readers use, and the JSON type each has where present
 _META_TYPES = {"run_id": str, "label": str, "status": str, "spec": dict, "versions": dict, "environment": dict,
                "rank0_environment": dict, "ranks": list, "jobs": list, "command_line": list, "launcher_args": list,

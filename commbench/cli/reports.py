@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -23,8 +24,6 @@ HTML_SUFFIXES = (".html", ".htm")  # compare: the HTML page
 
 def output_format(path: str, default: str) -> str:
     """The format an --output file's name asks for: its suffix's, else `default` (--format's)."""
-    from pathlib import Path
-
     return SUFFIX_FORMATS.get(Path(path).suffix.lower(), default)
 
 
@@ -80,8 +79,6 @@ def topo_compare(
     hierarchical_kernel: the ring kernel inside nodes), with speedups over the flat ring and
     inter-node bytes (measured and expected)."""
     from commbench.analysis.topology_comparison import VARIANTS
-
-    from pathlib import Path
 
     csv, flag = pick(output, old_csv, "--output", "--csv"), "--csv" if old_csv else "--output"
     if csv:

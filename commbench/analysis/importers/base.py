@@ -24,7 +24,7 @@ ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, 
 # The importers' own bounds (the file's size, points and samples: commbench.analysis.limits; a run's:
 # commbench.options'; the largest size is shared)
 MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
-MIN_TIME_US = 1e-6  # a picosecond: below any call (and above the subnormals that divide to infinity); the most: schema's
+MIN_TIME_US = 1e-6  # a picosecond: below any call (and the subnormals that divide to infinity); the most: schema's
 MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
 _WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
 _DIGITS = re.compile(r"[0-9]{1,20}")
