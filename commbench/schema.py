@@ -102,7 +102,9 @@ MAY_BE_EMPTY = ("op", "wrong")  # required columns whose cells may be empty (op:
 # of at least 0 or at least 1, a time in µs (> 0, at most MAX_TIME_US), an amount (finite, >= 0); a column not
 # named here is text. An empty cell is a value not recorded (allowed outside REQUIRED).
 COUNT, POSITIVE, TIME, AMOUNT = "count", "positive", "time", "amount"
-MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a time past it is no measurement (read or imported)
+# The most a time in a results or samples file may be: past any measurement and any model prediction (1 TiB at
+# the model's slowest rates, 1 KB/s with a memory factor of 100: ~4e17 us); 1e300 was read, and overflowed sums.
+MAX_TIME_US = 1e20
 KINDS = {
     "point": COUNT, "job": POSITIVE, "in_place": COUNT, "world_size": POSITIVE, "nodes": POSITIVE,
     "ranks_per_node": POSITIVE, "size_bytes": POSITIVE, "count": COUNT,

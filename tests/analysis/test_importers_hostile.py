@@ -125,7 +125,7 @@ def test_fuzz_any_file(content, kind):
     _import(kind, content, *(["-n", "4"] if kind == "osu" else []))
 
 
-TIME_RANGE = "expected a time in µs from 1e-06 to 1e+10"
+TIME_RANGE = "expected a time in µs from 0.0001 to 1e+10"
 
 
 def nccl(time="1", bw="0", wrong="0", size="8 2", dtype="float") -> str:

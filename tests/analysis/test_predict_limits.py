@@ -75,6 +75,18 @@ def test_predict_with_a_model_and_its_outputs(tmp_path):
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["p"]  # written whole: no temporary folder left
 
 
+def test_the_slowest_prediction_reads_back(tmp_path):
+    """1 TiB over the slowest links predict takes (its times past 1e10 us, which the readers once refused):
+    the folder --out writes is one `report` reads."""
+    args = ["--nodes", 2, "--ranks-per-node", 1, "--inter", "0.125,50", "--intra", "100,1", "-c", "all_reduce"]
+    from commbench.analysis.load import load_runs
+
+    run_cli("model", "predict", *args, "--sizes", "1T", "--out", tmp_path / "p").assert_clean(codes=(OK,))
+    rows, _ = load_runs([str(tmp_path / "p")])
+    assert (rows.size_bytes == 1 << 40).all() and (rows.time_us > 1e10).any()
+    run_cli("report", tmp_path / "p", "--output", tmp_path / "r.html").assert_clean(codes=(OK,))
+
+
 @pytest.mark.parametrize("text,message", [
     ("[1, 2]", "not a commbench model file"),
     ("{\"commbench_model\": 2, \"fits\": {}}", "not a commbench model file"),

@@ -58,7 +58,7 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
 
 def test_a_time_past_any_call_is_refused_before_a_ratio_could_leave_float_range(tmp_path):
     """Times are read within (0, MAX_TIME_US] µs and samples.csv keeps 4 decimals, so no ratio of two
-    comes near float's range; a damaged one past the bound is refused in one line."""
+    comes near float's range (at most 1e24); a damaged one past the bound is refused in one line."""
     base = write_run(tmp_path / "base", [0.0101, 0.0102, 0.0099], noise=0.0)  # samples.csv keeps 4 decimals
     cand = write_run(tmp_path / "cand", [5e306, 5.1e306, 4.9e306], noise=0.0)
     outcome = run_cli("compare", base, cand, "--format", "json")

@@ -23,7 +23,7 @@ IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES) so a huge or hostile file costs a b
 memory; a FIFO or device is refused before it is opened.
 
 Strict by line: a line that starts like a result (a digit, a sign, a point, any Unicode digit) is
-one, and must read as one (sizes plain ASCII digits, times 1e-6 .. MAX_TIME_US µs); a second run or
+one, and must read as one (sizes plain ASCII digits, times MIN_TIME_US .. MAX_TIME_US µs); a second run or
 test in the file (a second device list, '# nThread' line, result table or OSU title), a rank listed
 twice or a result measured twice is refused, never merged. Other lines (a log's noise) are left.
 Anything else is one InputError, "<file> line N: <problem>" (a JSON report: "<file> result N:

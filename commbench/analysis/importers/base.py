@@ -16,7 +16,7 @@ from commbench.backends import BACKENDS
 from commbench.errors import InputError
 from commbench.metrics import summarize
 from commbench.run.folder import RunFolder
-from commbench.schema import MAX_TIME_US, build_row
+from commbench.schema import build_row
 
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
@@ -24,7 +24,8 @@ ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, 
 # The importers' own bounds (the file's size, points and samples: commbench.analysis.limits; a run's:
 # commbench.options'; the largest size is shared)
 MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
-MIN_TIME_US = 1e-6  # a picosecond: below any call (and the subnormals that divide to infinity); the most: schema's
+MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
+MIN_TIME_US = 1e-4  # 0.1 ns: below any call; samples are written to 1e-4 us, so a smaller one would read back as 0
 MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
 _WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
 _DIGITS = re.compile(r"[0-9]{1,20}")
