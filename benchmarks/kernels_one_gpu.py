@@ -37,10 +37,10 @@ def main() -> None:
     kinds = (("ring", "all_reduce"), ("tree", "all_reduce"), ("ring", "reduce_scatter"), ("ring", "all_gather"))
     oneshot = tuple(("oneshot", c) for c in ("all_reduce", "reduce_scatter", "all_gather"))  # small messages, 1 channel
     if args.only:
-        chosen = [tuple(pair.split(":", 1)) for pair in args.only.split(",")]
-        if unknown := [f"{a}:{c}" for a, c in chosen if (a, c) not in kinds + oneshot]:
-            raise SystemExit(f"--only: unknown {', '.join(unknown)} (known: "
-                             f"{', '.join(f'{a}:{c}' for a, c in kinds + oneshot)})")
+        known = {f"{a}:{c}": (a, c) for a, c in kinds + oneshot}
+        if unknown := [pair for pair in args.only.split(",") if pair not in known]:
+            raise SystemExit(f"--only: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+        chosen = [known[pair] for pair in args.only.split(",")]
         kinds, oneshot = tuple(k for k in kinds if k in chosen), tuple(k for k in oneshot if k in chosen)
     print(f"{torch.cuda.get_device_name()}; channels {args.channels} at most; busbw in GB/s; copy_GB/s: torch's "
           "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")

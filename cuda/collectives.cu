@@ -100,7 +100,7 @@
 
 struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
-    long long spin_ns;  // a wait spins this long before it backs off (host: yields the core; see cb_back_off)
+    long long spin_ns;  // a wait spins this long before it backs off (host) or reads the error record (GPU)
     long long nap_ns;  // host: a wait that has lasted this long sleeps between looks instead of yielding (0: never)
     long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)
     char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it

@@ -4,8 +4,9 @@
 // peer_barrier(flags, rank, size, epoch, timeout_ns, error), launched as one thread on the rank's stream:
 //   1. fence.sc.sys, then a system-scope release store of `epoch` into flags[rank]: everything this
 //      stream wrote before (the rank's staged slot, by earlier kernels) is visible to any reader of the flag;
-//   2. for every rank r, system-scope acquire loads of flags[r] until it reaches `epoch`, sleeping
-//      briefly between tries; what the stream runs next (the reads of the peers' slots) follows.
+//   2. for every rank r, system-scope acquire loads of flags[r] until it reaches `epoch` (one after
+//      another, each across PCIe: no sleep between, see cb_back_off); what the stream runs next (the
+//      reads of the peers' slots) follows.
 //      A rank that has not arrived within timeout_ns (a dead peer) ends the wait: error[0] = 1,
 //      error[1] = that rank (the record the host checks before its next launch; first writer wins),
 //      and the kernel returns, so the stream never hangs.

@@ -214,8 +214,8 @@ enum { CB_NAP_NS = 10000 };  // asked for; on the 2-core VM a 10 us nanosleep ta
 // the flag. On the host: at every clock reading, yielding or napping between. On a GPU its thread spins on
 // without sleeping and looks at the record, which is in pinned host memory across PCIe, once per
 // CB_ABORT_POLL_NS: a 64 ns sleep and a look at the record every 64 looks at the flag stretched the tree
-// all-reduce at 8 ranks x 16 channels (H200, one launch, 64 MB) from 1.45 ms to 2-13 ms a call, and to
-// 17-19 ms where every wait did so from its start (its long waits slowed the peers that wait on it in turn).
+// all-reduce at 8 ranks x 14-16 channels (H200, one launch, 64 MB) from 1.45 ms to 1.8-18.6 ms a call, and
+// to 17-19 ms where every wait did so from its start (its long waits slowed the peers that wait on it in turn).
 #ifdef CB_DEVICE
 enum { CB_ABORT_POLL_NS = 100000 };
 #else

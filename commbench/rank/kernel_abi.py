@@ -208,10 +208,11 @@ def describe(error, what: str) -> str:
 
 
 def spin_time(device: str, local_ranks: int) -> float:
-    """How long a wait spins before it backs off: long where every rank has a core of its own (a
-    yield hands the core to whatever else runs, the launcher say, for a time slice: measured 3x
-    slower all-reduce on 2 ranks), short where ranks outnumber cores (the rank being waited for
-    needs this core). Automatic channels never outnumber the cores (auto_channels)."""
+    """How long a wait spins before it backs off (on a GPU: before it first reads the error record):
+    long where every rank has a core of its own (a yield hands the core to whatever else runs, the
+    launcher say, for a time slice: measured 3x slower all-reduce on 2 ranks), short where ranks
+    outnumber cores (the rank being waited for needs this core). Automatic channels never outnumber
+    the cores (auto_channels)."""
     if device == "cuda":
         return SPIN_S["cuda"]
     return SPIN_S["oversubscribed"] if oversubscribed(device, local_ranks) else SPIN_S["cpu"]
