@@ -13,7 +13,7 @@ class AllGather(Collective):
               "torch": NativeCall(("all_gather_single", "all_gather_into_tensor"), "output_input")}
     nccl_function = "AllGather"
     nccl_tests_name = "all_gather"
-    osu_title = "Allgather"
+    osu_title, osu_size_is_block = "Allgather", True
     description = "every rank's buffer to every rank, in rank order; size: the gathered output; busbw = algbw x (n-1)/n"
     default_sweep = 2
 
@@ -23,9 +23,6 @@ class AllGather(Collective):
     def counts(self, size_bytes, itemsize, world):
         per_rank = size_bytes // itemsize // world
         return Counts(per_rank, per_rank * world, per_rank * world * itemsize)
-
-    def size_for_input(self, in_bytes, world):
-        return in_bytes * world
 
     def expected(self, pattern, rank, counts, start, length):
         idx = np.arange(start, start + length)

@@ -15,6 +15,7 @@ class AllToAll(Collective):
                                         no_in_place="takes separate input and output tensors")}
     nccl_tests_name = "alltoall"
     osu_title, osu_binary = "All-to-All Personalized Exchange", "osu_alltoall"
+    osu_size_is_block = True  # (its message to each rank)
     description = "block q of every rank's input to rank q; size: one rank's input (n blocks); busbw = algbw x (n-1)/n"
 
     def bus_factor(self, world):

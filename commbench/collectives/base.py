@@ -76,9 +76,13 @@ class Collective:
         """Per-rank element counts for a requested size, rounded down as nccl-tests does."""
         raise NotImplementedError
 
-    def size_for_input(self, in_bytes: int, world: int) -> int:
-        """The size (as counts() takes it) of a point where every rank contributes in_bytes."""
-        return in_bytes
+    # OSU's Size is one block of the n that make this collective's size: its message to or from each rank
+    # (all-gather, gather, all-to-all, scatter); else the size itself
+    osu_size_is_block = False
+
+    def size_of_osu(self, osu_bytes: int, world: int) -> int:
+        """The size (as counts() takes it) of an OSU result of Size osu_bytes over `world` ranks."""
+        return osu_bytes * world if self.osu_size_is_block else osu_bytes
 
     def expected(self, pattern: Pattern, rank: int, counts: Counts, start: int, length: int) -> np.ndarray:
         """Rank `rank`'s correct output, elements start .. start+length-1, as float64; NaN where the

@@ -12,6 +12,7 @@ class Scatter(SplitInput, Collective):
                                                                           no_in_place="takes separate input and output tensors")}
     nccl_tests_name = "scatter"
     osu_title, osu_binary = "Scatter", "osu_scatter"
+    osu_size_is_block = True  # (each rank's share)
     description = "block r of the root's input to rank r; size: the root's input (n blocks); busbw = algbw x (n-1)/n"
 
     def expected(self, pattern, rank, counts, start, length):

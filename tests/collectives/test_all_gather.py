@@ -35,9 +35,9 @@ def test_counts_round_down_to_whole_blocks(size, itemsize, world, want):
     assert counts.count == counts.out_count and counts.size_bytes == counts.out_count * itemsize
 
 
-def test_size_for_input_is_every_ranks_contribution():
-    assert AG.size_for_input(100, 4) == 400
-    counts = AG.counts(AG.size_for_input(100, 4), 4, 4)
+def test_osus_size_is_every_ranks_contribution():
+    assert AG.size_of_osu(100, 4) == 400
+    counts = AG.counts(AG.size_of_osu(100, 4), 4, 4)
     assert counts.in_count == 25
 
 

@@ -42,7 +42,7 @@ def test_counts(size, itemsize, world, want):
 
 def test_sizes_and_layout():
     counts = AR.counts(4096, 4, 4)
-    assert AR.size_for_input(4096, 4) == 4096
+    assert AR.size_of_osu(4096, 4) == 4096
     assert AR.in_place_offset(3, counts) == 0 and AR.message_elems(counts) == 1024
     assert AR.reduces and AR.nccl_function == "AllReduce" and AR.nccl_tests_name == "all_reduce"
     assert AR.osu_title == "Allreduce"

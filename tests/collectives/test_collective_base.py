@@ -41,7 +41,7 @@ def test_the_base_collective_has_no_facts_of_its_own():
 
 def test_the_defaults_a_collective_inherits():
     bare, counts = Collective(), Counts(6, 2, 24)
-    assert bare.size_for_input(1000, 4) == 1000
+    assert bare.size_of_osu(1000, 4) == 1000
     assert bare.in_place_offset(3, counts) == 0
     assert bare.message_elems(counts) == 6
 

@@ -47,11 +47,14 @@ def test_reduce_scatter_expected_is_block_of_reduction():
 
 
 @pytest.mark.parametrize("name", list(COLLECTIVES))
-def test_size_for_input_is_what_counts_gives_each_rank(name):
+def test_an_osu_size_is_the_message_osu_times(name):
+    """OSU's Size: what each rank sends (all-gather, gather), sends each rank (all-to-all: one block),
+    receives (scatter), or the buffer (the others)."""
     coll = COLLECTIVES[name]
-    for world, in_bytes in ((2, 4096), (3, 1200), (4, 16)):  # whole elements per rank and block
-        counts = coll.counts(coll.size_for_input(in_bytes, world), 4, world)
-        assert counts.in_count * 4 == in_bytes
+    for world, osu in ((2, 4096), (3, 1200), (4, 16)):  # whole elements per rank and block
+        counts = coll.counts(coll.size_of_osu(osu, world), 4, world)
+        message = {"all_to_all": counts.in_count // world, "scatter": counts.out_count}.get(name, counts.in_count)
+        assert message * 4 == osu, (name, world, counts)
 
 
 @pytest.mark.parametrize("library,module", [("mpi", "commbench.rank.backends.mpi"),

@@ -38,7 +38,7 @@ def test_counts_round_down_to_whole_blocks(size, itemsize, world, want):
 def test_layout_and_names():
     counts = RS.counts(4 * 4 * 7, 4, 4)
     assert [RS.in_place_offset(r, counts) for r in range(4)] == [0, 7, 14, 21]  # the output inside the input
-    assert RS.message_elems(counts) == 7 and RS.size_for_input(28, 4) == 28
+    assert RS.message_elems(counts) == 7 and RS.size_of_osu(28, 4) == 28
     assert RS.reduces and RS.nccl_function == "ReduceScatter" and RS.nccl_tests_name == "reduce_scatter"
     assert RS.native["mpi"].name == "Reduce_scatter_block" and "reduce_scatter_tensor" in RS.native["torch"].function
 

@@ -8,8 +8,8 @@ nccl-tests, OSU and commbench numbers side by side.
   output. OSU does not print the number of ranks: give it (--nprocs).
 
 The collectives say which names the tools give them (Collective.nccl_tests_name, osu_title).
-Sizes follow commbench's (nccl-tests') semantics: OSU's size is what each rank contributes
-(Collective.size_for_input: all-gather's is multiplied by the number of ranks).
+Sizes follow commbench's (nccl-tests') semantics: where OSU's Size is one rank's block (all-gather,
+gather, all-to-all, scatter) it is multiplied by the number of ranks (Collective.size_of_osu).
 
 The files are data from elsewhere, checked like command-line input before anything is written:
 times > 0 and at most MAX_TIME_US, bandwidths finite and >= 0 (nccl-tests prints 0.00 for small

@@ -81,7 +81,7 @@ def _osu_point(parts: list[str], columns, coll, world: int, dtype: str, line: st
         raise bad(where, f"result line does not match the header: {line.strip()!r:.80}")
     values = dict(zip(columns, parts, strict=True))
     size = integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)
-    size = integer(coll.size_for_input(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
+    size = integer(coll.size_of_osu(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
     avg = number(values["Avg Latency(us)"], "Avg Latency(us)", where)
     validation = values.get("Validation")
     if validation is not None and validation.lower() not in ("pass", "fail"):
