@@ -105,6 +105,7 @@ COUNT, POSITIVE, TIME, AMOUNT = "count", "positive", "time", "amount"
 # The most a time in a results or samples file may be: past any measurement and any model prediction (1 TiB at
 # the model's slowest rates, 1 KB/s with a memory factor of 100: ~4e17 us); 1e300 was read, and overflowed sums.
 MAX_TIME_US = 1e20
+EXACT_INTEGERS = 2**53  # an integer cell at or past this is not read exactly (the readers' numbers are floats)
 KINDS = {
     "point": COUNT, "job": POSITIVE, "in_place": COUNT, "world_size": POSITIVE, "nodes": POSITIVE,
     "ranks_per_node": POSITIVE, "size_bytes": POSITIVE, "count": COUNT,

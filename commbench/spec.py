@@ -141,6 +141,17 @@ _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
 CLUSTER = ("emulate", "link_rate", "placement")  # the fields that say what emulated cluster a run needs
 
 
+def check_label(label: str) -> None:
+    """--label (run's, import's): at most MAX_LABEL_CHARS characters of UTF-8 text."""
+    if len(label) > MAX_LABEL_CHARS:
+        raise InputError(f"--label is {len(label)} characters long; at most {MAX_LABEL_CHARS}")
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the locale could not decode (C locale): no reader could read them back
+        raise InputError("--label holds bytes that are not UTF-8 text (the terminal's locale could not decode "
+                         "them): give it in UTF-8") from None
+
+
 @dataclass
 class SweepSpec:
     """One sweep: the cross product collectives x backends x algorithms x dtypes x ops x modes x sizes."""
@@ -226,13 +237,7 @@ class SweepSpec:
                             ("--batch", self.batch)):
             if value is not None and value > MAX_ITERS:
                 raise InputError(f"{flag} {value} is more than {MAX_ITERS}, the most calls per point")
-        if len(self.label) > MAX_LABEL_CHARS:
-            raise InputError(f"--label is {len(self.label)} characters long; at most {MAX_LABEL_CHARS}")
-        try:
-            self.label.encode("utf-8")
-        except UnicodeEncodeError:  # bytes the locale could not decode (C locale): no reader could read them back
-            raise InputError("--label holds bytes that are not UTF-8 text (the terminal's locale could not decode "
-                             "them): give it in UTF-8") from None
+        check_label(self.label)
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.timer not in TIMER_CHOICES:

@@ -22,12 +22,11 @@ from commbench.analysis import limits
 from commbench.analysis.run_files import header_names, read_bytes, read_file, run_dirs
 from commbench.errors import InputError
 from commbench.collectives import COLLECTIVES
-from commbench.schema import (AMOUNT, COUNT, FORMAT_VERSION, KINDS, MAX_TIME_US, MAY_BE_EMPTY, POSITIVE, REQUIRED,
-                               RESULTS_CSV, RUN_JSON, SAMPLE_KINDS, SAMPLE_REQUIRED, TIME)
+from commbench.schema import (AMOUNT, COUNT, EXACT_INTEGERS, FORMAT_VERSION, KINDS, MAX_TIME_US, MAY_BE_EMPTY,
+                               POSITIVE, REQUIRED, RESULTS_CSV, RUN_JSON, SAMPLE_KINDS, SAMPLE_REQUIRED, TIME)
 
 AB_KEYS = ("side", "round")  # commbench ab: a point has a row per side and round
 OPTIONAL_STATS = ("time_us_min", "time_us_p95", "time_us_p99", "samples")  # NaN where a folder lacks them
-_EXACT = 2**53  # integers past this are not exact as numbers
 _WHAT = {COUNT: "an integer >= 0", POSITIVE: "an integer >= 1",
          TIME: f"a time in µs (a number > 0, at most {MAX_TIME_US:g})", AMOUNT: "a finite number >= 0"}
 # run.json fields that readers use, and the JSON type each has where present
@@ -126,14 +125,15 @@ def _first_bad(name: str, frame: pd.DataFrame, kinds: dict, required, may_be_emp
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(num)
             if kind in (COUNT, POSITIVE):
-                ok &= (num == np.floor(num)) & (np.abs(num) < _EXACT) & (num >= (1 if kind == POSITIVE else 0))
+                ok &= (num == np.floor(num)) & (np.abs(num) < EXACT_INTEGERS)
+                ok &= num >= (1 if kind == POSITIVE else 0)
             else:
                 ok &= (num > 0) & (num <= MAX_TIME_US) if kind == TIME else num >= 0
         bad = ~ok & ~empty.to_numpy()
         if bad.any():
             i = int(np.argmax(bad))
             value = raw.iloc[i]
-            whole = isinstance(value, float) and value.is_integer() and abs(value) < _EXACT
+            whole = isinstance(value, float) and value.is_integer() and abs(value) < EXACT_INTEGERS
             value = str(int(value)) if whole else str(value)
             found.append((i, f"{col} {value[:40] + ('...' if len(value) > 40 else '')!r} is not {_WHAT[kind]}"))
     return min(found) if found else None

@@ -41,7 +41,11 @@ def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
 
 def _import(parse, file: str, out: Optional[str], label: str, source: str) -> None:
     from commbench.analysis.importers import read_input, write_import
+    from commbench.spec import check_label
 
+    check_label(label)
+    if out is not None and not out.strip():
+        raise InputError("--out: an empty folder name")
     run_id, folder = _out_folder(out, source)
     imported = parse(read_input(file))
     write_import(imported, folder, file, label or imported.source, run_id)

@@ -87,3 +87,53 @@ def test_special_and_large_files(tmp_path, monkeypatch):
     monkeypatch.setenv("COMMBENCH_MAX_IMPORT_MB", "1")
     with pytest.raises(InputError, match="more than the limit of 1 MiB .*COMMBENCH_MAX_IMPORT_MB=4"):
         read_input(big)
+
+
+def test_what_a_file_says_and_the_flags_must_agree():
+    """Found by a hostile probe: each of these was imported (exit 0) with figures that were wrong or that
+    every reader then refused."""
+    import json
+    with pytest.raises(InputError, match="the file is nccl-tests' all_reduce_perf, not all_gather"):
+        parse_nccl_tests(NCCL, "f", "all_gather")  # (its busbw was all-gather's)
+    assert parse_nccl_tests(NCCL, "f", "all_reduce").collective == "all_reduce"
+    with pytest.raises(InputError, match=f"line {LINE8}: #wrong is '9007199254740993'"):  # past what a reader takes
+        parse_nccl_tests(NCCL.replace(ROW8, ROW8[:-1] + "9007199254740993"), "f")
+    with pytest.raises(InputError, match=f"line {LINE8}: type is 'foo': expected one of nccl-tests'"):
+        parse_nccl_tests(NCCL.replace(ROW8, ROW8.replace("float", "  foo")), "f")
+    assert {p["dtype"] for p in parse_nccl_tests(NCCL.replace(ROW8, ROW8.replace(" float", "uint32")), "f").points
+            } == {"float32", "uint32"}  # nccl-tests' own types stay
+    doc = (DATA / "nccl_tests_all_gather.json").read_text()
+    with pytest.raises(InputError, match="key 'results' given twice"):
+        parse_nccl_tests(doc.rstrip().rstrip("}") + ', "results": []}', "f")
+    assert json.loads(doc)  # (the report itself reads)
+
+
+def test_a_root_past_the_ranks_is_refused():
+    text = (DATA / "nccl_tests_all_reduce_16xH100.txt").read_text().replace("all_reduce_perf", "broadcast_perf")
+    row = ROW8.replace("sum      -1", "sum       3")
+    assert parse_nccl_tests(text.replace(ROW8, row), "f").points[0]["root"] == 3
+    with pytest.raises(InputError, match=f"line {LINE8}: root is '16'"):
+        parse_nccl_tests(text.replace(ROW8, row.replace("       3", "      16")), "f")
+
+
+@pytest.mark.parametrize("changes,message", [
+    ([("# Datatype: MPI_CHAR.", "# Datatype: MPI_LONG.")], "Datatype MPI_LONG: expected one of MPI_CHAR"),
+    ([("# Datatype: MPI_CHAR.", "# Datatype: MPI_FLOAT."), ("\n4    ", "\n6    ")],
+     "line 5: Size 6 is not whole float32 elements"),
+    ([("# Size         Avg Latency(us)", "# Size  Avg Latency(us)  Avg Latency(us)")], "names a column twice"),
+])
+def test_osu_header_and_types_must_fit_the_data(changes, message):
+    text = OSU
+    for change in changes:
+        assert change[0] in text
+        text = text.replace(*change, 1)
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_osu(text, "f", 4)
+
+
+def test_osu_min_avg_max_must_be_in_order():
+    text = OSU.replace("# Size         Avg Latency(us)", "# Size  Avg Latency(us)  Min Latency(us)  Max Latency(us)")
+    text = "\n".join(line + ("  1.00  9999.00" if line[:1].isdigit() else "") for line in text.splitlines())
+    assert len(parse_osu(text, "f", 4).points) == text.count("  1.00  9999.00")
+    with pytest.raises(InputError, match=r"Avg Latency\(us\) 13.38 is not between Min 14 and Max 9999"):
+        parse_osu(text.replace("13.38  1.00", "13.38  14.00"), "f", 4)

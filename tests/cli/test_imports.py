@@ -104,3 +104,12 @@ def test_the_help_names_what_each_tool_imports():
     assert all(name in flat for name in COLLECTIVES) and " or send_recv" in flat
     assert all(name in " ".join(osu.stdout.split()) for name in ("osu_allreduce", "osu_allgather", "osu_reduce_scatter",
                                                                   "osu_bcast", "osu_alltoall", "osu_gather"))
+
+
+@pytest.mark.parametrize("args,message", [(["--label", "x" * 300], "--label is 300 characters long; at most 256"),
+                                          (["--out", " "], "--out: an empty folder name")])
+def test_import_checks_its_label_and_folder_as_run_does(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli("import", "nccl-tests", NCCL_TEXT, *args)
+    outcome.assert_clean(codes=(BAD_INPUT,))
+    assert message in outcome.stderr and not list(tmp_path.iterdir())  # nothing written, not even results/

@@ -8,16 +8,34 @@ import math
 import re
 
 from commbench.analysis import limits
-from commbench.analysis.importers.base import (MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer, lines,
-                                               looks_like_result, max_json_values, number, once, show, too_many,
-                                               word)
+from commbench.analysis.importers.base import (ITEMSIZE, MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer,
+                                               lines, looks_like_result, max_json_values, number, once, show,
+                                               too_many, word)
 from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.options import MAX_SIZE_BYTES
+from commbench.schema import EXACT_INTEGERS
 
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
               "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "int": "int32", "char": "int8", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose every key is given once (a second "results" would replace the first)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {twice[:40]!r} given twice in one object")
+    return out
+
+
+def _named(given: str | None, named: str | None, path: str) -> str | None:
+    """The collective of a file: the one it names (its <name>_perf), else --collective's; both, differing: refused."""
+    if given and named and given != named:
+        raise bad(path, f"the file is nccl-tests' {COLLECTIVES[named].nccl_tests_name}_perf, not {given} (--collective)")
+    return named or given
 
 
 def _nccl_tests_collective(text: str) -> str | None:
@@ -57,7 +75,7 @@ def _nccl_wrong(value: str, dtype: str, ranks: int, error_column: bool, where: s
             x = float(value)
         except ValueError:
             pass
-    if not (math.isfinite(x) and 0 <= x < 2**63):
+    if not (math.isfinite(x) and 0 <= x < EXACT_INTEGERS):
         raise bad(where, f"{what} is {show(value)}: expected a count of wrong elements, nccl-tests' older error "
                           "(a number >= 0) or N/A")
     if error_column or not x.is_integer():
@@ -68,12 +86,14 @@ def _nccl_wrong(value: str, dtype: str, ranks: int, error_column: bool, where: s
 def _nccl_point(where: str, size, count, dtype, op, in_place: int, time_us, wrong, samples=None) -> dict:
     """One nccl-tests result, checked."""
     size = integer(size, "size", where, 1, MAX_SIZE_BYTES)
-    dtype = word(dtype, "type", where)
+    name = word(dtype, "type", where)
+    dtype = NCCL_TYPES.get(name, name)
+    if dtype not in ITEMSIZE:
+        raise bad(where, f"type is {show(name)}: expected one of nccl-tests' {', '.join(NCCL_TYPES)}")
     time_us = number(time_us, "time", where)
-    return {"size_bytes": size, "count": integer(count, "count", where, 0, size),
-            "dtype": NCCL_TYPES.get(dtype, dtype), "op": word(op, "redop", where), "in_place": in_place,
+    return {"size_bytes": size, "count": integer(count, "count", where, 0, size), "dtype": dtype, "op": word(op, "redop", where), "in_place": in_place,
             "time_us": time_us,
-            "wrong": None if wrong in (None, "N/A") else integer(wrong, "#wrong", where, 0, 2**63 - 1),
+            "wrong": None if wrong in (None, "N/A") else integer(wrong, "#wrong", where, 0, EXACT_INTEGERS - 1),
             "samples": [number(t, "per-iteration time", where) for t in samples] if samples else [time_us]}
 
 
@@ -142,7 +162,7 @@ def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | Non
             results.append((lineno, parts, layout))
     if not ranks:
         raise bad(path, "no '#  Rank N [Group N] Pid N on HOST device' lines: not nccl-tests output, or cut short")
-    collective = collective or _nccl_tests_collective(text)
+    collective = _named(collective, _nccl_tests_collective(text), path)
     if collective is None:
         raise bad(path, "cannot tell which collective this nccl-tests output measured (give --collective)")
     imp = Imported("nccl-tests", collective, len(ranks), "nccl",
@@ -159,7 +179,7 @@ def parse_nccl_tests_text(text: str, path: str = "<text>", collective: str | Non
                                     columns.get("redop", "none"), in_place, t, None)
                 point["wrong"] = _nccl_wrong(wrong, point["dtype"], len(ranks), error_column, where)
                 if COLLECTIVES[imp.collective].rooted and columns.get("root", "-1") != "-1":  # nccl-tests' -r
-                    point["root"] = integer(columns["root"], "root", where, 0, MAX_IMPORT_RANKS - 1)
+                    point["root"] = integer(columns["root"], "root", where, 0, len(ranks) - 1)
                 points.append(point)
         except InputError as exc:
             check.bad(exc)
@@ -185,7 +205,7 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     if sum(map(text.count, ",[{")) > max_json_values():  # before parsing: bounded memory
         raise bad(path, f"more than {max_json_values()} JSON values: not one nccl-tests report")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
         results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []
         if not (isinstance(results, list) and all(isinstance(r, dict) for r in results) and isinstance(config, dict)
                 and isinstance(args, list) and isinstance(config.get("devices") or [], list)):
@@ -195,8 +215,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     if len(results) > limits.IMPORT_POINTS.value() // 2:
         raise too_many(path)
     program = " ".join(map(str, args))
-    collective = collective or _nccl_tests_collective(
-        program + " " + json.dumps([r.get("experiment_name", "") for r in results]))
+    collective = _named(collective, _nccl_tests_collective(
+        program + " " + json.dumps([r.get("experiment_name", "") for r in results])), path)
     if collective is None:
         raise bad(path, "cannot tell which collective this report measured (give --collective)")
     devices = config.get("devices") or []

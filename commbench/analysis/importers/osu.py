@@ -24,6 +24,8 @@ def _osu_columns(line: str, where: str) -> list[str]:
     columns = [c.strip() for c in re.split(r"\s{2,}|\t", line[2:].strip())]
     if not {"Size", "Avg Latency(us)"} <= set(columns):
         raise bad(where, f"header {line.strip()!r:.80} lacks the Size and Avg Latency(us) columns")
+    if len(set(columns)) < len(columns):
+        raise bad(where, f"header {line.strip()!r:.80} names a column twice")
     return columns
 
 
@@ -40,7 +42,9 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None, lenien
     coll = COLLECTIVES[collective]
     dtype_m = re.search(r"^# Datatype: (\w+)", text, re.M)
     osu_type = word(dtype_m.group(1), "Datatype", path) if dtype_m else None
-    dtype = OSU_TYPES.get(osu_type, osu_type) if osu_type else "int8"
+    dtype = OSU_TYPES.get(osu_type) if osu_type else "int8"
+    if dtype is None:
+        raise bad(path, f"Datatype {osu_type}: expected one of {', '.join(OSU_TYPES)}")
     imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": osu_type})
     columns, titles_seen, check, seen = None, 0, Lines(lenient), {}
     for lineno, line, at in lines(text):
@@ -81,6 +85,8 @@ def _osu_point(parts: list[str], columns, coll, world: int, dtype: str, line: st
         raise bad(where, f"result line does not match the header: {line.strip()!r:.80}")
     values = dict(zip(columns, parts, strict=True))
     size = integer(values["Size"], "Size", where, 1, MAX_SIZE_BYTES)
+    if size % ITEMSIZE[dtype]:
+        raise bad(where, f"Size {size} is not whole {dtype} elements ({ITEMSIZE[dtype]} B each)")
     size = integer(coll.size_of_osu(size, world), f"Size x {world} ranks", where, 1, MAX_SIZE_BYTES)
     avg = number(values["Avg Latency(us)"], "Avg Latency(us)", where)
     validation = values.get("Validation")
@@ -94,4 +100,7 @@ def _osu_point(parts: list[str], columns, coll, world: int, dtype: str, line: st
     if "Min Latency(us)" in values or "Max Latency(us)" in values:  # over ranks of each rank's average
         point["rank_min_us"] = number(values.get("Min Latency(us)"), "Min Latency(us)", where)
         point["rank_max_us"] = number(values.get("Max Latency(us)"), "Max Latency(us)", where)
+        if not point["rank_min_us"] <= avg <= point["rank_max_us"]:
+            raise bad(where, f"Avg Latency(us) {avg:g} is not between Min {point['rank_min_us']:g} and Max "
+                             f"{point['rank_max_us']:g}")
     return point
