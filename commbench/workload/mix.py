@@ -25,7 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from commbench.dtypes import DTYPES
-from commbench.workload.config import WorkloadConfig
+from commbench.errors import InputError
+from commbench.options import MAX_SIZE_BYTES
+from commbench.workload.config import MAX_COUNT, WorkloadConfig
 
 KINDS = ("dp", "tp", "pp", "ep")
 GROUPS = ("dp", "edp", "dp_shard", "dp_replicate", "tp", "pp", "ep")
@@ -189,9 +191,18 @@ class _Mix:
             return
         if collective in ("all_gather", "reduce_scatter", "all_to_all"):
             elements = _ceil(elements, n) * n
+        size = elements * DTYPES[dtype].itemsize
+        if size > MAX_SIZE_BYTES:  # (nothing measures or predicts it, and a trace of it would not read back)
+            raise InputError(f"workload {self.config.name}: its {kind} {collective} calls would be {size:.3g} B each, "
+                             f"more than {MAX_SIZE_BYTES:,} B (1T), the largest size commbench takes: a smaller model "
+                             "or more parallelism")
         rpn = ranks_per_node(ranks, self.config.parallel.gpus_per_node) if rpn is None else rpn
-        key = (kind, group, collective, n, rpn, elements * DTYPES[dtype].itemsize, dtype, note)
+        key = (kind, group, collective, n, rpn, size, dtype, note)
         self.counts[key] = self.counts.get(key, 0) + count
+        if self.counts[key] > MAX_COUNT:
+            raise InputError(f"workload {self.config.name}: its {kind} {collective} calls of {size:,} B would be "
+                             f"{self.counts[key]:.3g} a step, more than {MAX_COUNT:.0e}: a smaller model or larger "
+                             "buckets")
 
     def entries(self) -> list[Entry]:
         return [Entry(k, g, c, n, rpn, size, count, dt, note)

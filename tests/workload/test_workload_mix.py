@@ -207,3 +207,18 @@ def test_entries_are_frozen():
     e = derive(config())[0]
     with pytest.raises(AttributeError):
         e.count = 2
+
+
+def test_a_call_past_the_largest_size_is_refused_in_one_line():
+    """(a hostile probe: hidden, ffn, seq and vocab of 10^15 each were accepted and wrote sizes of 1.4e31 B that
+    `workload --trace` then could not read back)"""
+    from commbench.errors import InputError
+
+    big = lambda: dict(TINY, hidden=10**15, ffn=10**15, seq=10**15, vocab=10**15, heads=1)  # noqa: E731 (fresh)
+    with pytest.raises(InputError, match=r"workload small: its dp all_gather calls would be [0-9.e+]+ B each, more "
+                                         "than 1,099,511,627,776 B"):
+        derive(tiny(model=big(), parallel={"dp_mode": "fsdp_full"}))
+    with pytest.raises(InputError, match=r"workload small: its dp all_reduce calls of 26,214,400 B would be 2.14e\+24 "
+                                         r"a step, more than 1e\+15"):
+        derive(tiny(model=big()))  # (DDP's buckets: 25 MiB calls, ~10^24 of them)
+    assert derive(tiny())  # (the tiny model stays far below)
