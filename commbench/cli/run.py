@@ -144,7 +144,8 @@ _SWEEP_EXTRA = (
                                              "can start any program).")),
     inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
         False, "--dry-run", "--list", help="Print the suite's runs and points (every option applied) and run "
-                                           "nothing; without SUITE, list the bundled suites.")),
+                                           "nothing (exit 2 where this machine would refuse a run: it says why); "
+                                           "without SUITE, list the bundled suites.")),
 )
 
 
@@ -170,8 +171,10 @@ def sweep(ctx: typer.Context, **values):
     loaded = load_suite(suite, overrides)
     if values["dry_run"]:
         from commbench.cli.points import print_suite
+        from commbench.run.api import check_suite_starts
 
         print_suite(loaded)
+        check_suite_starts(loaded)  # what the sweep would refuse here before starting: after the listing, exit 2
         return
     say_backend_choice(r.backend for r in loaded.runs)
     given_args = [] if "launcher_args" in overrides else [(r.label, shlex.join(r.launcher_args))

@@ -210,6 +210,28 @@ def _alive(meta: dict) -> bool:
     return processes.alive(meta["launch_pid"])
 
 
+def check_start(spec: SweepSpec, launcher_args: list[str]) -> None:
+    """What a validated run needs to start on this machine, whatever its folder: its launcher installed,
+    and its ranks within this machine's cores and memory (launch.check_local_ranks)."""
+    launcher = launch.resolve_launcher(spec)
+    if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
+        raise InputError(f"it needs {launcher!r}, which is not installed")
+    if launcher != "none":
+        launch.check_local_ranks(spec, launcher, launcher_args)
+
+
+def check_suite_starts(suite) -> None:
+    """Every run of a suite could start here (sweep --dry-run: the checks of run_suite that write nothing)."""
+    for run in suite.runs:
+        spec = SweepSpec.from_json(run.spec.to_json())
+        try:
+            spec.validate()
+            session.check_runnable(spec)
+            check_start(spec, run.launcher_args)
+        except InputError as exc:
+            raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
+
+
 def run_suite(suite, out_dir: str | Path, resume: bool = False,
               on_run: Callable[[str, str], None] | None = None,
               on_event: Callable[[dict], None] | None = None) -> list[tuple[str, RunResult | None, str | None]]:
@@ -236,11 +258,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
                 continue
             spec = SweepSpec.from_json(run.spec.to_json())
             spec.out_dir = str(folder)
-            launcher = launch.resolve_launcher(prepare(spec))
-            if launcher in ("mpirun", "srun") and launch.find_binary(launcher) is None:
-                raise InputError(f"it needs {launcher!r}, which is not installed")
-            if launcher != "none":
-                launch.check_local_ranks(spec, launcher, run.launcher_args)
+            check_start(prepare(spec), run.launcher_args)
         except InputError as exc:
             raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)

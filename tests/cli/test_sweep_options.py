@@ -5,6 +5,7 @@ nothing, and run's options given on the command line replace that field in every
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,14 @@ def test_resume_takes_no_override(tmp_path, suites_run):
     outcome.assert_clean()
     assert outcome.code == BAD_INPUT and suites_run == []
     assert "--resume finishes the sweep with the suite's fields: -n/--nprocs would be ignored" in outcome.stderr
+
+
+def test_dry_run_lists_then_refuses_what_this_machine_would(tmp_path, suites_run):
+    """(a hostile probe: --dry-run approved a run of 1T on 2 ranks that the sweep refuses before starting)"""
+    suite = tmp_path / "big.yaml"
+    suite.write_text("name: big\ndefaults: {nprocs: 2, iters: 5, backend: gloo}\nruns: [{label: a, sizes: [1T]}]\n")
+    outcome = run_cli("sweep", suite, "--dry-run")
+    outcome.assert_clean(codes=(BAD_INPUT,))
+    assert "== a: " in outcome.stdout and suites_run == []
+    assert re.fullmatch(r"commbench: error: \S+big.yaml: run 'a': size 1T on 2 ranks of this machine needs at least "
+                        r".* GB .*\n", outcome.stderr), outcome.stderr
