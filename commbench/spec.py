@@ -242,8 +242,9 @@ class SweepSpec:
             raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
         if self.timer not in TIMER_CHOICES:
             raise InputError(f"unknown timer {self.timer!r} (accepted: {', '.join(TIMER_CHOICES)})")
-        if self.ranks_per_node is not None and self.ranks_per_node < 1:
-            raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be at least 1")
+        if self.ranks_per_node is not None and not 1 <= self.ranks_per_node <= max(self.nprocs, 1):
+            raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be from 1 to the run's "
+                             f"{self.nprocs} ranks")
         if self.root < 0 or self.root >= max(self.nprocs, 1):
             raise InputError(f"invalid --root {self.root}: a rank of the run, 0 to {max(self.nprocs, 1) - 1} "
                              f"({self.nprocs} ranks)")

@@ -51,6 +51,8 @@ def test_validate_normalizes_collective_names():
     ("warmup", -1, "warm-up"),
     ("min_time", 0, "min-time"),
     ("timeout", -3, "timeout"),
+    ("ranks_per_node", 0, "--ranks-per-node 0: it must be from 1 to the run's 4 ranks"),
+    ("ranks_per_node", 5, "--ranks-per-node 5: it must be from 1 to the run's 4 ranks"),  # (a probe: accepted)
 ])
 def test_validate_rejects_with_accepted_values(field, value, message):
     spec = SweepSpec(**{field: value})
