@@ -58,6 +58,9 @@ def resolve_launcher(spec: SweepSpec) -> str:
     if needs_mpi_launcher(spec.backends) and launcher not in MPI_LAUNCHERS:
         which = next(b for b in spec.backends if needs_mpi_launcher([b]))
         raise InputError(f"backend {which!r} needs an MPI launcher, not {launcher!r} (accepted: {', '.join(MPI_LAUNCHERS)})")
+    if launcher == "none" and spec.nprocs > 1 and not topology.inside_launched_job():
+        raise InputError(f"--launcher none runs this process as a rank of a job already started (mpirun, srun, "
+                         f"torchrun), and none is here: -n {spec.nprocs} needs a launcher (leave --launcher out)")
     if alloc is not None and launcher != "none" and spec.nprocs > alloc.tasks:
         raise InputError(f"-n {spec.nprocs} is more ranks than Slurm job {alloc.job_id} has tasks ({alloc.tasks}): "
                          f"leave -n out to use them all, or ask salloc/sbatch for -n {spec.nprocs}")

@@ -55,6 +55,19 @@ def test_resolve_launcher():
         resolve_launcher(_spec(backends=["mpi"], launcher="local"))
 
 
+def test_launcher_none_outside_a_job_takes_one_rank(monkeypatch):
+    """(a probe: --launcher none -n 2 in a shell failed as a job, exit 1, naming WorldError)"""
+    from commbench.rank import topology
+
+    monkeypatch.setattr(topology, "inside_launched_job", lambda env=None: False)
+    with pytest.raises(InputError, match=r"^--launcher none runs this process as a rank of a job already started "
+                                         r"\(mpirun, srun, torchrun\), and none is here: -n 3 needs a launcher"):
+        resolve_launcher(_spec(backends=["gloo"], launcher="none"))
+    assert resolve_launcher(SweepSpec(nprocs=1, backends=["gloo"], launcher="none").validate()) == "none"
+    monkeypatch.setattr(topology, "inside_launched_job", lambda env=None: True)
+    assert resolve_launcher(_spec(backends=["gloo"], launcher="none")) == "none"  # (the ranks check the world)
+
+
 @needs_mpirun
 def test_ranks_started_by_the_user(job, tmp_path):
     """mpirun -n 3 commbench run: auto sees it is a rank and runs in place; rank 0 writes."""
