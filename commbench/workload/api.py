@@ -76,7 +76,10 @@ def _entries(r: Request):
     if r.gpus_per_node is not None and r.gpus_per_node < 1:
         raise InputError(f"invalid --gpus-per-node {r.gpus_per_node}: at least 1")
     records = read_param_trace(r.trace)
-    entries = from_param(records, r.gpus_per_node)
+    try:
+        entries = from_param(records, r.gpus_per_node)
+    except InputError as exc:
+        raise InputError(f"{r.trace}: {exc}") from None
     if not entries:
         raise InputError(f"{r.trace}: the trace holds no communication")
     return Path(r.trace).stem[:64] or "trace", None, entries, records

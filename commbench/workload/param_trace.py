@@ -30,7 +30,7 @@ from pathlib import Path
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import InputError
 from commbench.workload import mix
-from commbench.workload.config import WorkloadConfig
+from commbench.workload.config import MAX_WORLD, WorkloadConfig
 from commbench.workload.mix import Entry
 
 MAX_RECORDS = 500_000  # calls of one trace written (GPT-3 175B on 512 GPUs: 14,977); read: twice that, init too
@@ -158,6 +158,8 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
             if pg in groups:
                 raise InputError(f"{where}: pg_id: {pg} is created twice")
             ranks = _ranks(rec, where)
+            if len(ranks) > MAX_WORLD:
+                raise InputError(f"{where}: global_ranks: {len(ranks):,} ranks; at most {MAX_WORLD:,}")
             if "world_size" in rec and _count(rec, "world_size", where, 1) != len(ranks):
                 raise InputError(f"{where}: world_size {rec['world_size']} is not the {len(ranks)} global_ranks")
             desc = rec.get("pg_desc", f"pg{pg}")
@@ -190,6 +192,8 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
             ranks, group = groups[pg]
         if "world_size" in rec:
             n = _count(rec, "world_size", where, 1)
+            if n > MAX_WORLD:
+                raise InputError(f"{where}: world_size: {n:,} ranks; at most {MAX_WORLD:,}")
             if ranks is not None and n != len(ranks):
                 raise InputError(f"{where}: world_size {n} is not the {len(ranks)} ranks of pg_id {rec['pg_id']}")
         elif ranks is not None or world is not None:
@@ -203,6 +207,8 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
         note = markers[1] if kind != "other" and len(markers) > 1 else " / ".join(markers)
         if coll in ("send", "recv"):
             src, dst = _count(rec, "src_rank", where), _count(rec, "dst_rank", where)
+            if src == dst:
+                raise InputError(f"{where}: src_rank and dst_rank are both {src}: a rank does not send to itself")
             if coll == "recv":
                 continue  # its bytes are the sender's; the sender's trace counts them
             pair, n = [src, dst], 2
@@ -216,6 +222,8 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
         if gpus_per_node is None:
             raise InputError(f"{where}: the node layout is unknown: give the GPUs per node")
         size = (n_out if coll == "all_gather" else n_in) * DTYPES[dtype].itemsize
+        if size == 0:
+            continue  # a call of no data moves nothing (PyTorch issues some): left out, as the importers leave size 0
         coll = "send_recv" if coll == "send" else coll
         rpn = mix.ranks_per_node(pair, gpus_per_node) if pair else min(n, gpus_per_node)  # no list: ranks 0..n-1
         k = (kind, group, coll, n, rpn, size, dtype,

@@ -156,11 +156,23 @@ def test_a_foreign_trace():
      "record 0: src_rank"),
     ([{"comms": "all_reduce", "world_size": 2, "in_msg_size": 4, "out_msg_size": 4, "dtype": "float"}],
      "record 0: the node layout is unknown"),
+    # (a hostile probe: each was taken)
+    ([{"comms": "send", "world_size": 2, "src_rank": 1, "dst_rank": 1, "in_msg_size": 4, "out_msg_size": 4,
+       "dtype": "float"}], "record 0: src_rank and dst_rank are both 1: a rank does not send to itself"),
+    ([{"comms": "all_reduce", "world_size": 2**40, "in_msg_size": 4, "out_msg_size": 4, "dtype": "float"}],
+     "record 0: world_size: 1,099,511,627,776 ranks; at most 1,048,576"),
 ])
 def test_bad_records_are_refused_naming_the_record(records, message):
     with pytest.raises(InputError) as exc:
         from_param(records, gpus_per_node=None if "node layout" in message else 2)
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_call_of_no_data_is_left_out():
+    """(a probe: an all-reduce of in_msg_size 0 showed as 0 B with a time at scale)"""
+    call = {"comms": "all_reduce", "world_size": 2, "out_msg_size": 0, "dtype": "float"}
+    assert from_param([dict(call, in_msg_size=0)], gpus_per_node=2) == []
+    assert [e.size_bytes for e in from_param([dict(call, in_msg_size=4, out_msg_size=4)], gpus_per_node=2)] == [16]
 
 
 def test_unreadable_files(tmp_path, monkeypatch):

@@ -75,7 +75,8 @@ def test_bad_files_are_one_line(tmp_path, model):
     assert "do not fill whole nodes" in workload(bad).stderr
     trace = tmp_path / "t.json"
     trace.write_text('[{"comms": "all_reduce", "in_msg_size": 4, "out_msg_size": 4, "dtype": "float", "world_size": 2}]')
-    assert "the node layout is unknown" in workload("--trace", trace, "--no-measure", "--model", model).stderr
+    assert f"{trace}: record 0: the node layout is unknown" in workload("--trace", trace, "--no-measure", "--model",
+                                                                      model).stderr  # the file named (a probe)
     trace.write_text("{")
     assert "not JSON" in workload("--trace", trace).stderr
     full = tmp_path / "full"
