@@ -137,3 +137,14 @@ def test_osu_min_avg_max_must_be_in_order():
     assert len(parse_osu(text, "f", 4).points) == text.count("  1.00  9999.00")
     with pytest.raises(InputError, match=r"Avg Latency\(us\) 13.38 is not between Min 14 and Max 9999"):
         parse_osu(text.replace("13.38  1.00", "13.38  14.00"), "f", 4)
+
+
+def test_a_json_result_names_the_field_that_is_not_an_object():
+    import json
+    doc = json.loads((DATA / "nccl_tests_all_gather.json").read_text())
+    doc["results"][0]["out_of_place_per_iter"] = [1, 2]
+    with pytest.raises(InputError, match="result 1: out_of_place_per_iter is not an object"):
+        parse_nccl_tests(json.dumps(doc), "f")
+    doc["results"][0]["out_of_place"] = [1, 2]
+    with pytest.raises(InputError, match="result 1: out_of_place is not an object"):
+        parse_nccl_tests(json.dumps(doc), "f")

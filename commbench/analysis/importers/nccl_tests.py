@@ -247,7 +247,7 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
             if not body:
                 continue
             if not isinstance(body, dict) or not isinstance(per_iter, dict):
-                raise bad(where, f"{key} is not an object")
+                raise bad(where, f"{key if not isinstance(body, dict) else key + '_per_iter'} is not an object")
             times = per_iter.get("times_us")
             if times is not None and not isinstance(times, list):
                 raise bad(where, f"{key}_per_iter times_us is not a list")
