@@ -102,7 +102,7 @@ def run(spec: SweepSpec, repeat: int, launcher_args: list[str] | None = None,
     """A new run of `repeat` jobs (commbench.run.api.run_sweep with repeat > 1)."""
     check_repeat(repeat)
     spec = session.prepare(spec)
-    launcher = launch.resolve_launcher(spec)
+    launcher = "none" if spec.launcher == "none" else launch.resolve_launcher(spec)  # (none given: said first)
     if launcher == "none":
         raise InputError("--repeat starts its jobs itself; with --launcher none you start the job: run it once per "
                          "repetition, each with its own --out, and compare the folders")

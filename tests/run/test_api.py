@@ -170,6 +170,7 @@ def test_a_folder_that_cannot_be_written_fails_the_job(tmp_path, monkeypatch):
 
 def test_in_a_job_started_by_the_user_this_process_is_a_rank(tmp_path, monkeypatch):
     """--launcher none: the worker runs here; rank 0 writes the folder as a launched job's parent."""
+    monkeypatch.setattr(topology, "inside_launched_job", lambda env=None: True)  # (a job the user started)
     spec = spec_of(tmp_path, launcher="none")
 
     def run(spec, emit, progress):
