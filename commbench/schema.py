@@ -62,7 +62,8 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("background_cores", "cores' worth of CPU time other processes took on the busiest of the ranks' machines while "
                          "the point was measured (empty: /proc/stat unreadable) (commbench.rank.load)"),
     ("latency_efficiency", "the machine's floor / this time: its exchange-and-add of 8 B between two cores over the "
-                           "point's time (1 = at the floor; one node, 2+ ranks, CPU; run.json `floors`, commbench.rank.floor)"),
+                           "point's time (1 = at the floor; one node, 2+ ranks, CPU; run.json `floors`, "
+                           "commbench.rank.floor)"),
     ("bandwidth_efficiency", "busbw / the machine's copy rate: one core's (CPU) or the GPU's device-to-device (one "
                              "node, 2+ ranks)"),
     ("unreliable", "why the point's time is not to be trusted (a busy machine, a wide spread); empty when nothing says so"),

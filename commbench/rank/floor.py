@@ -247,7 +247,8 @@ def device_copy_gbps(nbytes: int = 256 << 20, batches: int = 5) -> float | None:
 def efficiency(floors: dict | None, time_us: float, busbw_gbps: float, ranks: int, nodes: int, device: str) -> dict:
     """A point's efficiency against its machine's floors: latency_efficiency = the exchange floor's
     time / the point's (1: at the floor), bandwidth_efficiency = busbw / one core's copy rate (on a
-    GPU: the device's copy rate). Empty (None) at one rank (nothing crosses between ranks), across nodes (the floors are a node's) or where a floor is not known."""
+    GPU: the device's copy rate). Empty (None) at one rank (nothing crosses between ranks), across
+    nodes (the floors are a node's) or where a floor is not known."""
     out = {"latency_efficiency": None, "bandwidth_efficiency": None}
     if not isinstance(floors, dict) or ranks < 2 or nodes > 1 or not time_us or time_us <= 0:
         return out

@@ -34,7 +34,8 @@ def _unique_keys(pairs: list) -> dict:
 def _named(given: str | None, named: str | None, path: str) -> str | None:
     """The collective of a file: the one it names (its <name>_perf), else --collective's; both, differing: refused."""
     if given and named and given != named:
-        raise bad(path, f"the file is nccl-tests' {COLLECTIVES[named].nccl_tests_name}_perf, not {given} (--collective)")
+        raise bad(path, f"the file is nccl-tests' {COLLECTIVES[named].nccl_tests_name}_perf, not {given} "
+                        "(--collective)")
     return named or given
 
 
@@ -91,8 +92,8 @@ def _nccl_point(where: str, size, count, dtype, op, in_place: int, time_us, wron
     if dtype not in ITEMSIZE:
         raise bad(where, f"type is {show(name)}: expected one of nccl-tests' {', '.join(NCCL_TYPES)}")
     time_us = number(time_us, "time", where)
-    return {"size_bytes": size, "count": integer(count, "count", where, 0, size), "dtype": dtype, "op": word(op, "redop", where), "in_place": in_place,
-            "time_us": time_us,
+    return {"size_bytes": size, "count": integer(count, "count", where, 0, size), "dtype": dtype,
+            "op": word(op, "redop", where), "in_place": in_place, "time_us": time_us,
             "wrong": None if wrong in (None, "N/A") else integer(wrong, "#wrong", where, 0, EXACT_INTEGERS - 1),
             "samples": [number(t, "per-iteration time", where) for t in samples] if samples else [time_us]}
 
