@@ -14,6 +14,7 @@ import os
 import platform
 import shlex
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -220,16 +221,23 @@ def check_start(spec: SweepSpec, launcher_args: list[str]) -> None:
         launch.check_local_ranks(spec, launcher, launcher_args)
 
 
+@contextmanager
+def _of_run(suite, run):
+    """An InputError raised inside, said of this run of the suite."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
+
+
 def check_suite_starts(suite) -> None:
     """Every run of a suite could start here (sweep --dry-run: the checks of run_suite that write nothing)."""
     for run in suite.runs:
         spec = SweepSpec.from_json(run.spec.to_json())
-        try:
+        with _of_run(suite, run):
             spec.validate()
             session.check_runnable(spec)
             check_start(spec, run.launcher_args)
-        except InputError as exc:
-            raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
 
 
 def run_suite(suite, out_dir: str | Path, resume: bool = False,
@@ -246,7 +254,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
     complete = set()  # labels of runs a resume keeps
     for run in suite.runs:  # every run must be able to start (or resume) before anything starts
         folder = out / run.label
-        try:
+        with _of_run(suite, run):
             if folder.is_symlink():
                 raise InputError(f"its folder {str(folder)!r} is a link (to {os.readlink(folder)!r}): a sweep writes "
                                  "its runs only into folders of its own")
@@ -259,8 +267,6 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
             spec = SweepSpec.from_json(run.spec.to_json())
             spec.out_dir = str(folder)
             check_start(prepare(spec), run.launcher_args)
-        except InputError as exc:
-            raise InputError(f"{suite.path}: run {run.label!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
     lock = folder_lock.acquire(out)  # one sweep writes a sweep folder; each run locks its own folder too
     try:

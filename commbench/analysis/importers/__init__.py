@@ -12,7 +12,7 @@ Sizes follow commbench's (nccl-tests') semantics: where OSU's Size is one rank's
 gather, all-to-all, scatter) it is multiplied by the number of ranks (Collective.size_of_osu).
 
 The files are data from elsewhere, checked like command-line input before anything is written:
-times > 0 and at most MAX_TIME_US, bandwidths finite and >= 0 (nccl-tests prints 0.00 for small
+times > 0 and at most MAX_IMPORTED_US, bandwidths finite and >= 0 (nccl-tests prints 0.00 for small
 sizes), sizes 1 B .. MAX_SIZE_BYTES (commbench.options: the largest size a run takes), ranks
 1 .. MAX_IMPORT_RANKS, names plain words. A result of size 0 (all-gather, reduce-scatter and
 all-to-all print them where -b is below ranks x element size) measured nothing and is left out.
@@ -23,7 +23,7 @@ IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES) so a huge or hostile file costs a b
 memory; a FIFO or device is refused before it is opened.
 
 Strict by line: a line that starts like a result (a digit, a sign, a point, any Unicode digit) is
-one, and must read as one (sizes plain ASCII digits, times MIN_TIME_US .. MAX_TIME_US µs); a second run or
+one, and must read as one (sizes plain ASCII digits, times MIN_IMPORTED_US .. MAX_IMPORTED_US µs); a second run or
 test in the file (a second device list, '# nThread' line, result table or OSU title), a rank listed
 twice or a result measured twice is refused, never merged. Other lines (a log's noise) are left.
 Anything else is one InputError, "<file> line N: <problem>" (a JSON report: "<file> result N:

@@ -24,8 +24,8 @@ ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, 
 # The importers' own bounds (the file's size, points and samples: commbench.analysis.limits; a run's:
 # commbench.options'; the largest size is shared)
 MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
-MAX_TIME_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
-MIN_TIME_US = 1e-4  # 0.1 ns: below any call; samples are written to 1e-4 us, so a smaller one would read back as 0
+MAX_IMPORTED_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
+MIN_IMPORTED_US = 1e-4  # 0.1 ns: below any call; samples are written to 1e-4 us, so a smaller one would read back as 0
 MAX_LINE = 4096  # characters: a longer line is no benchmark's (nccl-tests: left out; OSU: an error)
 _WORD = re.compile(r"[A-Za-z0-9_]{1,32}")  # a type, reduction or datatype name
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -91,15 +91,15 @@ def show(value) -> str:
 
 
 def number(value, what: str, where: str, zero_ok: bool = False) -> float:
-    """A time in µs (> 0, at most MAX_TIME_US) or, zero_ok, a bandwidth (finite, >= 0)."""
+    """A time in µs (MIN_IMPORTED_US .. MAX_IMPORTED_US) or, zero_ok, a bandwidth (finite, >= 0)."""
     try:
         x = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError, OverflowError):
         x = math.nan
     if zero_ok and not (math.isfinite(x) and x >= 0):
         raise bad(where, f"{what} is {show(value)}: expected a finite number >= 0")
-    if not zero_ok and not MIN_TIME_US <= x <= MAX_TIME_US:  # NaN fails too
-        raise bad(where, f"{what} is {show(value)}: expected a time in µs from {MIN_TIME_US:g} to {MAX_TIME_US:g}")
+    if not zero_ok and not MIN_IMPORTED_US <= x <= MAX_IMPORTED_US:  # NaN fails too
+        raise bad(where, f"{what} is {show(value)}: expected a time in µs from {MIN_IMPORTED_US:g} to {MAX_IMPORTED_US:g}")
     return x
 
 

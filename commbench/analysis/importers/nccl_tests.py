@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 
 from commbench.analysis import limits
 from commbench.analysis.importers.base import (ITEMSIZE, MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer,
@@ -25,8 +26,7 @@ def _unique_keys(pairs: list) -> dict:
     """A JSON object whose every key is given once (a second "results" would replace the first)."""
     out = dict(pairs)
     if len(out) != len(pairs):
-        seen = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
         raise ValueError(f"key {twice[:40]!r} given twice in one object")
     return out
 
