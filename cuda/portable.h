@@ -109,12 +109,19 @@ typedef unsigned long long cb_u64;
 // for seconds at a time, while lines streamed to memory keep 5-12 GB/s (benchmarks/stream_handoff.c).
 // FIFO transfers of at least CB_STREAM_BYTES stream (2-rank all-reduce from 2 KB: 4 KB 2.5 -> 2.0 µs,
 // 16 KB 8.5 -> 4.1 µs, 1 MB 198 -> 147 µs, median of 26 jobs; the slow periods' 10x gone); smaller
-// ones, where a flag's latency is the cost, do not: streaming a 1 KB transfer costs ~0.5 µs while
-// the two cores share a cache (2-rank 2 KB all-reduce, with cb_prefetch_write, 1 KB / 2 KB threshold
-// paired: 0.56-0.74; in the slow state 1.38, still 0.73 x native). A direct all-gather streams
-// at any size (combine_elements).
+// ones, where a flag's latency is the cost, do not. Where the line is drawn depends on the cores'
+// state, which flips for minutes at a time (commbench floor: a flag hand-off of 0.05-0.06 µs while
+// they share a cache, 0.25 µs apart). `commbench ab`, 2 ranks, ring_kernel, 8 KB / 2 KB threshold,
+// paired, time ratio (the size as nccl-tests counts it; its message between the ranks):
+//                       all-reduce 4 KB  8 KB       reduce-scatter 4 KB  8 KB       16 KB and up
+//                       (message   2 KB  4 KB)      (message       2 KB  4 KB)
+//   sharing a cache     0.55-0.58       0.70-0.74  0.62-0.64            0.75-0.78  level
+//   apart               1.09            1.54       1.12                 1.43       level
+// Apart, the kernels stay 0.3-0.6x native's time there (native slows 3-4x too); sharing, streaming
+// made the 4 KB all-reduce 1.2-1.6x native's. A 16 KB threshold also took 12 % off 16 KB sharing
+// and made it 1.8-2.4x slower apart. A direct all-gather streams at any size (combine_elements).
 #ifndef CB_DEVICE
-enum { CB_STREAM_BYTES = 2048 };
+enum { CB_STREAM_BYTES = 8192 };
 inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
 #if defined(__SSE2__)
     for (int k = 0; k < 4; ++k) _mm_stream_si128((__m128i*)dst + k, _mm_loadu_si128((const __m128i*)src + k));
