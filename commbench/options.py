@@ -118,7 +118,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_bytes", str, "16M", "Largest size (at most 1T; on the CPU the ranks on this machine need twice it "
            "each in memory).", "-e"),
     Option("step_factor", float, 2.0, "Multiply the size by this each step (> 1).", "-f"),
-    Option("sizes", str, None, f"Explicit comma list of sizes, e.g. 8,1K,4M (overrides -b/-e/-f; at most {MAX_SIZES} "
+    Option("sizes", str, None, f"Explicit comma list of sizes, e.g. 8,1K,4M (instead of -b/-e/-f; at most {MAX_SIZES} "
            f"sizes, and {MAX_POINTS} points: sizes x collectives x backends x algorithms x dtypes x ops x modes).",
            is_list=True),
     Option("algorithm", str, "native",
@@ -189,6 +189,22 @@ SPEC_DEFAULTS = {o.spec: o.default for o in OPTIONS if o.spec}
 # not the label, which names each run's folder
 SWEEP_OPTIONS = tuple(o for o in CLI_OPTIONS if (o.suite or o.sets_mode) and o.name != "label")
 _SIZE_RANGE = ("min_bytes", "max_bytes", "step_factor")
+
+
+# Options that another, given with them, leaves without effect: given together on a command line they are
+# refused (a user who typed both expects both to count). --iters fixes the calls per point, which --min-time
+# and --max-iters would adapt; --sizes lists the sizes that -b/-e/-f would make a range of.
+OVERRIDDEN = {"iters": ("fixes the timed calls per point", ("min_time", "max_iters")),
+              "sizes": ("lists the sizes", _SIZE_RANGE)}
+
+
+def check_overridden(chosen) -> None:
+    """Refuse options given on a command line (`chosen`, by name) that another one given makes ignored."""
+    for name, (what, others) in OVERRIDDEN.items():
+        lost = [BY_NAME[n] for n in others if n in chosen]
+        if name in chosen and lost:
+            raise InputError(f"{BY_NAME[name].long_flag} {what}: {'/'.join(lost[0].flags)} would be ignored; "
+                             "give one of them")
 
 
 def suite_overrides(values: dict, chosen: list[str]) -> dict:

@@ -250,12 +250,19 @@ class SweepSpec:
                              f"({self.nprocs} ranks)")
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
             raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
+        kernels = [name for name, a in OWN_ALGORITHMS.items() if a.engine == "kernel"]
+        if self.channels is not None and not set(kernels) & set(self.algorithms):
+            raise InputError(f"--channels sets the kernels' channels, and -a {','.join(self.algorithms)} runs none of "
+                             f"them ({', '.join(kernels)}): leave it out")
         if self.segment_bytes < 1:
             raise InputError(f"invalid --segment-bytes {self.segment_bytes}: it must be at least 1")
         if self.ring_order not in RING_ORDERS:
             raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
+        if self.ring_order == "topology" and "ring" not in self.algorithms and "ring_topology" not in self.algorithms:
+            raise InputError(f"--ring-order topology runs -a ring as ring_topology, and -a {','.join(self.algorithms)} "
+                             "has no ring: leave it out")
         if self.ring_order == "topology" and "ring" in self.algorithms:
             self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
         if self.nccl_tuning and "nccl" not in self.backends:

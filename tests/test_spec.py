@@ -73,6 +73,18 @@ def test_gloo_on_cuda_runs_the_peer_algorithms_only():
     assert spec.algorithms == ["peer_oneshot"]
 
 
+def test_channels_and_ring_order_need_an_algorithm_they_set():
+    with pytest.raises(InputError, match="^--channels sets the kernels' channels, and -a native,ring runs none of them "
+                                         r"\(ring_kernel, tree_kernel, hierarchical_kernel\): leave it out$"):
+        SweepSpec(algorithms=["native", "ring"], channels=2).validate()
+    assert SweepSpec(algorithms=["native", "hierarchical_kernel"], channels=2).validate().channels == 2
+    with pytest.raises(InputError, match="^--ring-order topology runs -a ring as ring_topology, and -a native,tree "
+                                         "has no ring: leave it out$"):
+        SweepSpec(algorithms=["native", "tree"], ring_order="topology").validate()
+    spec = SweepSpec(algorithms=["ring"], ring_order="topology").validate()
+    assert spec.algorithms == ["ring_topology"] and spec.validate().algorithms == ["ring_topology"]  # (resumed)
+
+
 def test_native_han_is_open_mpis_and_needs_the_mpi_backend():
     with pytest.raises(InputError, match="^-a native_han is Open MPI's coll/han: it needs --backend mpi$"):
         SweepSpec(backends=["gloo"], algorithms=["native", "native-han"]).validate()

@@ -67,6 +67,7 @@ def _side_values(common: dict, text: str, flag: str) -> dict:
     if refused:
         raise InputError(f"{flag}: commbench ab takes no {refused[0].long_flag}, for a side or both (it times the "
                          "sides itself, in paired rounds: commbench ab --help lists what it takes)")
+    options.check_overridden(chosen)
     outside = [options.BY_NAME[n] for n in chosen if options.BY_NAME[n] not in SIDE_TABLE]
     if outside:
         raise InputError(f"{flag}: {outside[0].long_flag} cannot differ between the sides (give it once, for both)")
@@ -136,6 +137,7 @@ def ab(ctx: typer.Context, **values):
     outputs = {path: output_format(path, values["fmt"]) for path in values["output"]}
     for path in outputs:
         output_file(path, "--output")
+    options.check_overridden(given(ctx, AB_TABLE))
     common = {o.name: values[o.name] for o in AB_TABLE}
     sides = []
     for name in ("a", "b"):

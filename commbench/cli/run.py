@@ -66,6 +66,7 @@ def run(ctx: typer.Context, **values):
 
     launcher_args = options.launcher_argv(values["launcher_args"])
     chosen = given(ctx)
+    options.check_overridden(chosen)
     resume = values["resume"] is not None
     if resume:
         _check_resume(chosen)
@@ -164,6 +165,7 @@ def sweep(ctx: typer.Context, **values):
             print(f"{name:13} {text}")
         return
     chosen = given(ctx, options.SWEEP_OPTIONS)
+    options.check_overridden(chosen)
     if resume and chosen:
         flags = "/".join(options.BY_NAME[chosen[0]].flags)
         raise InputError(f"--resume finishes the sweep with the suite's fields: {flags} would be ignored; leave it out")

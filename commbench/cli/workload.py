@@ -73,8 +73,10 @@ def workload(ctx: typer.Context, **values):
             print(f"{name:16} {text[:text.find('. ') + 1] if '. ' in text else text}")
         return
     fields = {o.name: values[o.name] for o in TABLE}
+    chosen = given(ctx, TABLE)
+    options.check_overridden(chosen)
     request = Request(source=values["config"], trace=values["trace"], gpus_per_node=values["gpus_per_node"],
-                      fields=fields, backend_given="backend" in given(ctx, TABLE), measure=values["measure"],
+                      fields=fields, backend_given="backend" in chosen, measure=values["measure"],
                       scale=values["scale"], model=values["model"], compute_ms=values["compute_ms"],
                       intra=values["intra"], inter=values["inter"], out=values["out"], param_out=values["param_out"])
     checked = check(request)

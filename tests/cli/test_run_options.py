@@ -225,3 +225,38 @@ def test_a_sweep_that_went_well_is_ok_under_its_default_folder(tmp_path, monkeyp
     outcome = run_cli("sweep", _suite(tmp_path), cwd=tmp_path)
     assert outcome.code == OK
     assert outcome.stderr.startswith("OK: 1 runs, 0 failed, 0 wrong elements; results in results/s-")
+
+
+# --- options another one given makes ignored ---------------------------------------------------------------
+
+ITERS = [(("--iters", "50", "--max-iters", "3"),
+          "--iters fixes the timed calls per point: --max-iters would be ignored; give one of them"),
+         (("--min-time", "2", "--iters", "5"),
+          "--iters fixes the timed calls per point: --min-time would be ignored; give one of them")]
+SIZES = [(("--sizes", "1K", "-f", "0.5"), "--sizes lists the sizes: -f/--step-factor would be ignored; give one of them"),
+         (("-b", "1K", "--sizes", "8,1K"), "--sizes lists the sizes: -b/--min-bytes would be ignored; give one of them")]
+# (ab takes no --iters/--min-time/--max-iters, workload no sizes: their mix has them)
+CASES = ([(("run",), *c) for c in ITERS + SIZES] + [(("sweep", "quick"), *c) for c in ITERS + SIZES]
+         + [(("workload", "llama7b_ddp_16"), *c) for c in ITERS] + [(("ab", "--args-b", "-a ring"), *c) for c in SIZES])
+
+
+@pytest.mark.parametrize("command,argv,message", CASES)
+def test_an_option_another_makes_ignored_is_refused(measured, monkeypatch, command, argv, message):
+    calls, _ = measured
+    from commbench.run import ab as run_ab
+    from commbench.workload import api as workload_api
+
+    monkeypatch.setattr(run_ab, "run_ab", lambda *a, **k: calls.append("ab"))
+    monkeypatch.setattr(api, "run_suite", lambda *a, **k: calls.append("sweep"))
+    monkeypatch.setattr(workload_api, "run", lambda *a, **k: calls.append("workload"))
+    outcome = run_cli(*command, "-n", "2", "--backend", "gloo", *argv)
+    outcome.assert_clean()
+    assert outcome.code == BAD_INPUT and outcome.stderr == f"commbench: error: {message}\n"
+    assert calls == []
+
+
+def test_an_ab_side_may_not_give_what_it_makes_ignored(measured):
+    outcome = run_cli("ab", "-n", "2", "--backend", "gloo", "--args-b", "--sizes 8 -e 1K")
+    assert outcome.code == BAD_INPUT and outcome.stderr == (
+        "commbench: error: --sizes lists the sizes: -e/--max-bytes would be ignored; give one of them\n")
+    assert measured[0] == []
