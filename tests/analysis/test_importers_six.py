@@ -40,3 +40,15 @@ def test_osu_of_every_collective_it_has(title, collective, blocks):
             "1                       1.45\n2                       1.47\n1024                    3.90\n")
     imp = parse_osu(text, "osu.txt", world=4)
     assert imp.collective == collective and [p["size_bytes"] for p in imp.points] == [b * blocks for b in (1, 2, 1024)]
+
+
+@pytest.mark.parametrize("title,dtype", [("Allreduce", "float32"), ("Reduce", "float32"),
+                                         ("Reduce_scatter", "float32"), ("Allgather", "int8"), ("Broadcast", "int8")])
+def test_osu_before_7_without_a_datatype_line(title, dtype):
+    """OSU 5.x and 6.x print no Datatype line: their reductions sum floats (osu_allreduce's float buffers and
+    MPI_FLOAT), the other tests move chars; a 4-byte float is one element, not four."""
+    text = (f"\n# OSU MPI {title} Latency Test v5.6.3\n# Size       Avg Latency(us)\n"
+            "4                       1.45\n8                       1.47\n1024                    3.90\n")
+    imp = parse_osu(text, "osu.txt", world=2)
+    assert {p["dtype"] for p in imp.points} == {dtype}
+    assert imp.points[0]["count"] == (1 if dtype == "float32" else 4) * (2 if title == "Allgather" else 1)

@@ -42,7 +42,8 @@ def parse_osu(text: str, path: str = "<input>", world: int | None = None, lenien
     coll = COLLECTIVES[collective]
     dtype_m = re.search(r"^# Datatype: (\w+)", text, re.M)
     osu_type = word(dtype_m.group(1), "Datatype", path) if dtype_m else None
-    dtype = OSU_TYPES.get(osu_type) if osu_type else "int8"
+    # OSU before 7.0 printed no Datatype line: its reductions summed MPI_FLOAT, the other tests moved MPI_CHAR
+    dtype = OSU_TYPES.get(osu_type) if osu_type else "float32" if coll.reduces else "int8"
     if dtype is None:
         raise bad(path, f"Datatype {osu_type}: expected one of {', '.join(OSU_TYPES)}")
     imp = Imported("osu", collective, world, "mpi", meta={"osu_datatype": osu_type})
