@@ -36,7 +36,7 @@ def topo(json_out: bool = typer.Option(False, "--json", help="Print the descript
 
 
 @app.command()
-def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again, whatever the cache holds."),
+def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again; a figure the cache holds better is kept (a floor is the machine at its best)."),
           json_out: bool = typer.Option(False, "--json", help="Print the floors as JSON.")):
     """What two cores of this machine can physically do: the floors every point's efficiency is read against
     (run.json `floors`; the rows' latency_efficiency and bandwidth_efficiency). Measured once per machine and
@@ -62,3 +62,6 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again, what
     print(f"  flag hand-off, one way      {found['handoff_us']:8.3f} us")
     print(f"  8 B exchange-and-add        {found['exchange_us']:8.3f} us   (the floor of a 2-rank 8 B all-reduce)")
     print(f"  one core's copy rate        {found['copy_GBps']:8.2f} GB/s (memcpy of {probe.COPY_BYTES >> 20} MiB)")
+    if found.get("slower_now"):
+        now = ", ".join(f"{k} {v:g}" for k, v in found["slower_now"].items())
+        print(f"  this probe measured {now}: the cores were slower than at their best, which the cache keeps")

@@ -84,8 +84,10 @@ def against_floor(rows: list[dict]) -> list[str]:
     fast, wide = best("latency_efficiency"), best("bandwidth_efficiency")
     parts = []
     if fast is not None and _number(fast["latency_efficiency"]) > 0:
-        parts.append(f"fastest point {1 / _number(fast['latency_efficiency']):.2f}x the 8 B exchange floor "
-                     f"(at size {format_size(int(fast['size_bytes']))})")
+        ratio = 1 / _number(fast["latency_efficiency"])
+        below = "; below it: the floor was measured while the cores were slower, `commbench floor --fresh`"
+        parts.append(f"fastest point {ratio:.2f}x the 8 B exchange floor (at size "
+                     f"{format_size(int(fast['size_bytes']))}{below if ratio < 1 else ''})")
     if wide is not None:
         parts.append(f"best busbw {_number(wide['bandwidth_efficiency']):.2f}x the copy rate "
                      f"(at size {format_size(int(wide['size_bytes']))})")
