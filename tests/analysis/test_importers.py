@@ -174,6 +174,8 @@ BAD_FILES = [
     ("nccl-tests", "# all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on h device  0 [0000:04:00] GPU\n", "no result lines"),
     ("nccl-tests", "{\"results\": 3}", "not an nccl-tests JSON report"),
     ("nccl-tests", "{not json", "not an nccl-tests JSON report"),
+    ("nccl-tests", "[{\"results\": []}]\n", "not an nccl-tests JSON report (TypeError: its top level is not the "
+                                            "report's object)"),  # (was read as text: "no '#  Rank N' lines")
     ("nccl-tests", json.dumps({"args": ["all_reduce_perf"], "config": {"devices": []}, "results": []}), "lists no devices"),
     ("nccl-tests", json.dumps({"args": ["all_reduce_perf"], "config": {"devices": [{}]},
                                "results": [{"size": 8, "out_of_place": {"time": 1}}]}), "result 1: type is missing"),

@@ -207,6 +207,8 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
         raise bad(path, f"more than {max_json_values()} JSON values: not one nccl-tests report")
     try:
         doc = json.loads(text, object_pairs_hook=_unique_keys)
+        if not isinstance(doc, dict):
+            raise TypeError("its top level is not the report's object")
         results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []
         if not (isinstance(results, list) and all(isinstance(r, dict) for r in results) and isinstance(config, dict)
                 and isinstance(args, list) and isinstance(config.get("devices") or [], list)):
@@ -269,7 +271,7 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
 
 def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = None,
                      lenient: bool = False) -> Imported:
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    stripped = text.strip()
+    if stripped.startswith("{") or stripped.startswith("[") and stripped.endswith("]"):  # (a JSON array: refused)
         return parse_nccl_tests_json(text, path, collective, lenient)
     return parse_nccl_tests_text(text, path, collective, lenient)
