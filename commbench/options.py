@@ -209,14 +209,16 @@ def check_overridden(chosen) -> None:
 
 def suite_overrides(values: dict, chosen: list[str]) -> dict:
     """The suite fields that `sweep`'s options given on the command line (`chosen`, by name) set in
-    every run: a buffer switch sets `mode`; -b/-e/-f without --sizes set a run's sizes by range, so
-    they drop the suite's explicit `sizes` (None)."""
+    every run: a buffer switch sets `mode`; an option that another overrides (OVERRIDDEN) drops the
+    suite's value of that other (None): -b/-e/-f without --sizes set a run's sizes by range, and
+    --min-time or --max-iters without --iters adapt a run's calls per point."""
     given_values = {name: values[name] for name in chosen}
     fields = {k: v for k, v in given_values.items() if not BY_NAME[k].sets_mode}
     if len(fields) < len(given_values):
         fields["mode"] = cli_fields(given_values)["mode"]
-    if set(_SIZE_RANGE) & set(fields) and "sizes" not in fields:
-        fields["sizes"] = None
+    for name, (_, others) in OVERRIDDEN.items():
+        if set(others) & set(fields) and name not in fields:
+            fields[name] = None
     return fields
 
 

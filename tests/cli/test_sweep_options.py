@@ -105,6 +105,18 @@ def test_a_size_range_replaces_the_suites_sizes(tmp_path):
     assert given.runs[1].spec.sizes == [4096]
 
 
+def test_an_adaptive_bound_replaces_the_suites_fixed_iterations(tmp_path):
+    """A suite's `iters` fixes the calls per point: --min-time or --max-iters on the command line adapt
+    them instead (they would be ignored beside it); --iters keeps it."""
+    path = _suite(tmp_path, "  - label: c\n    iters: 7\n")
+    adapted = load_suite(str(path), options.suite_overrides({"min_time": 0.5}, ["min_time"])).runs[2].spec
+    assert (adapted.iters, adapted.min_time) == (None, 0.5)
+    bounded = load_suite(str(path), options.suite_overrides({"max_iters": 9}, ["max_iters"])).runs[2].spec
+    assert (bounded.iters, bounded.max_iters) == (None, 9)
+    assert load_suite(str(path), options.suite_overrides({"iters": 3}, ["iters"])).runs[2].spec.iters == 3
+    assert load_suite(str(path)).runs[2].spec.iters == 7
+
+
 def test_not_given_is_not_an_override():
     assert options.suite_overrides({"nprocs": 8, "both": False, "label": "x"}, []) == {}
     assert options.suite_overrides({"both": True, "in_place": False}, ["both"]) == {"mode": "both"}
