@@ -4,7 +4,7 @@
     python benchmarks/kernels_vs_native.py                   # CPU: MPI, 2 and 4 ranks (a few minutes)
     python benchmarks/kernels_vs_native.py --quick           # fewer sizes, 0.05 s a point (< 1 minute)
     python benchmarks/kernels_vs_native.py --device cuda     # also ring_kernel vs NCCL, 64 MB - 1 GB
-    python benchmarks/kernels_vs_native.py --jobs 3          # 3 jobs a configuration, the median of each point
+    python benchmarks/kernels_vs_native.py --jobs 3          # 3 jobs a configuration, the median of each job's ratio
     python benchmarks/kernels_vs_native.py --every-size --jobs 3   # issue 44's table (run's defaults, ~2 minutes)
 
 Configurations (float32 sum, out of place):
@@ -93,11 +93,23 @@ def runs(out: Path, n: int, backend: str, algos: list[str], collectives: list[st
                       for k in range(args.jobs)], ignore_index=True)
 
 
+def per_job(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The metric per job, collective and size (rows), one column per algorithm."""
+    return rows.pivot_table(index=["run_id", "collective", "size_bytes"], columns="algorithm", values=metric)
+
+
+def median_ratio(job: pd.DataFrame, num: str, den: str, config: str, metric: str, ratio_of: str) -> pd.DataFrame:
+    """Per collective and size: the median over jobs of each job's num / den (a job's algorithms are seconds
+    apart, its jobs a minute, and this VM's cores change state for minutes: the ratio of the two sides'
+    medians paired one job's native with another's kernels); num and den: each side's own median."""
+    per = job.assign(ratio=job[num] / job[den]).groupby(["collective", "size_bytes"]).median()
+    return pd.DataFrame({"config": config, "metric": metric, "ratio_of": ratio_of, "num": per[num], "den": per[den],
+                         "ratio": per["ratio"]}).reset_index()[COLUMNS]
+
+
 def ratios(rows: pd.DataFrame, metric: str, num: str, den: str, config: str) -> pd.DataFrame:
-    """num's metric over den's, per collective and size (one row each; the median over jobs)."""
-    wide = rows.pivot_table(index=["collective", "size_bytes"], columns="algorithm", values=metric, aggfunc="median")
-    return pd.DataFrame({"config": config, "metric": metric, "ratio_of": f"{num}/{den}", "num": wide[num],
-                         "den": wide[den], "ratio": wide[num] / wide[den]}).reset_index()[COLUMNS]
+    """num's metric over den's, per collective and size (one row each; median_ratio over jobs)."""
+    return median_ratio(per_job(rows, metric), num, den, config, metric, f"{num}/{den}")
 
 
 class Verdicts:
@@ -125,15 +137,9 @@ def every_size(root: Path, args, verdicts: Verdicts, tables: list) -> None:
     for n in (2, 4):
         rows = runs(root / f"every-n{n}", n, args.backend, ["native", "ring_kernel", "tree_kernel"], COLLECTIVES,
                     EVERY_SIZES, args)
-        # each job's own ratio, then the median over jobs: a job's algorithms are seconds apart, its jobs
-        # a minute, and this VM's cores change state for minutes (the medians of each side's times apart
-        # paired one job's native with another's kernels)
-        job = rows.pivot_table(index=["run_id", "collective", "size_bytes"], columns="algorithm", values="time_us")
+        job = per_job(rows, "time_us")
         job["kernel"] = job[["ring_kernel", "tree_kernel"]].min(axis=1)
-        job["ratio"] = job.kernel / job.native
-        per = job.groupby(["collective", "size_bytes"]).median()
-        best = pd.DataFrame({"config": f"every size n={n}", "metric": "time_us", "ratio_of": "best kernel/native",
-                             "num": per.kernel, "den": per.native, "ratio": per.ratio}).reset_index()
+        best = median_ratio(job, "kernel", "native", f"every size n={n}", "time_us", "best kernel/native")
         tables.append(best[COLUMNS])
         verdicts.add(f"best kernel time / native ({n} ranks, {span(EVERY_SIZES)})", best, EVERY_TARGET, at_most=True)
         verdicts.add(f"best kernel time / native ({n} ranks, >= 1MB)", best[best.size_bytes >= LARGE],
@@ -178,8 +184,8 @@ def main() -> None:
     ap.add_argument("--max-iters", type=int, default=None, help="Default 200000 (--quick 20000).")
     ap.add_argument("--channels", type=int, default=None, help="Passed to commbench run (default: by size).")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="Jobs per configuration; each figure is the median over them (this VM's cross-core speed "
-                         "changes for seconds at a time, so one job can catch a slow period).")
+                    help="Jobs per configuration; each ratio is the median of the jobs' own ratios (this VM's "
+                         "cross-core speed changes for seconds to minutes, so one job can catch a slow period).")
     ap.add_argument("--out", default=None, help="Keep the runs here, with the tables as CSV and markdown.")
     ap.add_argument("--every-size", action="store_true",
                     help="Only issue 44's table: 2 and 4 ranks, 8 B - 64 MB, the better kernel against native and the "

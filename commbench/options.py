@@ -216,10 +216,13 @@ def suite_overrides(values: dict, chosen: list[str]) -> dict:
     fields = {k: v for k, v in given_values.items() if not BY_NAME[k].sets_mode}
     if len(fields) < len(given_values):
         fields["mode"] = cli_fields(given_values)["mode"]
-    for name, (_, others) in OVERRIDDEN.items():
-        if set(others) & set(fields) and name not in fields:
-            fields[name] = None
-    return fields
+    return fields | dropped(fields)
+
+
+def dropped(given) -> dict:
+    """The values that options given (by name) take away where they replace others' (a suite's run, ab's
+    common options for one side): each option OVERRIDDEN names whose overriders are given without it, as None."""
+    return {name: None for name, (_, others) in OVERRIDDEN.items() if set(others) & set(given) and name not in given}
 
 
 def cli_fields(values: dict) -> dict:

@@ -250,19 +250,12 @@ class SweepSpec:
                              f"({self.nprocs} ranks)")
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
             raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
-        kernels = [name for name, a in OWN_ALGORITHMS.items() if a.engine == "kernel"]
-        if self.channels is not None and not set(kernels) & set(self.algorithms):
-            raise InputError(f"--channels sets the kernels' channels, and -a {','.join(self.algorithms)} runs none of "
-                             f"them ({', '.join(kernels)}): leave it out")
         if self.segment_bytes < 1:
             raise InputError(f"invalid --segment-bytes {self.segment_bytes}: it must be at least 1")
         if self.ring_order not in RING_ORDERS:
             raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
-        if self.ring_order == "topology" and "ring" not in self.algorithms and "ring_topology" not in self.algorithms:
-            raise InputError(f"--ring-order topology runs -a ring as ring_topology, and -a {','.join(self.algorithms)} "
-                             "has no ring: leave it out")
         if self.ring_order == "topology" and "ring" in self.algorithms:
             self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
         if self.nccl_tuning and "nccl" not in self.backends:
@@ -393,3 +386,17 @@ class SweepSpec:
             if any(v < least for v in data.get(name, ())):
                 raise InputError(f"spec field {name!r} holds {min(data[name])}: each must be at least {least}")
         return cls(**data)
+
+
+def check_used(chosen, specs: list[SweepSpec]) -> None:
+    """Refuse a run option given on a command line (`chosen`, by name) that none of the specs it reaches
+    (a run's, a suite's runs, ab's two sides, a workload's sweeps) can use: --channels where none runs a
+    kernel algorithm, --ring-order topology where none runs ring. (A recorded spec, resumed, is not checked.)"""
+    kernels = [name for name, a in OWN_ALGORITHMS.items() if a.engine == "kernel"]
+    algorithms = ",".join(dict.fromkeys(a for s in specs for a in s.algorithms))
+    if "channels" in chosen and not any(set(kernels) & set(s.algorithms) for s in specs):
+        raise InputError(f"--channels sets the kernels' channels, and -a {algorithms} runs none of them "
+                         f"({', '.join(kernels)}): leave it out")
+    if "ring_order" in chosen and not any(s.ring_order != "topology" or "ring_topology" in s.algorithms for s in specs):
+        raise InputError(f"--ring-order topology runs -a ring as ring_topology, and -a {algorithms} has no ring: "
+                         "leave it out")

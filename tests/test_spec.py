@@ -73,16 +73,27 @@ def test_gloo_on_cuda_runs_the_peer_algorithms_only():
     assert spec.algorithms == ["peer_oneshot"]
 
 
-def test_channels_and_ring_order_need_an_algorithm_they_set():
+def test_channels_and_ring_order_given_need_a_run_they_reach_to_use_them():
+    """Checked on what a command line gives, across every spec it reaches (a suite's runs, ab's sides), not
+    per spec: a suite of native and ring_kernel runs takes --channels, and a recorded spec is not checked."""
+    from commbench.spec import check_used
+
+    native = SweepSpec(algorithms=["native", "ring"]).validate()
+    kernel = SweepSpec(algorithms=["ring_kernel"]).validate()
     with pytest.raises(InputError, match="^--channels sets the kernels' channels, and -a native,ring runs none of them "
                                          r"\(ring_kernel, tree_kernel, hierarchical_kernel\): leave it out$"):
-        SweepSpec(algorithms=["native", "ring"], channels=2).validate()
-    assert SweepSpec(algorithms=["native", "hierarchical_kernel"], channels=2).validate().channels == 2
+        check_used(["channels"], [native, native])
+    check_used(["channels"], [native, kernel])
+    check_used([], [native])  # (not given: a suite's own field, or a recorded spec)
+    assert SweepSpec(algorithms=["native"], channels=2).validate().channels == 2
+    tree = SweepSpec(algorithms=["native", "tree"], ring_order="topology").validate()
     with pytest.raises(InputError, match="^--ring-order topology runs -a ring as ring_topology, and -a native,tree "
                                          "has no ring: leave it out$"):
-        SweepSpec(algorithms=["native", "tree"], ring_order="topology").validate()
-    spec = SweepSpec(algorithms=["ring"], ring_order="topology").validate()
-    assert spec.algorithms == ["ring_topology"] and spec.validate().algorithms == ["ring_topology"]  # (resumed)
+        check_used(["ring_order"], [tree])
+    ring = SweepSpec(algorithms=["ring"], ring_order="topology").validate()
+    assert ring.algorithms == ["ring_topology"] and ring.validate().algorithms == ["ring_topology"]  # (resumed)
+    check_used(["ring_order"], [tree, ring])
+    check_used(["ring_order"], [SweepSpec(algorithms=["native"], ring_order="rank").validate()])  # (the default)
 
 
 def test_native_han_is_open_mpis_and_needs_the_mpi_backend():

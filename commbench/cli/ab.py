@@ -18,7 +18,7 @@ from commbench.cli.reports import output_format, threshold_fraction
 from commbench.cli.run import given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text
-from commbench.spec import CLUSTER, SweepSpec
+from commbench.spec import CLUSTER, SweepSpec, check_used
 from commbench.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)
@@ -46,8 +46,9 @@ def _env(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
-def _side_values(common: dict, text: str, flag: str) -> dict:
-    """The common values with what `text` (run's options, as typed) sets for one side."""
+def _side_values(common: dict, text: str, flag: str) -> tuple[dict, list[str]]:
+    """The common values with what `text` (run's options, as typed) sets for one side (a side's -b/-e/-f
+    replace a common --sizes); and the names of the options it gives."""
     from typer.main import get_command
 
     try:
@@ -67,15 +68,18 @@ def _side_values(common: dict, text: str, flag: str) -> dict:
     if refused:
         raise InputError(f"{flag}: commbench ab takes no {refused[0].long_flag}, for a side or both (it times the "
                          "sides itself, in paired rounds: commbench ab --help lists what it takes)")
-    options.check_overridden(chosen)
+    try:
+        options.check_overridden(chosen)
+    except InputError as exc:
+        raise InputError(f"{flag}: {exc}") from None
     outside = [options.BY_NAME[n] for n in chosen if options.BY_NAME[n] not in SIDE_TABLE]
     if outside:
         raise InputError(f"{flag}: {outside[0].long_flag} cannot differ between the sides (give it once, for both)")
     values = dict(common)
     if any(options.BY_NAME[n].sets_mode for n in chosen):  # the side's buffer mode replaces the common one
         values.update({o.name: False for o in options.MODE_SWITCHES})
-    values.update({n: ctx.params[n] for n in chosen})
-    return values
+    values.update({n: ctx.params[n] for n in chosen} | options.dropped(chosen))
+    return values, chosen
 
 
 def _spec(values: dict) -> SweepSpec:
@@ -137,14 +141,17 @@ def ab(ctx: typer.Context, **values):
     outputs = {path: output_format(path, values["fmt"]) for path in values["output"]}
     for path in outputs:
         output_file(path, "--output")
-    options.check_overridden(given(ctx, AB_TABLE))
+    chosen = set(given(ctx, AB_TABLE))
+    options.check_overridden(chosen)
     common = {o.name: values[o.name] for o in AB_TABLE}
     sides = []
     for name in ("a", "b"):
-        side_values = _side_values(common, values[f"args_{name}"], f"--args-{name}")
+        side_values, side_chosen = _side_values(common, values[f"args_{name}"], f"--args-{name}")
+        chosen |= set(side_chosen)
         python = values[f"python_{name}"]
         sides.append(AbSide(name.upper(), _spec(side_values), _env(values[f"env_{name}"], f"--env-{name}"),
                             **({"python": python} if python else {}), options=values[f"args_{name}"].strip()))
+    check_used(chosen, [side.spec for side in sides])
     say_backend_choice([common["backend"]])
     renderer = AbRenderer(quiet=values["quiet"])
     result = run_ab(*sides, threshold=fraction, budget_s=budget, max_rounds=values["rounds"],

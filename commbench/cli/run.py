@@ -17,7 +17,7 @@ from commbench.cli.app import app, err
 from commbench.errors import InputError
 from commbench.terminal import one_line, printable
 from commbench.run.suites import bundled_suites
-from commbench.spec import SweepSpec
+from commbench.spec import SweepSpec, check_used
 
 
 def with_options(table=options.CLI_OPTIONS, extra: tuple[inspect.Parameter, ...] = ()):
@@ -66,12 +66,13 @@ def run(ctx: typer.Context, **values):
 
     launcher_args = options.launcher_argv(values["launcher_args"])
     chosen = given(ctx)
-    options.check_overridden(chosen)
     resume = values["resume"] is not None
     if resume:
         _check_resume(chosen)
     else:
+        options.check_overridden(chosen)
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
+        check_used(chosen, [spec])
         say_backend_choice([values["backend"]])
     renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.in_place)
     try:
@@ -165,12 +166,13 @@ def sweep(ctx: typer.Context, **values):
             print(f"{name:13} {text}")
         return
     chosen = given(ctx, options.SWEEP_OPTIONS)
-    options.check_overridden(chosen)
     if resume and chosen:
         flags = "/".join(options.BY_NAME[chosen[0]].flags)
         raise InputError(f"--resume finishes the sweep with the suite's fields: {flags} would be ignored; leave it out")
+    options.check_overridden(chosen)
     overrides = options.suite_overrides(values, chosen)
     loaded = load_suite(suite, overrides)
+    check_used(chosen, [r.spec for r in loaded.runs])
     if values["dry_run"]:
         from commbench.cli.points import print_suite
         from commbench.run.api import check_suite_starts

@@ -35,8 +35,11 @@ def topo(json_out: bool = typer.Option(False, "--json", help="Print the descript
 
 
 
+FRESH_HELP = "Measure again (a figure the cache holds better is kept: a floor is the machine at its best)."
+
+
 @app.command()
-def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again; a figure the cache holds better is kept (a floor is the machine at its best)."),
+def floor(fresh: bool = typer.Option(False, "--fresh", help=FRESH_HELP),
           json_out: bool = typer.Option(False, "--json", help="Print the floors as JSON.")):
     """What two cores of this machine can physically do: the floors every point's efficiency is read against
     (run.json `floors`; the rows' latency_efficiency and bandwidth_efficiency). Measured once per machine and
@@ -57,11 +60,15 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help="Measure again; a fi
         return
     a, b = found["cores"]
     on = f"cores {a} and {b}" if a >= 0 else "one core (this process may run on one only: the threads share it)"
+    since = f" (the best of the probes since {printable(found['best_since'])})" if found.get("best_since") else ""
     print(f"{printable(found['host'])}: {printable(found['cpu_model'])}, {on}, measured {printable(found['measured_at'])}"
-          f"{' (cached: --fresh measures again)' if was_cached else ''}")
+          f"{since}{' (cached: --fresh measures again)' if was_cached else ''}")
     print(f"  flag hand-off, one way      {found['handoff_us']:8.3f} us")
     print(f"  8 B exchange-and-add        {found['exchange_us']:8.3f} us   (the floor of a 2-rank 8 B all-reduce)")
     print(f"  one core's copy rate        {found['copy_GBps']:8.2f} GB/s (memcpy of {probe.COPY_BYTES >> 20} MiB)")
     if found.get("slower_now"):
-        now = ", ".join(f"{k} {v:g}" for k, v in found["slower_now"].items())
-        print(f"  this probe measured {now}: the cores were slower than at their best, which the cache keeps")
+        read = {"handoff_us": "hand-off {:.3f} us", "exchange_us": "exchange {:.3f} us",
+                "copy_GBps": "copy {:.2f} GB/s"}
+        now = ", ".join(read[k].format(v) for k, v in found["slower_now"].items())
+        print(f"  this probe read {now}: worse than the best above, which stays cached (delete "
+              f"{printable(str(probe.cache_path()))} to forget it)")

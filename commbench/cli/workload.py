@@ -13,6 +13,7 @@ from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.model import inter_option, intra_option
 from commbench.cli.run import given, say_backend_choice, with_options
+from commbench.spec import check_used
 
 # `commbench run`'s options a workload's sweeps take (the collectives and sizes come from the mix), from the
 # one table (commbench.options), two with defaults of their own: -a ring, an algorithm the cost model
@@ -80,6 +81,8 @@ def workload(ctx: typer.Context, **values):
                       scale=values["scale"], model=values["model"], compute_ms=values["compute_ms"],
                       intra=values["intra"], inter=values["inter"], out=values["out"], param_out=values["param_out"])
     checked = check(request)
+    if checked.sweeps is not None:
+        check_used(chosen, list(checked.sweeps.specs.values()))
     if request.measure:
         say_backend_choice([fields.get("backend") or options.BY_NAME["backend"].default])
     quiet = values["quiet"]

@@ -9,9 +9,11 @@ efficiency columns):
 * copy_GBps: one core's copy rate (memcpy of 64 MiB, past the caches), GB/s of bytes copied.
 
 Each is the best of several batches (a floor is the machine at its best; this VM's cores flip
-between states for seconds at a time). The cache (commbench.rank.native_build's folder, floors/)
-is keyed by host name, CPU model, the two cores and the probe's source: `commbench floor --fresh`
-measures again. On a GPU rank, `device_copy_GBps`: the GPU's own device-to-device copy rate.
+between states for seconds to minutes at a time, every hand-off 4-5x slower in the slow one). The
+cache (commbench.rank.native_build's folder, floors/) is keyed by host name, CPU model, the two cores
+and the probe's source: `commbench floor --fresh` measures again and keeps each figure the cache
+holds better (kept_best; `best_since`: the first probe of those kept); deleting the file forgets them.
+On a GPU rank, `device_copy_GBps`: the GPU's own device-to-device copy rate.
 
 Efficiency of a point (commbench.metrics.efficiency): the floor's time / the point's time (the
 exchange for the smallest point, as a ratio: 1 is the floor) and busbw / the copy rate.
@@ -39,7 +41,7 @@ FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-pthread")
 COPY_BYTES = 64 << 20
 KEYS = ("handoff_us", "exchange_us", "copy_GBps")
 MOST = {"handoff_us": 1e6, "exchange_us": 1e6, "copy_GBps": 1e5}  # beyond these no machine measures (1 s, 100 TB/s)
-TEXTS = ("cpu_model", "host", "measured_at", "source")
+TEXTS = ("cpu_model", "host", "measured_at", "source")  # (and best_since where probes were kept together)
 
 
 class FloorUnavailable(Exception):
@@ -163,7 +165,7 @@ def _as_measured(found) -> bool:
                   for k in KEYS)
     pair = found.get("cores")
     return (numbers and isinstance(pair, list) and len(pair) == 2 and all(type(c) is int for c in pair)
-            and all(isinstance(found.get(k), str) for k in TEXTS))
+            and all(isinstance(found.get(k), str) for k in TEXTS) and isinstance(found.get("best_since", ""), str))
 
 
 def machine_floor(fresh: bool = False) -> dict:
@@ -192,13 +194,14 @@ BETTER = {"handoff_us": min, "exchange_us": min, "copy_GBps": max}
 
 def kept_best(old: dict | None, new: dict) -> dict:
     """A new probe's floors with each figure the cache already holds better kept (a floor is the machine
-    at its best, and a probe while the cores are in their slow state, minutes at a time here, reads
-    3-5x slower: the efficiencies read against it came out above 1); `slower_now` lists the figures
-    this probe measured worse, with what it measured."""
+    at its best, and a probe in the cores' slow state reads 4-5x slower: a run's efficiencies read
+    against one came out at 3.6); `best_since`: when the first of the probes kept together measured;
+    `slower_now`: the figures this probe read worse, as it read them."""
     if old is None:
         return new
     slower = {k: new[k] for k in KEYS if BETTER[k](old[k], new[k]) != new[k]}
-    return new | {k: old[k] for k in slower} | ({"slower_now": slower} if slower else {})
+    since = {"best_since": old.get("best_since", old["measured_at"])}
+    return new | {k: old[k] for k in slower} | since | ({"slower_now": slower} if slower else {})
 
 
 def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, dict | str]:

@@ -84,8 +84,9 @@ def against_floor(rows: list[dict]) -> list[str]:
     fast, wide = best("latency_efficiency"), best("bandwidth_efficiency")
     parts = []
     if fast is not None and _number(fast["latency_efficiency"]) > 0:
-        ratio = 1 / _number(fast["latency_efficiency"])
-        below = "; below it: the floor was measured while the cores were slower, `commbench floor --fresh`"
+        ratio = round(1 / _number(fast["latency_efficiency"]), 2)
+        below = ("; below it: the floor was likely measured while the cores were slower (`commbench floor --fresh` "
+                 "for later runs)")
         parts.append(f"fastest point {ratio:.2f}x the 8 B exchange floor (at size "
                      f"{format_size(int(fast['size_bytes']))}{below if ratio < 1 else ''})")
     if wide is not None:

@@ -233,8 +233,10 @@ ITERS = [(("--iters", "50", "--max-iters", "3"),
           "--iters fixes the timed calls per point: --max-iters would be ignored; give one of them"),
          (("--min-time", "2", "--iters", "5"),
           "--iters fixes the timed calls per point: --min-time would be ignored; give one of them")]
-SIZES = [(("--sizes", "1K", "-f", "0.5"), "--sizes lists the sizes: -f/--step-factor would be ignored; give one of them"),
-         (("-b", "1K", "--sizes", "8,1K"), "--sizes lists the sizes: -b/--min-bytes would be ignored; give one of them")]
+SIZES = [(("--sizes", "1K", "-f", "0.5"),
+          "--sizes lists the sizes: -f/--step-factor would be ignored; give one of them"),
+         (("-b", "1K", "--sizes", "8,1K"),
+          "--sizes lists the sizes: -b/--min-bytes would be ignored; give one of them")]
 # (ab takes no --iters/--min-time/--max-iters, workload no sizes: their mix has them)
 CASES = ([(("run",), *c) for c in ITERS + SIZES] + [(("sweep", "quick"), *c) for c in ITERS + SIZES]
          + [(("workload", "llama7b_ddp_16"), *c) for c in ITERS] + [(("ab", "--args-b", "-a ring"), *c) for c in SIZES])
@@ -258,5 +260,43 @@ def test_an_option_another_makes_ignored_is_refused(measured, monkeypatch, comma
 def test_an_ab_side_may_not_give_what_it_makes_ignored(measured):
     outcome = run_cli("ab", "-n", "2", "--backend", "gloo", "--args-b", "--sizes 8 -e 1K")
     assert outcome.code == BAD_INPUT and outcome.stderr == (
-        "commbench: error: --sizes lists the sizes: -e/--max-bytes would be ignored; give one of them\n")
+        "commbench: error: --args-b: --sizes lists the sizes: -e/--max-bytes would be ignored; give one of them\n")
     assert measured[0] == []
+
+
+# --- options no run they reach can use --------------------------------------------------------------------
+
+USED = [  # (command, refused: the error, or None where it starts)
+    (("run", "-a", "native", "--channels", "2"), "--channels sets the kernels' channels, and -a native runs none"),
+    (("run", "-a", "native,ring_kernel", "--channels", "2"), None),
+    (("run", "-a", "tree", "--ring-order", "topology"), "--ring-order topology runs -a ring as ring_topology"),
+    (("sweep", "quick", "--channels", "2"), "--channels sets the kernels' channels, and -a native,ring runs none"),
+    (("sweep", "quick", "--ring-order", "topology"), None),  # (its second run is ring's)
+    (("ab", "--channels", "2", "--args-a", "-a native", "--args-b", "-a ring_kernel"), None),
+    (("ab", "--args-b", "--channels 2 -a ring"), "--channels sets the kernels' channels, and -a native,ring runs"),
+    (("workload", "llama7b_ddp_16", "--channels", "2"), "--channels sets the kernels' channels, and -a ring runs"),
+]
+
+
+@pytest.mark.parametrize("argv,refused", USED)
+def test_an_option_no_run_can_use_is_refused(measured, monkeypatch, argv, refused):
+    calls, _ = measured
+    from commbench.run import ab as run_ab
+    from commbench.workload import api as workload_api
+
+    def started(what):
+        def stand_in(*args, **kwargs):
+            calls.append(what)
+            raise typer.Exit(OK)  # (what it would measure is not the point)
+        return stand_in
+
+    monkeypatch.setattr(run_ab, "run_ab", started("ab"))
+    monkeypatch.setattr(api, "run_suite", started("sweep"))
+    monkeypatch.setattr(workload_api, "run", started("workload"))
+    outcome = run_cli(*argv, "-n", "2", "--backend", "mpi")
+    if refused is None:
+        assert calls and outcome.code == OK, outcome.stderr
+    else:
+        outcome.assert_clean()
+        assert outcome.code == BAD_INPUT and outcome.stderr.startswith(f"commbench: error: {refused}"), outcome.stderr
+        assert calls == []

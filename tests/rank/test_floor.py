@@ -110,26 +110,32 @@ def test_the_table_footer_says_how_near_the_floor_the_best_points_come():
     # a point faster than its floor: the floor was measured in the cores' slow state (3.6: a run here)
     assert footer([rows[0] | {"latency_efficiency": 3.604}])[1] == (
         "# Against the floor    : fastest point 0.28x the 8 B exchange floor (at size 8; below it: the floor was "
-        "measured while the cores were slower, `commbench floor --fresh`), best busbw 0.01x the copy rate (at size 8) "
-        "(commbench floor)")
+        "likely measured while the cores were slower (`commbench floor --fresh` for later runs)), best busbw 0.01x "
+        "the copy rate (at size 8) (commbench floor)")
+    assert "below it" not in footer([rows[0] | {"latency_efficiency": 1.003}])[1]  # (1.00x: at the floor)
 
 
 def test_a_fresh_probe_keeps_each_figure_the_cache_holds_better(cache, monkeypatch):
     """A floor is the machine at its best: a probe while this VM's cores were apart (hand-off 0.26 us,
     against 0.058 sharing a cache) replaced it, and every efficiency read against it came out 3.6."""
     best = MEASURED | {"handoff_us": 0.058, "exchange_us": 0.054, "copy_GBps": 23.0}
-    slow = MEASURED | {"handoff_us": 0.26, "exchange_us": 0.25, "copy_GBps": 24.0, "measured_at": "2026-11-29T00:00:00Z"}
-    assert floor.kept_best(None, slow) == slow and floor.kept_best(best, best) == best
-    kept = slow | {"handoff_us": 0.058, "exchange_us": 0.054}  # (the copy rate: the new one, higher)
+    slow = MEASURED | {"handoff_us": 0.26, "exchange_us": 0.25, "copy_GBps": 24.0,
+                       "measured_at": "2026-11-29T00:00:00Z"}
+    assert floor.kept_best(None, slow) == slow
+    kept = slow | {"handoff_us": 0.058, "exchange_us": 0.054, "best_since": best["measured_at"]}  # (copy: the new)
     assert floor.kept_best(best, slow) == kept | {"slower_now": {"handoff_us": 0.26, "exchange_us": 0.25}}
+    assert floor.kept_best(kept, slow)["best_since"] == best["measured_at"]  # (the first of those kept together)
     monkeypatch.setattr(floor, "measure", lambda: dict(best))
     floor.machine_floor()
     monkeypatch.setattr(floor, "measure", lambda: dict(slow))
     out = run_cli("floor", "--fresh")
     assert out.code == OK and "0.054 us" in out.stdout and "24.00 GB/s" in out.stdout
-    assert out.stdout.splitlines()[-1] == ("  this probe measured handoff_us 0.26, exchange_us 0.25: the cores were "
-                                           "slower than at their best, which the cache keeps")
+    assert "measured 2026-11-29T00:00:00Z (the best of the probes since 2026-11-28T00:00:00Z)" in out.stdout
+    assert out.stdout.splitlines()[-1] == (f"  this probe read hand-off 0.260 us, exchange 0.250 us: worse than the "
+                                           f"best above, which stays cached (delete {floor.cache_path()} to forget it)")
     assert floor.cached() == kept
+    floor.cache_path().write_text(json.dumps(kept | {"best_since": 7}))
+    assert floor.cached() is None  # (a damaged file: measured again)
 
 
 def test_commbench_floor_prints_the_floors(cache, monkeypatch):

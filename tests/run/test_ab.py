@@ -90,10 +90,13 @@ def test_a_sides_options_are_runs_options_over_the_common_ones():
     from commbench.cli.ab import AB_TABLE, _side_values, _spec
 
     common = {o.name: o.default for o in AB_TABLE} | {"out_of_place": True, "nprocs": 2, "backend": "mpi"}
-    values = _side_values(common, "-a ring_kernel --in-place -d float64", "--args-b")
+    values, chosen = _side_values(common, "-a ring_kernel --in-place -d float64", "--args-b")
     spec = _spec(values)
     assert spec.algorithms == ["ring_kernel"] and spec.in_place == [True] and spec.dtypes == ["float64"]
-    assert _spec(_side_values(common, "", "--args-a")).in_place == [False]
+    assert set(chosen) == {"algorithm", "in_place", "dtype"}
+    assert _spec(_side_values(common, "", "--args-a")[0]).in_place == [False]
+    # a side's size range replaces the common list (as -b/-e/-f replace a suite's sizes), not ignored beside it
+    assert _spec(_side_values(common | {"sizes": "8,1K"}, "-b 1K -e 4K", "--args-b")[0]).sizes == [1024, 2048, 4096]
     with pytest.raises(InputError, match="--out cannot differ"):
         _side_values(common, "--out x", "--args-b")
     assert all(o.name not in ("repeat", "resume") for o in AB_TABLE) and options.BY_NAME["label"] in AB_TABLE
