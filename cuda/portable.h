@@ -118,7 +118,7 @@ typedef unsigned long long cb_u64;
 //                               (2 KB) (4 KB)                     (2 KB) (4 KB)
 //   sharing a cache  0.55-0.58         0.70-0.74   0.62-0.64             0.75-0.78   level
 //   apart            1.09              1.54        1.12                  1.43        level
-// Apart, the kernels stay 0.3-0.6x native's time there (native slows 4-5x too); sharing, streaming
+// Apart, the kernels stay 0.3-0.7x native's time there (native slows 3-4x too); sharing, streaming
 // made the 4 KB all-reduce 1.2-1.6x native's. A 16 KB threshold also took 12 % off 16 KB sharing
 // and made it 1.8-2.4x slower apart. A direct all-gather streams at any size (combine_elements).
 #ifndef CB_DEVICE
