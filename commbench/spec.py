@@ -386,17 +386,3 @@ class SweepSpec:
             if any(v < least for v in data.get(name, ())):
                 raise InputError(f"spec field {name!r} holds {min(data[name])}: each must be at least {least}")
         return cls(**data)
-
-
-def check_used(chosen, specs: list[SweepSpec]) -> None:
-    """Refuse a run option given on a command line (`chosen`, by name) that none of the specs it reaches
-    (a run's, a suite's runs, ab's two sides, a workload's sweeps) can use: --channels where none runs a
-    kernel algorithm, --ring-order topology where none runs ring. (A recorded spec, resumed, is not checked.)"""
-    kernels = [name for name, a in OWN_ALGORITHMS.items() if a.engine == "kernel"]
-    algorithms = ",".join(dict.fromkeys(a for s in specs for a in s.algorithms))
-    if "channels" in chosen and not any(set(kernels) & set(s.algorithms) for s in specs):
-        raise InputError(f"--channels sets the kernels' channels, and -a {algorithms} runs none of them "
-                         f"({', '.join(kernels)}): leave it out")
-    if "ring_order" in chosen and not any(s.ring_order != "topology" or "ring_topology" in s.algorithms for s in specs):
-        raise InputError(f"--ring-order topology runs -a ring as ring_topology, and -a {algorithms} has no ring: "
-                         "leave it out")

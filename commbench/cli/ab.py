@@ -15,10 +15,10 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.reports import output_format, threshold_fraction
-from commbench.cli.run import given, say_backend_choice, with_options
+from commbench.cli.run import check_used, given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.outputs import output_file, write_text
-from commbench.spec import CLUSTER, SweepSpec, check_used
+from commbench.spec import CLUSTER, SweepSpec
 from commbench.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)

@@ -17,7 +17,8 @@ from commbench.cli.app import app, err
 from commbench.errors import InputError
 from commbench.terminal import one_line, printable
 from commbench.run.suites import bundled_suites
-from commbench.spec import SweepSpec, check_used
+from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.spec import SweepSpec
 
 
 def with_options(table=options.CLI_OPTIONS, extra: tuple[inspect.Parameter, ...] = ()):
@@ -43,6 +44,20 @@ def given(ctx, table=options.CLI_OPTIONS) -> list[str]:
     """The names of the table's options given on the command line (not left at their defaults)."""
     return [o.name for o in table
             if ctx.get_parameter_source(o.name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
+
+
+def check_used(chosen, specs: list[SweepSpec]) -> None:
+    """Refuse a run option given on a command line (`chosen`, by name) that none of the specs it reaches
+    (a run's, a suite's runs, ab's two sides, a workload's sweeps) can use: --channels where none runs a
+    kernel algorithm, --ring-order topology where none runs ring. (A recorded spec, resumed, is not checked.)"""
+    kernels = [name for name, a in OWN_ALGORITHMS.items() if a.engine == "kernel"]
+    algorithms = ",".join(dict.fromkeys(a for s in specs for a in s.algorithms))
+    if "channels" in chosen and not any(set(kernels) & set(s.algorithms) for s in specs):
+        raise InputError(f"--channels sets the kernels' channels, and -a {algorithms} runs none of them "
+                         f"({', '.join(kernels)}): leave it out")
+    if "ring_order" in chosen and not any(s.ring_order != "topology" or "ring_topology" in s.algorithms for s in specs):
+        raise InputError(f"--ring-order topology runs -a ring as ring_topology, and -a {algorithms} has no ring: "
+                         "leave it out")
 
 
 def _check_resume(given: list[str]) -> None:
