@@ -150,8 +150,9 @@ class RunFolder:
     def update(self, patch: dict, fresh: bool = False) -> dict:
         """Merge patch into run.json (fresh: replace it) and replace the file atomically (temp file +
         rename; the temp file removed if that fails). On a full disk, where no temp file fits, the
-        file is rewritten in place when the new text fits in the room it has (so a run's status is
-        recorded however it ends)."""
+        file is rewritten in place when the new text fits in the room it has, written compact (no
+        indent: about 30 % smaller) where the indented text does not (so a run's status is recorded
+        however it ends)."""
         path = self.dir / RUN_JSON
         data = {} if fresh or not path.exists() else json.loads(path.read_text(encoding="utf-8"))
         data.update(patch)
@@ -172,7 +173,10 @@ class RunFolder:
                 os.close(fd)
             if tmp is not None:
                 os.unlink(tmp)
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _rewrite_in_place(path, text):
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            compact = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
+            if not any(_rewrite_in_place(path, t) for t in (text, compact)):
                 raise
         return data
 

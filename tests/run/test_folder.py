@@ -3,6 +3,8 @@ builder, and rank 0's events becoming files (worker and parent in this process, 
 communicator, no measurement)."""
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +110,34 @@ def test_a_new_folder_refuses_one_with_results(tmp_path):
     f = _written(tmp_path)
     with pytest.raises(InputError, match="already holds results"):
         RunFolder(f.dir).create({"run_id": "again"})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_records_the_status_compact_where_the_indented_text_has_no_room(tmp_path):
+    """run.json on a full 16 KB tmpfs (one page of its own): a status whose indented text outgrows
+    the page is written compact in place, readable and whole; one that fits in neither form fails."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", disk], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        f = RunFolder(disk / "run")
+        f.create({"run_id": "r1", "status": "running", "sizes": list(range(400))})  # indented ~3 KB, one page
+        room = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"\0" * (room.f_bavail * room.f_frsize))  # nothing is left
+        with pytest.raises(OSError):
+            (disk / "more").write_bytes(b"x")
+        grown = {"status": "failed", "error": "No space left on device", "more": list(range(150))}
+        f.update(grown)
+        text = (f.dir / "run.json").read_text()
+        assert len(json.dumps(json.loads(text), indent=2, sort_keys=True)) > 4096 > len(text)
+        assert json.loads(text)["status"] == "failed" and json.loads(text)["more"] == list(range(150))
+        with pytest.raises(OSError):
+            f.update({"more": list(range(2000))})  # no form fits: the error, the old text kept whole
+        assert json.loads((f.dir / "run.json").read_text())["status"] == "failed"
+    finally:
+        f.release()
+        subprocess.run(["umount", "-l", disk], check=False)
 
 
 EVENTS = [
