@@ -3,8 +3,10 @@ point that turns errors into one line and an exit code."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import sys
 import tempfile
 import traceback
@@ -103,6 +105,21 @@ def _stdout_closed() -> None:
     _one_line("commbench: stopped: ", f"standard output was closed (broken pipe){_kept()}", 128 + signal.SIGPIPE)
 
 
+def _stdout_full(exc: OSError) -> bool:
+    """Whether a write error that names no file was standard output's: no room (ENOSPC, EDQUOT) where
+    stdout is /dev/full (1, 7) or a file on a file system with no block left."""
+    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return False
+    try:
+        fd = sys.stdout.fileno()
+        st = os.fstat(fd)
+        if stat.S_ISCHR(st.st_mode):
+            return (os.major(st.st_rdev), os.minor(st.st_rdev)) == (1, 7)
+        return stat.S_ISREG(st.st_mode) and os.fstatvfs(fd).f_bavail == 0
+    except (OSError, ValueError, AttributeError):  # no stdout to look at (closed, or replaced by a stream)
+        return False
+
+
 def main() -> None:
     """Entry point. Exit codes: 0 ok; 1 a regression, or a measurement that failed or was wrong;
     2 bad input or unusable data (one line); 3 an internal error (one line, traceback in a
@@ -140,6 +157,9 @@ def _main() -> None:
     except BrokenPipeError:
         _stdout_closed()
     except OSError as exc:  # the machine refused a file or a resource: not commbench's fault
+        if _stdout_full(exc):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's own flush fails quietly)
+            _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
         _one_line("commbench: error: ", f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""),
                   BAD_INPUT)
     except MemoryError:

@@ -1,7 +1,10 @@
 """Bad input: one line, exit code 2, no traceback, nothing written."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -91,6 +94,18 @@ def test_resume_checks_the_backend_again(job, tmp_path):
     assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"commbench: error: {cpu_torch_refusal()}"]
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_full_standard_output_is_named_in_one_line(tmp_path):
+    """`commbench topo --json > /dev/full`: the write fails with ENOSPC and no file name; the line says
+    it was standard output."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "commbench", "topo", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == BAD_INPUT, proc.stderr
+    said = "commbench: error: cannot write standard output: No space left on device"
+    assert proc.stderr.strip().splitlines() == [said]
 
 
 def test_version_and_help():
