@@ -50,7 +50,9 @@ def _append(path: Path, columns, rows) -> None:
 
 def _rewrite_in_place(path: Path, text: bytes) -> bool:
     """Write text over a regular file whose blocks already hold that much (no new block needed, so a
-    full disk takes it); False when it does not fit or is no such file."""
+    full disk takes it); False when it does not fit or is no such file. A shorter text is padded with
+    spaces to the old length before the file is cut to it, so a reader meanwhile (or after a kill)
+    finds whole JSON, never the new text followed by the old one's end."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
     except OSError:
@@ -59,7 +61,9 @@ def _rewrite_in_place(path: Path, text: bytes) -> bool:
         st = os.fstat(fd)
         if not (stat.S_ISREG(st.st_mode) and len(text) <= st.st_blocks * 512):
             return False
-        os.pwrite(fd, text, 0)
+        padded = text.ljust(st.st_size)
+        if os.pwrite(fd, padded, 0) != len(padded):
+            return False
         os.ftruncate(fd, len(text))
         os.fsync(fd)
         return True

@@ -112,32 +112,54 @@ def test_a_new_folder_refuses_one_with_results(tmp_path):
         RunFolder(f.dir).create({"run_id": "again"})
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
-def test_a_full_disk_records_the_status_compact_where_the_indented_text_has_no_room(tmp_path):
+@pytest.mark.skipif(os.geteuid() != 0 or os.sysconf("SC_PAGESIZE") != 4096,
+                    reason="mounting a small tmpfs needs root; the sizes below are 4 KiB pages")
+def test_a_full_disk_records_the_status_compact_where_the_indented_text_has_no_room(tmp_path, request):
     """run.json on a full 16 KB tmpfs (one page of its own): a status whose indented text outgrows
     the page is written compact in place, readable and whole; one that fits in neither form fails."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", disk], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
     try:
-        f = RunFolder(disk / "run")
-        f.create({"run_id": "r1", "status": "running", "sizes": list(range(400))})  # indented ~3 KB, one page
-        room = os.statvfs(disk)
-        (disk / "filler").write_bytes(b"\0" * (room.f_bavail * room.f_frsize))  # nothing is left
-        with pytest.raises(OSError):
-            (disk / "more").write_bytes(b"x")
-        grown = {"status": "failed", "error": "No space left on device", "more": list(range(150))}
-        f.update(grown)
-        text = (f.dir / "run.json").read_text()
-        assert len(json.dumps(json.loads(text), indent=2, sort_keys=True)) > 4096 > len(text)
-        assert json.loads(text)["status"] == "failed" and json.loads(text)["more"] == list(range(150))
-        with pytest.raises(OSError):
-            f.update({"more": list(range(2000))})  # no form fits: the error, the old text kept whole
-        assert json.loads((f.dir / "run.json").read_text())["status"] == "failed"
-    finally:
-        f.release()
-        subprocess.run(["umount", "-l", disk], check=False)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", disk], capture_output=True)
+    except FileNotFoundError:
+        pytest.skip("no mount program here")
+    if mounted.returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    request.addfinalizer(lambda: subprocess.run(["umount", "-l", disk], check=False))
+    f = RunFolder(disk / "run")
+    request.addfinalizer(f.release)
+    f.create({"run_id": "r1", "status": "running", "sizes": list(range(400))})  # indented ~3 KB, one page
+    room = os.statvfs(disk)
+    (disk / "filler").write_bytes(b"\0" * (room.f_bavail * room.f_frsize))  # nothing is left
+    with pytest.raises(OSError):
+        (disk / "more").write_bytes(b"x")
+    grown = {"status": "failed", "error": "No space left on device", "more": list(range(150))}
+    f.update(grown)
+    text = (f.dir / "run.json").read_text()
+    assert len(json.dumps(json.loads(text), indent=2, sort_keys=True)) > 4096 > len(text)
+    assert json.loads(text)["status"] == "failed" and json.loads(text)["more"] == list(range(150))
+    with pytest.raises(OSError):
+        f.update({"more": list(range(2000))})  # no form fits: the error, the old text kept whole
+    assert json.loads((f.dir / "run.json").read_text())["status"] == "failed"
+    assert not [p.name for p in f.dir.iterdir() if p.name.startswith(".run.json.")]  # no temporary file left
+
+
+def test_a_shorter_status_rewritten_in_place_is_whole_json_before_the_file_is_cut(tmp_path, monkeypatch):
+    """_rewrite_in_place with the cut (ftruncate) never reached, as after a kill: the file holds the new
+    text padded with spaces, which reads as the new JSON, not the new text followed by the old one's end."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"status": "running", "sizes": list(range(300))}, indent=2))
+    new = json.dumps({"status": "failed"}).encode()
+
+    def killed(fd, length):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_module.os, "ftruncate", killed)
+    with pytest.raises(KeyboardInterrupt):
+        folder_module._rewrite_in_place(path, new)
+    assert json.loads(path.read_text()) == {"status": "failed"}
+    monkeypatch.undo()
+    assert folder_module._rewrite_in_place(path, new) and path.read_bytes() == new
 
 
 EVENTS = [
