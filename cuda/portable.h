@@ -214,7 +214,7 @@ __device__ __forceinline__ cb_u64 cb_load_acquire(const cb_u64* p) {
 // A clock read between every CB_SPINS_BETWEEN_CLOCKS looks at a flag also paces the looks, and fewer loads on the
 // line leave it to its writer sooner: the 2-rank 8 B one-shot all-reduce (host, ranks as threads, paired in
 // alternating rounds) took 2-5 % longer at 16 or 32 looks, 8 % at 128, 16 % at 1024; a pause instruction per
-// look instead: level with one, 70 % longer with four. commbench/rank/floor.cc's paced wait is this one.
+// look instead: level with one, 70 % longer with four. commbench/rank/floor.cc's 64-look wait is this one.
 enum { CB_SPINS_BETWEEN_CLOCKS = 64 };
 
 // nap (host): sleep instead of yielding, for a wait that has lasted long (CbComm.nap_ns). A yield

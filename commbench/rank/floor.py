@@ -8,8 +8,10 @@ efficiency columns):
   number in one line): what an 8-byte all-reduce between two ranks cannot beat;
 * copy_GBps: one core's copy rate (memcpy of 64 MiB, past the caches), GB/s of bytes copied.
 
-Each is the best of several batches (a floor is the machine at its best; this VM's cores flip
-between states for seconds to minutes at a time, every hand-off 4-5x slower in the slow one). The
+The copy rate is the best of several batches; the hand-off and the exchange wait three ways (a tight
+loop, a clock read every 16 or every 64 looks) and keep the best way's median batch (floor.cc). A
+floor is the machine at its best: this VM's cores flip between states for seconds to minutes at a
+time, every hand-off 4-5x slower in the slow one. The
 cache (commbench.rank.native_build's folder, floors/) is keyed by host name, CPU model, the two cores
 and the probe's source: `commbench floor --fresh` measures again and keeps each figure the cache
 holds better (kept_best; `best_since`: the first probe of those kept); deleting the file forgets them.
