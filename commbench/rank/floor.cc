@@ -14,10 +14,11 @@
  * time), or -1 where a thread cannot be pinned to its core, -2 where the two threads keep taking turns
  * (one core for both, or other work holding the cores: steady_per_iteration). The copy rate is the best
  * of `batches` batches. The hand-off and the exchange wait for the peer's line in each of PACES ways, a
- * tight loop of loads and a clock read every 16 or 64 looks (the kernels' own wait: CB_SPINS_BETWEEN_CLOCKS
- * in cuda/portable.h), `batches` batches each, the ways interleaved so that all meet the same states;
- * each way's figure is the median of its batches (the best of five batches of the 16-look wait once
- * read 0.021 us, half what the others read: one batch is no floor), and the best way's is returned.
+ * tight loop of loads and a clock read every 16 or every 64 looks (64: the kernels' own wait,
+ * CB_SPINS_BETWEEN_CLOCKS in cuda/portable.h), `batches` batches each, the ways interleaved so that all
+ * meet the same states; each way's figure is the median of its batches (the best of five batches of the
+ * 16-look wait once read 0.021 us, half what the others read: one batch is no floor), and the best way's
+ * is returned.
  * Fewer loads on a line let its writer claim it sooner: on the 2-core VM while the cores share a cache
  * (these loops, 200,000 iterations a batch, the best of five, twelve probes), the exchange read
  * 0.051-0.056 us waiting tightly, 0.045-0.057 every 64 looks, 0.042-0.054 every 16; the hand-off
