@@ -99,9 +99,14 @@ def _kept() -> str:
     return "; rows measured so far are kept" if words and words[0] in MEASURING else ""
 
 
+def _stdout_to_devnull() -> None:
+    """Standard output that cannot be written goes to /dev/null, so the exit's own flush fails quietly."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _stdout_closed() -> None:
     """The reader of stdout went away (`| head`): say so once, and leave quietly at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _stdout_to_devnull()
     _one_line("commbench: stopped: ", f"standard output was closed (broken pipe){_kept()}", 128 + signal.SIGPIPE)
 
 
@@ -158,7 +163,7 @@ def _main() -> None:
         _stdout_closed()
     except OSError as exc:  # the machine refused a file or a resource: not commbench's fault
         if _stdout_full(exc):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's own flush fails quietly)
+            _stdout_to_devnull()
             _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
         _one_line("commbench: error: ", f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""),
                   BAD_INPUT)

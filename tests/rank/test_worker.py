@@ -95,7 +95,7 @@ def test_the_reasons_a_point_cannot_run(tmp_path):
 
 def test_an_algorithms_point_gets_its_binder_and_context(tmp_path):
     spec = small_spec(tmp_path, algorithms=["ring"], sizes=[1 << 20], dtypes=["float64"], segment_bytes=4096,
-                 timeout=50.0, channels=3)
+                      timeout=50.0, channels=3)
     s = _session(spec)
     b = _bind(s, spec, _point(spec))
     assert b.algo is ALGORITHMS["ring"] and callable(b.binder) and b.binder.alloc is None  # ring: the comm's buffers
