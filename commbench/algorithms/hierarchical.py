@@ -74,11 +74,22 @@ def cut(comm, views: list, parts: int) -> list[list]:
     return out
 
 
+def inter_segment(ctx: Context, lv: Levels, itemsize: int) -> int:
+    """Segments of the backend's ring between nodes (elements of itemsize bytes). Between two nodes a
+    rank exchanges with one peer both ways over one connection, where a message the library sends
+    only once the receiver has answered can wait behind the peer's (Communicator.unanswered_message_bytes):
+    there no segment is larger than the library's unanswered message (README, An emulated cluster)."""
+    cap = ctx.comm.unanswered_message_bytes
+    if lv.inter.size != 2 or cap is None:
+        return ctx.segment_elems
+    return max(1, min(ctx.segment_elems, cap // itemsize))
+
+
 def inter_all_reduce(ctx: Context, lv: Levels, groups: list[list], op: str) -> None:
     """Across nodes, the ranks with this rank's local index all-reduce the views of `groups` with the
     backend's ring: reduce-scatter into M blocks, the average's one division, all-gather. Each group
     (a chunk's views) is cut into M blocks of its own; block j of every group makes the ring's block j."""
-    m, seg = lv.inter.size, ctx.segment_elems
+    m, seg = lv.inter.size, inter_segment(ctx, lv, groups[0][0].itemsize)
     pieces = [sum(blocks, []) for blocks in zip(*(cut(lv.inter, views, m) for views in groups))]
     longest = max(sum(len(v) for v in p) for p in pieces)
     ring_reduce_scatter(lv.inter, list(range(m)), pieces, reduce_op(op), seg,
@@ -178,7 +189,8 @@ class Hierarchical(Algorithm):
         lv, seg = levels(ctx), ctx.segment_elems
         slot = self._slots(ctx, buf, block)
         g, m = lv.intra.size, lv.inter.size
-        ring_all_gather(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)], seg)
+        ring_all_gather(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)],
+                        inter_segment(ctx, lv, buf.itemsize))
         ring_all_gather(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)], seg)
 
     def reduce_scatter(self, ctx, buf, op, block):
@@ -189,6 +201,6 @@ class Hierarchical(Algorithm):
         ring_reduce_scatter(lv.intra, list(range(g)), [[slot(j, q) for j in range(m)] for q in range(g)],
                             reduce_op(op), seg, tmp)
         ring_reduce_scatter(lv.inter, list(range(m)), [[slot(j, lv.local)] for j in range(m)],
-                            reduce_op(op), seg, tmp)
+                            reduce_op(op), inter_segment(ctx, lv, buf.itemsize), tmp)
         ctx.comm.reducer.finish(slot(lv.node, lv.local), op, ctx.comm.size)
 

@@ -9,11 +9,10 @@ import math
 from collections import Counter
 
 from commbench.algorithms.base import bounds, pipeline, reduce_op, scratch_pair
-from commbench.algorithms.hierarchical import (Hierarchical, inter_all_reduce, levels, node_members,
-                                               pipeline_chunks)
-from commbench.algorithms.kernel import host_ranks, ring_on, unavailable
+from commbench.algorithms.hierarchical import (Hierarchical, inter_all_reduce, inter_segment, levels,
+                                               node_members, pipeline_chunks)
+from commbench.algorithms.kernel import ring_on, unavailable
 from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
-from commbench.rank import kernel_abi
 
 PIPELINED, IN_ORDER = "pipelined", "in order"  # how hierarchical_kernel ran an all-reduce of chunks (library_choice)
 
@@ -37,9 +36,8 @@ class HierarchicalKernel(Hierarchical):
           all-gather      inter (M-1)·(α' + N/n·β'·L') then M kernel calls of (G-1)·(α + N/n·β)
           reduce-scatter  M kernel calls of (G-1)·(α + N/n·β) + γ, then inter (M-1)·(α' + N/n·β'·L') + γ
         (one kernel call per node's G blocks: M(G-1) flag hand-offs where hierarchical has G-1 ring
-        steps). Where the all-reduce runs its chunks in order (see pipelined: on a GPU, and beside MPI
-        between two nodes on a host whose ranks outnumber its cores) it costs a + b + c of the whole buffer: not modelled
-        (its rows' library_choice says so, and the fit leaves them out)."""
+        steps). Where the all-reduce runs its chunks in order (see pipelined: on a GPU) it costs a + b + c
+        of the whole buffer: not modelled (its rows' library_choice says so, and the fit leaves them out)."""
         if collective == "all_reduce":
             return super().cost(p, shape, collective, size_bytes, segment_bytes)
         G, M, N = shape.per_node, shape.nodes, size_bytes
@@ -67,9 +65,9 @@ class HierarchicalKernel(Hierarchical):
             ring.node.set_timeout(ctx.timeout_s)
         fn, out = super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
         if collective == "all_reduce":
-            pipelined, lv = self.pipelined(ctx), levels(ctx)  # (decided here, on every rank: collective)
+            lv = levels(ctx)
             if len(self.chunks(in_count, lv.intra.size, lv.inter.size, ctx.segment_elems)) > 2:
-                fn.schedule = PIPELINED if pipelined else IN_ORDER  # the row's library_choice
+                fn.schedule = PIPELINED if self.pipelined(ctx) else IN_ORDER  # the row's library_choice
         return fn, out
 
     def chunks(self, count: int, g: int, m: int, seg: int) -> list[int]:
@@ -78,23 +76,12 @@ class HierarchicalKernel(Hierarchical):
         return [g * e for e in bounds(count // g, len(pipeline_chunks(count, g, m, seg)) - 1)]
 
     def pipelined(self, ctx) -> bool:
-        """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage, or the
-        whole buffer through each stage in turn (all_reduce_in_order): in turn on a GPU (the rank's
-        stream orders the stages), and on the CPU beside MPI between two nodes where a host's ranks
-        outnumber its cores. There each chunk's all-reduce between the nodes is one exchange each way:
-        pipelined, the link waits on each chunk's exchanges between ranks that Open MPI's polling and
-        the kernels' threads keep from their cores, where in turn one exchange carries every chunk.
-        With more nodes each chunk's ring has steps enough to keep the link busy and the pipeline
-        pays again; gloo's transfers block in the OS, and beside them it pays (its kernels nap:
-        kernel_abi.nap_time). Measured paired (README, An emulated cluster). The ring between the
-        nodes differs between the two, so the job decides once, collectively (in order if any host is
-        crowded), at the first all-reduce it binds."""
-        if "hier-pipelined" not in ctx.cache:
-            comm = ctx.comm
-            crowded = (comm.backend == "mpi" and len(set(ctx.node_of_rank)) == 2
-                       and kernel_abi.oversubscribed(comm.device, host_ranks(ctx)))
-            ctx.cache["hier-pipelined"] = comm.device == "cpu" and not any(comm.allgather_object(crowded))
-        return ctx.cache["hier-pipelined"]
+        """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage (on the
+        CPU), or the whole buffer through each stage in turn (all_reduce_in_order: on a GPU, where the
+        rank's stream orders the stages). Beside MPI between two nodes the pipeline paid once the
+        messages across them were cut to what Open MPI sends unanswered (inter_segment): 2×2, 16 and
+        64 MB, 0.96 and 0.955 the time of in order, paired (README, An emulated cluster)."""
+        return ctx.comm.device == "cpu"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
         """As hierarchical's, on the all-reduce's own chunks; the intra-node ones are the kernel's ring
@@ -129,7 +116,7 @@ class HierarchicalKernel(Hierarchical):
              backend's ring (inter_all_reduce, as hierarchical);
           3. inside the node, the ring kernel all-gathers the chunk's parts.
         Pipelined as hierarchical (step 1 of chunk k+1 and step 3 of chunk k-1 while chunk k crosses
-        the nodes, each intra step on its own sub-communicator's kernel) where that pays (pipelined),
+        the nodes, each intra step on its own sub-communicator's kernel) on the CPU (pipelined),
         else all_reduce_in_order."""
         lv, src = levels(ctx), buf if src is None else src
         edges = self.chunks(len(buf), lv.intra.size, lv.inter.size, ctx.segment_elems)
@@ -215,7 +202,7 @@ class HierarchicalKernel(Hierarchical):
                                       comm.view(src, lv.rank_of(j, q) * block, block))
             intra.reduce_scatter(slab, slot(j, l), op, block)
         ring_reduce_scatter(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)], reduce_op(op),
-                            ctx.segment_elems, scratch_pair(ctx, "hier", block, buf))
+                            inter_segment(ctx, lv, buf.itemsize), scratch_pair(ctx, "hier", block, buf))
         comm.reducer.finish(slot(lv.node, l), op, comm.size)
 
     def all_gather(self, ctx, buf, block):
@@ -226,7 +213,8 @@ class HierarchicalKernel(Hierarchical):
         lv, (intra, _), comm = levels(ctx), self.rings(ctx), ctx.comm
         g, m, l = lv.intra.size, lv.inter.size, lv.local
         slot = self._slots(ctx, buf, block)
-        ring_all_gather(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)], ctx.segment_elems)
+        ring_all_gather(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)],
+                        inter_segment(ctx, lv, buf.itemsize))
         for j in range(m):
             slab = self._slab(ctx, buf, block, j)
             if slab is not None:

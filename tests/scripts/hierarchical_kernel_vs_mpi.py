@@ -3,9 +3,11 @@ Reduce_scatter_block and Allgather on the same random integers, byte for byte. E
 of the job's ranks (M nodes of G ranks for every M dividing the world, node by node, and
 round-robin where 1 < M < n), in place and out of place, two calls back to back per binding,
 several dtypes, ops and counts: one element, counts whose G parts leave a tail, counts cut into
-several chunks (a small segment), the all-reduce's chunks both pipelined and in order. Rank 0 prints the reason the algorithm gives for
-nodes of unequal sizes ("uneven: ..."), then "compared N results in L layouts, D differ" (then
-the first differing cases); the exit code is 1 if any differ."""
+several chunks (a small segment), the all-reduce's chunks both pipelined and in order; then, on two
+nodes, blocks across them larger than one message at the default segment. Rank 0 prints the reason
+the algorithm gives for nodes of unequal sizes ("uneven: ..."), the largest message between two
+nodes, then "compared N results in L layouts, D differ" (then the first differing cases); the exit
+code is 1 if any differ."""
 
 import sys
 
@@ -14,6 +16,7 @@ from mpi4py import MPI
 
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.rank.backends import open_backend
+from commbench.rank.backends.mpi import MPICommunicator
 from forced_chunks import Forced
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
@@ -22,6 +25,10 @@ CASES = [(d, "sum") for d in ("float32", "float64", "int32", "int64", "int8", "u
 GATHERED = ("float64", "int32", "uint8")
 COUNTS = {"all_reduce": (1, 7, 5003), "reduce_scatter": (1, 37), "all_gather": (1, 37)}  # blocks of one rank
 SEGMENT = 64  # elements: 5003 elements on G <= 3 ranks make the all-reduce's 8 pipelined chunks
+# then, between two nodes at the default segment, blocks across them of 40,000 elements (a tail of 3):
+# more than the library's unanswered message (hierarchical.inter_segment)
+ACROSS = {"all_reduce": [("float32", "sum"), ("int64", "max")], "reduce_scatter": [("float32", "sum")],
+          "all_gather": [("float64", None)]}
 
 
 def values(rng, dtype: str, op: str, count: int, world: int) -> np.ndarray:
@@ -37,6 +44,19 @@ def values(rng, dtype: str, op: str, count: int, world: int) -> np.ndarray:
         return rng.choice([-2, -1, 1, 2] if dtype != "uint8" else [1, 2], count).astype(dtype)  # |2^6| fits int8
     low, high = (np.iinfo(dtype).min, np.iinfo(dtype).max + 1) if small else (-(1 << 20), 1 << 20)
     return rng.integers(low, high, count).astype(dtype)
+
+
+def recorded_isends() -> list[int]:
+    """The sizes of the messages MPI sends from here on (every point-to-point message of
+    hierarchical_kernel crosses nodes: inside a node its kernels move the data)."""
+    sizes, isend = [], MPICommunicator.isend
+
+    def recorded(self, buf, dst, tag=0):
+        sizes.append(buf.nbytes)
+        return isend(self, buf, dst, tag)
+
+    MPICommunicator.isend = recorded
+    return sizes
 
 
 def layouts(n: int) -> dict[str, list[int]]:
@@ -102,6 +122,20 @@ def main():
                         differ += [f"{name}: {d}" for d in one_case(comm, ctx, mode, collective, dtype, op,
                                                                     count, in_place, rng)]
                         compared += 2
+    two_nodes = [(name, nodes) for name, nodes in shapes.items() if len(set(nodes)) == 2]
+    sizes = recorded_isends()  # at the default segment, blocks across the nodes larger than one message
+    for name, nodes in two_nodes:
+        ctx = Context(comm, nodes, timeout_s=60.0)
+        for collective, cases in ACROSS.items():
+            count = 40_000 * (comm.size if collective == "all_reduce" else 1) + (collective == "all_reduce") * 3
+            for dtype, op in cases:
+                for mode in modes.get(collective, (algorithm,)):
+                    differ += [f"{name} (large): {d}" for d in one_case(comm, ctx, mode, collective, dtype, op, count,
+                                                                         False, rng)]
+                    compared += 2
+    largest = MPI.COMM_WORLD.allreduce(max(sizes, default=0), op=MPI.MAX)
+    if comm.rank == 0:
+        print(f"between two nodes: {len(two_nodes)} layouts, the largest message {largest} bytes", flush=True)
     everyone = MPI.COMM_WORLD.gather((compared, differ), root=0)
     if comm.rank == 0:
         bad = [d for _, ds in everyone for d in ds]

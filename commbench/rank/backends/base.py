@@ -61,6 +61,9 @@ class Communicator(ABC):
     conventions: Mapping[str, Convention] = {}  # the calling conventions it knows
     native_target: Any = None  # where the collectives' functions are looked up (NativeCall.resolve)
     notes: Sequence[str] = ()  # one-line notes for the user (a loop that could not be built); a list per instance
+    # the largest message the library sends between hosts without waiting for the receiver's answer,
+    # where a larger one can stall an exchange both ways over one connection (None: no such limit)
+    unanswered_message_bytes: int | None = None
 
     def unsupported(self, collective: str, dtype: DType, op: str | None, in_place: bool,
                     native: bool = True) -> str | None:

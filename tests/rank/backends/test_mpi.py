@@ -2,6 +2,9 @@
 of one, in this process; no launcher): its native-call table, its refusals, the in-place layout it
 hands MPI, numpy buffers, the C timing loop's note, and library_info."""
 
+import re
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,7 @@ pytest.importorskip("mpi4py")
 
 from mpi4py import MPI
 
+from commbench.binaries import find_binary
 from commbench.dtypes import DTYPES
 from commbench.rank import mpi_loop
 from commbench.rank.backends import mpi as M
@@ -166,3 +170,20 @@ def test_library_info(comm):
     assert info["mpi_library"] == MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
     assert info["mpi_thread_level"] in ("single", "funneled", "serialized", "multiple")
     assert info["mpi_thread_level"] == M.THREAD_LEVELS[MPI.Query_thread()]
+
+
+def test_under_open_mpi_the_unanswered_message_fits_its_tcp_transport_s_eager_limit(comm):
+    """hierarchical.inter_segment cuts an exchange between two nodes into messages Open MPI's TCP
+    transport sends without waiting for the receiver: below btl_tcp_eager_limit, which counts the
+    headers (as ompi_info reports the default, beside the library this process runs)."""
+    if not MPI.Get_library_version().startswith("Open MPI"):
+        assert comm.unanswered_message_bytes is None
+        return
+    ompi_info = find_binary("ompi_info")
+    if ompi_info is None:
+        pytest.skip("ompi_info is not installed beside this Open MPI")
+    out = subprocess.run([ompi_info, "--param", "btl", "tcp", "--level", "9", "--parsable"], capture_output=True,
+                         text=True, timeout=60).stdout
+    limit = int(re.search(r"^mca:btl:tcp:param:btl_tcp_eager_limit:value:(\d+)$", out, re.M).group(1))
+    assert comm.unanswered_message_bytes == M.OPEN_MPI_UNANSWERED == 60 << 10
+    assert limit - (8 << 10) <= comm.unanswered_message_bytes <= limit - 1024  # room for the headers, not much more
