@@ -80,7 +80,7 @@ class HierarchicalKernel(Hierarchical):
         CPU), or the whole buffer through each stage in turn (all_reduce_in_order: on a GPU, where the
         rank's stream orders the stages). Beside MPI between two nodes the pipeline paid once the
         messages across them were cut to what Open MPI sends unanswered (inter_segment): 2×2, 16 and
-        64 MB, 0.96 and 0.955 the time of in order, paired (README, An emulated cluster)."""
+        64 MB, 0.960 and 0.955 the time of in order, paired (README, An emulated cluster)."""
         return ctx.comm.device == "cpu"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
