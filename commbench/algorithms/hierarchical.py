@@ -78,7 +78,8 @@ def inter_segment(ctx: Context, lv: Levels, itemsize: int) -> int:
     """Segments of the backend's ring between nodes (elements of itemsize bytes). Between two nodes a
     rank exchanges with one peer both ways over one connection, where a message the library sends
     only once the receiver has answered can wait behind the peer's (Communicator.unanswered_message_bytes):
-    there no segment is larger than the library's unanswered message (README, An emulated cluster)."""
+    there a segment is at most the library's unanswered message (README, An emulated cluster), up to
+    base.MAX_SEGMENTS of them a block."""
     cap = ctx.comm.unanswered_message_bytes
     if lv.inter.size != 2 or cap is None:
         return ctx.segment_elems

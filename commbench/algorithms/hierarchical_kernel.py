@@ -78,9 +78,9 @@ class HierarchicalKernel(Hierarchical):
     def pipelined(self, ctx) -> bool:
         """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage (on the
         CPU), or the whole buffer through each stage in turn (all_reduce_in_order: on a GPU, where the
-        rank's stream orders the stages). Beside MPI between two nodes the pipeline paid once the
-        messages across them were cut to what Open MPI sends unanswered (inter_segment): 2×2, 16 and
-        64 MB, 0.960 and 0.955 the time of in order, paired (README, An emulated cluster)."""
+        rank's stream orders the stages). Beside MPI between two nodes the pipeline pays too since the
+        messages across them are cut to what Open MPI sends unanswered (inter_segment; paired figures:
+        README, An emulated cluster)."""
         return ctx.comm.device == "cpu"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):

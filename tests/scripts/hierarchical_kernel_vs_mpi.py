@@ -25,8 +25,9 @@ CASES = [(d, "sum") for d in ("float32", "float64", "int32", "int64", "int8", "u
 GATHERED = ("float64", "int32", "uint8")
 COUNTS = {"all_reduce": (1, 7, 5003), "reduce_scatter": (1, 37), "all_gather": (1, 37)}  # blocks of one rank
 SEGMENT = 64  # elements: 5003 elements on G <= 3 ranks make the all-reduce's 8 pipelined chunks
-# then, between two nodes at the default segment, blocks across them of 40,000 elements (a tail of 3):
-# more than the library's unanswered message (hierarchical.inter_segment)
+# then, between two nodes, a segment of LARGE_SEGMENT elements and blocks across them of 20,000 (the
+# all-reduce: 2 chunks, a tail of 3) or 40,000: more than the library's unanswered message (hierarchical.inter_segment)
+LARGE_SEGMENT = 32768
 ACROSS = {"all_reduce": [("float32", "sum"), ("int64", "max")], "reduce_scatter": [("float32", "sum")],
           "all_gather": [("float64", None)]}
 
@@ -123,9 +124,9 @@ def main():
                                                                     count, in_place, rng)]
                         compared += 2
     two_nodes = [(name, nodes) for name, nodes in shapes.items() if len(set(nodes)) == 2]
-    sizes = recorded_isends()  # at the default segment, blocks across the nodes larger than one message
+    sizes = recorded_isends()
     for name, nodes in two_nodes:
-        ctx = Context(comm, nodes, timeout_s=60.0)
+        ctx = Context(comm, nodes, segment_elems=LARGE_SEGMENT, timeout_s=60.0)
         for collective, cases in ACROSS.items():
             count = 40_000 * (comm.size if collective == "all_reduce" else 1) + (collective == "all_reduce") * 3
             for dtype, op in cases:

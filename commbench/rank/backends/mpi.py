@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import numpy as np
@@ -79,18 +80,24 @@ class _MPIRequest(Request):
         self._req.Wait()
 
 
-# Open MPI's TCP transport sends a message of more than its eager limit (btl_tcp_eager_limit, 64 KiB
-# with the headers) only once the receiver has answered, and queues a message's data on the
-# connection whole: in an exchange both ways over one connection, a rank's answer to its peer can
-# wait behind its own message, and the two messages then cross one after the other (two nodes,
-# 1 Gbit/s: 16 MB each way in 266 ms in place of 135; commbench.algorithms.hierarchical).
-OPEN_MPI_UNANSWERED = 60 << 10
+def open_mpi_unanswered() -> int | None:
+    """Open MPI's TCP transport sends a message larger than its eager limit (btl_tcp_eager_limit, 64 KiB
+    with the headers, or OMPI_MCA_btl_tcp_eager_limit) only once the receiver has answered, and queues
+    the message's data on the connection whole: in an exchange both ways over one connection a rank's
+    answer can wait behind its own message, and the two cross one after the other (README, An emulated
+    cluster). The largest message it sends unanswered: the limit less room for the headers, 4 KiB
+    (None under another MPI)."""
+    if not MPI.Get_library_version().startswith("Open MPI"):
+        return None
+    given = os.environ.get("OMPI_MCA_btl_tcp_eager_limit", "")
+    limit = int(given) if given.isdigit() and int(given) > 0 else 64 << 10
+    return limit - min(4 << 10, limit // 2)
 
 
 class MPICommunicator(NumpyBuffers, Communicator):
     backend = "mpi"
     library, library_title, conventions = "mpi", "MPI", CONVENTIONS
-    unanswered_message_bytes = OPEN_MPI_UNANSWERED if MPI.Get_library_version().startswith("Open MPI") else None
+    unanswered_message_bytes = open_mpi_unanswered()
 
     def __init__(self, comm=None):
         self.comm = self.native_target = comm if comm is not None else MPI.COMM_WORLD
