@@ -123,6 +123,7 @@ def test_the_all_reduce_pipelines_its_chunks_on_the_cpu_and_runs_them_in_order_o
     """Beside MPI between two nodes too (the rule before inter_segment ran them in order where a host's
     ranks outnumbered its cores): the device alone decides, the same on every rank."""
     kernel = ALGORITHMS["hierarchical_kernel"]
+
     def decided(backend, device):
         return kernel.pipelined(Context(SimpleNamespace(backend=backend, device=device), [0, 0, 1, 1]))
 
