@@ -4,7 +4,7 @@ of the job's ranks (M nodes of G ranks for every M dividing the world, node by n
 round-robin where 1 < M < n), in place and out of place, two calls back to back per binding,
 several dtypes, ops and counts: one element, counts whose G parts leave a tail, counts cut into
 several chunks (a small segment), the all-reduce's chunks both pipelined and in order; then, on two
-nodes, blocks across them larger than one message at the default segment. Rank 0 prints the reason
+nodes, blocks across them larger than one unanswered message (a larger segment). Rank 0 prints the reason
 the algorithm gives for nodes of unequal sizes ("uneven: ..."), the largest message between two
 nodes, then "compared N results in L layouts, D differ" (then the first differing cases); the exit
 code is 1 if any differ."""
@@ -26,7 +26,8 @@ GATHERED = ("float64", "int32", "uint8")
 COUNTS = {"all_reduce": (1, 7, 5003), "reduce_scatter": (1, 37), "all_gather": (1, 37)}  # blocks of one rank
 SEGMENT = 64  # elements: 5003 elements on G <= 3 ranks make the all-reduce's 8 pipelined chunks
 # then, between two nodes, a segment of LARGE_SEGMENT elements and blocks across them of 20,000 (the
-# all-reduce: 2 chunks, a tail of 3) or 40,000: more than the library's unanswered message (hierarchical.inter_segment)
+# all-reduce: 2 chunks, a tail of 3) or 40,000: more than the library's unanswered message
+# (hierarchical.inter_segment)
 LARGE_SEGMENT = 32768
 ACROSS = {"all_reduce": [("float32", "sum"), ("int64", "max")], "reduce_scatter": [("float32", "sum")],
           "all_gather": [("float64", None)]}

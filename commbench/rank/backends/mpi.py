@@ -87,7 +87,7 @@ def open_mpi_unanswered() -> int | None:
     answer can wait behind its own message, and the two cross one after the other (README, An emulated
     cluster). The largest message it sends unanswered: the limit less room for the headers, 4 KiB
     (None under another MPI)."""
-    if not MPI.Get_library_version().startswith("Open MPI"):
+    if not mpi_loop.library_version().startswith("Open MPI"):
         return None
     given = os.environ.get("OMPI_MCA_btl_tcp_eager_limit", "")
     limit = int(given) if given.isdigit() and int(given) > 0 else 64 << 10
