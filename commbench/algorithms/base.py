@@ -75,34 +75,44 @@ def segments(comm: Communicator, views: list, seg: int) -> list:
     return out
 
 
-def pipeline(stages: list[Callable[[Any], None]], items: list, comm: Communicator) -> None:
-    """Run every item through the stages in order, each stage in its own thread, so stage s of
-    item k overlaps stage s+1 of item k-1. A stage must use its own communicator; each thread
-    first enters comm's device (comm.enter_thread)."""
-    links = [queue.Queue() for _ in stages[1:]]
+def pipeline(before: Callable[[Any], None], across: Callable[[Any], None], after: Callable[[Any], None],
+             items: list, comm: Communicator) -> None:
+    """Run every item through before, across and after, in that order, overlapping the items: across
+    runs in a thread of its own (which first enters comm's device: comm.enter_thread), before and after
+    in the calling thread, which, while across does item k, does before of item k+1 and then waits to do
+    after of item k. Where across is the slowest, the whole takes before(first) + every across +
+    after(last), and only two threads of the rank are ever busy (one per thread made the ranks of a host
+    with fewer cores than threads wait for their turns: README, An emulated cluster). across must use a
+    communicator of its own; before and after, one after the other in one thread, may share one."""
+    ready: queue.Queue = queue.Queue()  # items whose before is done (None: stop)
+    crossed: queue.Queue = queue.Queue()  # items whose across is done (None: across stopped)
     errors: list[BaseException] = []
 
-    def run(s):
+    def run_across():
         try:
             comm.enter_thread()
-            for k in range(len(items)):
-                item = links[s - 1].get() if s else items[k]
-                if item is None:  # an earlier stage failed
-                    break
-                stages[s](item)
-                if s + 1 < len(stages):
-                    links[s].put(item)
+            while (k := ready.get()) is not None:
+                across(items[k])
+                crossed.put(k)
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
             errors.append(exc)
         finally:
-            if s + 1 < len(stages):
-                links[s].put(None)
+            crossed.put(None)
 
-    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in range(len(stages))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    thread = threading.Thread(target=run_across, daemon=True)
+    thread.start()
+    try:
+        for k in range(len(items) + 1):
+            if k < len(items):
+                before(items[k])
+                ready.put(k)
+            if k and crossed.get() is None:  # across failed: its error is raised below
+                break
+            if k:
+                after(items[k - 1])
+    finally:
+        ready.put(None)
+        thread.join()
     if errors:
         raise errors[0]
 

@@ -31,12 +31,23 @@ def node_members(node_of_rank: list[int]) -> list[list[int]]:
     return [sorted(r for r, j in enumerate(node_of_rank) if j == node) for node in sorted(set(node_of_rank))]
 
 
-MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of at least one segment per local rank)
+MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of about a segment per local rank at least)
+
+
+def chunk_weights(k: int) -> list[int]:
+    """The relative sizes of the all-reduce's k chunks: from 4 chunks on, the first two and the last two
+    a quarter and a half of the others', so the stages that fill the pipeline and drain it, which
+    nothing overlaps, take less (2x2 emulated nodes, paired: README, An emulated cluster)."""
+    return [1] * k if k < 4 else [1, 2] + [4] * (k - 4) + [2, 1]
 
 
 def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
-    """Chunk boundaries of the pipelined all-reduce."""
-    return bounds(count, max(1, min(MAX_CHUNKS, count // (g * seg))))
+    """Chunk boundaries of the pipelined all-reduce of count units (chunk_weights' sizes)."""
+    weights = chunk_weights(max(1, min(MAX_CHUNKS, count // (g * seg))))
+    total, at = sum(weights), [0]
+    for w in weights:
+        at.append(at[-1] + w)
+    return [count * a // total for a in at]
 
 
 class Levels:
@@ -48,7 +59,6 @@ class Levels:
         node = sorted(set(nodes)).index(nodes[comm.rank])
         self.node, self.local = node, self.members[node].index(comm.rank)
         self.intra = comm.split(color=node, key=comm.rank)
-        self.intra_gather = comm.split(color=node, key=comm.rank)  # the all-gather stage's own
         self.inter = comm.split(color=self.local, key=node)
 
     def rank_of(self, node: int, local: int) -> int:
@@ -103,13 +113,14 @@ def inter_all_reduce(ctx: Context, lv: Levels, groups: list[list], op: str) -> N
 class Hierarchical(Algorithm):
     name = "hierarchical"
     description = "two levels: rings inside each node, rings across nodes (same local rank)"
-    threads = True  # the pipelined all-reduce runs each level in its own thread
+    threads = True  # the pipelined all-reduce crosses the nodes in a thread of its own (base.pipeline)
 
     def cost(self, p, shape, collective, size_bytes, segment_bytes):
         """G ranks on each of M nodes, N bytes; α, β inside a node, α', β' between nodes:
           all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
                         b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
-                        pipelined over K chunks, the two intra stages sharing the node: a + b + c + (K-1)·max(a + c, b)
+                        pipelined over K chunks (pipeline_chunks' sizes), the two intra stages in one thread:
+                        a₀ + b₀ + c_K-1 + Σ over k ≥ 1 of max(a_k + c_k-1, b_k), a + b + c + (K-1)·max(a + c, b) for equal chunks
           all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ"""
         G, M, N = shape.per_node, shape.nodes, size_bytes
         load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
@@ -118,12 +129,12 @@ class Hierarchical(Algorithm):
             intra = (G - 1) * p.step(False, N / G, lanes)
             red = (collective == "reduce_scatter") * ((G - 1) / G * N + (M - 1) / M * N / G) * p.gamma * lanes
             return inter + intra + red
-        K = len(pipeline_chunks(int(N), G, M, segment_bytes)) - 1  # the algorithm's own chunking (bytes as units)
-        c = N / K
-        a = (G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes
-        b = 2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes
-        ag = (G - 1) * p.step(False, c / G, lanes)
-        return a + b + ag + (K - 1) * max(a + ag, b)  # both intra stages share the node's lanes
+        edges = pipeline_chunks(int(N), G, M, segment_bytes)  # the algorithm's own chunking (bytes as units)
+        sizes = [hi - lo for lo, hi in zip(edges, edges[1:])]
+        a = [(G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes for c in sizes]
+        b = [2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes for c in sizes]
+        ag = [(G - 1) * p.step(False, c / G, lanes) for c in sizes]
+        return a[0] + b[0] + ag[-1] + sum(max(a[k] + ag[k - 1], b[k]) for k in range(1, len(sizes)))
 
     def unsupported(self, ctx, collective):
         sizes = {ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)}
@@ -155,8 +166,8 @@ class Hierarchical(Algorithm):
         return sent
 
     def all_reduce(self, ctx, buf, op):
-        """Pipelined over chunks of the buffer: while chunk k crosses the nodes, chunk k+1 is
-        reduce-scattered and chunk k-1 all-gathered inside them (one thread per level)."""
+        """Pipelined over chunks of the buffer: while chunk k crosses the nodes (in a thread of its
+        own), chunk k+1 is reduce-scattered and then chunk k-1 all-gathered inside them (base.pipeline)."""
         lv, seg = levels(ctx), ctx.segment_elems
         g, m = lv.intra.size, lv.inter.size
         chunks = pipeline_chunks(len(buf), g, m, seg)
@@ -173,14 +184,13 @@ class Hierarchical(Algorithm):
             inter_all_reduce(ctx, lv, [parts_of[k][lv.local]], op)
 
         def intra_all_gather(k):
-            ring_all_gather(lv.intra_gather, list(range(g)), parts_of.pop(k), seg)
+            ring_all_gather(lv.intra, list(range(g)), parts_of.pop(k), seg)
 
-        stages = [intra_reduce_scatter, across_nodes, intra_all_gather]
         if len(chunks) == 2:
-            for stage in stages:
+            for stage in (intra_reduce_scatter, across_nodes, intra_all_gather):
                 stage(0)
         else:
-            pipeline(stages, list(range(len(chunks) - 1)), ctx.comm)
+            pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(len(chunks) - 1)), ctx.comm)
 
     def _slots(self, ctx, buf, block):
         lv = levels(ctx)

@@ -54,15 +54,13 @@ class HierarchicalKernel(Hierarchical):
         why = unavailable(self.name, ctx, max(ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)))
         return None if why is None else f"{self.name} runs the ring kernel inside each node: {why}"
 
-    def rings(self, ctx):
-        """The ring kernel on the node's two sub-communicators (the all-reduce's intra stages run at
-        once: each needs its own regions and flags), built once per job, collectively."""
-        lv = levels(ctx)
-        return ring_on(ctx, lv.intra, "node-kernels:intra"), ring_on(ctx, lv.intra_gather, "node-kernels:intra-gather")
+    def ring(self, ctx):
+        """The ring kernel on the node's sub-communicator, built once per job, collectively (the
+        all-reduce's two intra stages take turns in one thread: base.pipeline)."""
+        return ring_on(ctx, levels(ctx).intra, "node-kernels:intra")
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
-        for ring in self.rings(ctx):  # built here, not in the first timed call
-            ring.node.set_timeout(ctx.timeout_s)
+        self.ring(ctx).node.set_timeout(ctx.timeout_s)  # built here, not in the first timed call
         fn, out = super().bind(ctx, collective, send, recv, op, in_place, in_count, out_count)
         if collective == "all_reduce":
             lv = levels(ctx)
@@ -71,9 +69,10 @@ class HierarchicalKernel(Hierarchical):
         return fn, out
 
     def chunks(self, count: int, g: int, m: int, seg: int) -> list[int]:
-        """Chunk boundaries of the all-reduce: multiples of G (hierarchical's number of chunks); the
-        count mod G elements after the last, the tail, go with the last chunk."""
-        return [g * e for e in bounds(count // g, len(pipeline_chunks(count, g, m, seg)) - 1)]
+        """Chunk boundaries of the all-reduce: hierarchical's chunks (their number, their sizes) of the
+        count's G-element groups ((count // G) // seg == count // (G·seg)), so multiples of G; the count
+        mod G elements after the last, the tail, go with the last chunk."""
+        return [g * e for e in pipeline_chunks(count // g, 1, m, seg)]
 
     def pipelined(self, ctx) -> bool:
         """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage (on the
@@ -115,14 +114,13 @@ class HierarchicalKernel(Hierarchical):
           2. across nodes, the ranks with local index l all-reduce part l (and the tail) with the
              backend's ring (inter_all_reduce, as hierarchical);
           3. inside the node, the ring kernel all-gathers the chunk's parts.
-        Pipelined as hierarchical (step 1 of chunk k+1 and step 3 of chunk k-1 while chunk k crosses
-        the nodes, each intra step on its own sub-communicator's kernel) on the CPU (pipelined),
-        else all_reduce_in_order."""
+        Pipelined as hierarchical (step 1 of chunk k+1, then step 3 of chunk k-1, while chunk k crosses
+        the nodes: base.pipeline) on the CPU (pipelined), else all_reduce_in_order."""
         lv, src = levels(ctx), buf if src is None else src
         edges = self.chunks(len(buf), lv.intra.size, lv.inter.size, ctx.segment_elems)
         if len(edges) == 2 or not self.pipelined(ctx):
             return self.all_reduce_in_order(ctx, buf, op, src, edges)
-        (intra, gather), view = self.rings(ctx), ctx.comm.view
+        intra, view = self.ring(ctx), ctx.comm.view
         g, l = lv.intra.size, lv.local
         last, tail = len(edges) - 2, len(buf) - edges[-1]
 
@@ -145,9 +143,9 @@ class HierarchicalKernel(Hierarchical):
         def intra_all_gather(k):
             mine, c = part(k)
             if c:
-                gather.all_gather(mine, view(buf, edges[k], g * c), c)
+                intra.all_gather(mine, view(buf, edges[k], g * c), c)
 
-        pipeline([intra_reduce_scatter, across_nodes, intra_all_gather], list(range(last + 1)), ctx.comm)
+        pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(last + 1)), ctx.comm)
 
     def all_reduce_in_order(self, ctx, buf, op, src, edges: list[int]) -> None:
         """The same chunks, the whole buffer through each stage in turn: local rank l's part is the l-th
@@ -156,7 +154,7 @@ class HierarchicalKernel(Hierarchical):
           2. one all-reduce across nodes of every chunk's piece, each chunk's piece (and the tail, with
              the last) cut into M blocks as the pipeline cuts it, so the same messages cross the nodes,
           3. one kernel all-gather."""
-        lv, (intra, gather), view = levels(ctx), self.rings(ctx), ctx.comm.view
+        lv, intra, view = levels(ctx), self.ring(ctx), ctx.comm.view
         g, c, tail = lv.intra.size, edges[-1] // lv.intra.size, len(buf) - edges[-1]
         mine = view(buf, lv.local * c, c)
         if c:
@@ -171,7 +169,7 @@ class HierarchicalKernel(Hierarchical):
         groups[-1] += [view(buf, edges[-1], tail)] if tail else []
         inter_all_reduce(ctx, lv, [views for views in groups if views], op)
         if c:
-            gather.all_gather(mine, view(buf, 0, g * c), c)
+            intra.all_gather(mine, view(buf, 0, g * c), c)
 
     def _slab(self, ctx, buf, block: int, node: int):
         """Node `node`'s G blocks (of local ranks 0..G-1) as one contiguous view of buf where they
@@ -189,7 +187,7 @@ class HierarchicalKernel(Hierarchical):
            3. avg's one division.
         Where a node's blocks are not consecutive (ranks placed round-robin), they are first
         gathered into a scratch slab."""
-        lv, (intra, _), comm = levels(ctx), self.rings(ctx), ctx.comm
+        lv, intra, comm = levels(ctx), self.ring(ctx), ctx.comm
         g, m, l = lv.intra.size, lv.inter.size, lv.local
         src = buf if src is None else src
         slot = self._slots(ctx, buf, block)
@@ -210,7 +208,7 @@ class HierarchicalKernel(Hierarchical):
               j with the backend's ring (as hierarchical);
            2. inside the node, for each node j, the ring kernel all-gathers node j's G blocks
               (M kernel calls; a scratch slab where a node's blocks are not consecutive)."""
-        lv, (intra, _), comm = levels(ctx), self.rings(ctx), ctx.comm
+        lv, intra, comm = levels(ctx), self.ring(ctx), ctx.comm
         g, m, l = lv.intra.size, lv.inter.size, lv.local
         slot = self._slots(ctx, buf, block)
         ring_all_gather(lv.inter, list(range(m)), [[slot(j, l)] for j in range(m)],

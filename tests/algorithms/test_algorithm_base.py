@@ -87,57 +87,82 @@ class _ThreadComm:
         self.entered.append(threading.current_thread())
 
 
-def test_pipeline_runs_every_item_through_every_stage_in_order():
-    seen, comm = [], _ThreadComm()
-    lock = threading.Lock()
-
+def _recording(seen, lock):
     def stage(s):
         def run(item):
             with lock:
                 seen.append((s, item, threading.current_thread()))
         return run
+    return stage
 
-    pipeline([stage(0), stage(1), stage(2)], ["a", "b", "c", "d"], comm)
+
+def test_pipeline_runs_every_item_through_the_three_stages_in_order():
+    seen, comm, lock = [], _ThreadComm(), threading.Lock()
+    stage = _recording(seen, lock)
+    pipeline(stage(0), stage(1), stage(2), ["a", "b", "c", "d"], comm)
     for s in range(3):
         assert [item for t, item, _ in seen if t == s] == ["a", "b", "c", "d"]
-        assert len({tid for t, _, tid in seen if t == s}) == 1  # a thread of its own per stage
     for item in "abcd":
         assert [t for t, i, _ in seen if i == item] == [0, 1, 2]
-    assert set(comm.entered) == {th for _, _, th in seen} and len(set(comm.entered)) == 3  # each entered the device
+    caller = threading.current_thread()
+    outer = {th for t, _, th in seen if t != 1}
+    across = {th for t, _, th in seen if t == 1}
+    assert outer == {caller} and len(across) == 1 and across != outer  # the middle stage alone in a thread
+    assert comm.entered == list(across)  # which entered the device
 
 
-def test_pipeline_stages_overlap():
-    """Stage 1 of item 0 waits until stage 0 has done item 1: only overlapping stages finish."""
-    second_done = threading.Event()
-    order = []
+def test_pipeline_s_calling_thread_prepares_the_next_item_before_it_finishes_the_last():
+    """In the calling thread: before(k+1), then after(k) (the next item is ready to cross as soon as
+    this one has), and every after once its item has crossed."""
+    seen, lock = [], threading.Lock()
+    stage = _recording(seen, lock)
+    pipeline(stage("before"), stage("across"), stage("after"), [0, 1, 2], _ThreadComm())
+    outer = [(s, item) for s, item, _ in seen if s != "across"]
+    assert outer == [("before", 0), ("before", 1), ("after", 0), ("before", 2), ("after", 1), ("after", 2)]
+    at = {(s, item): i for i, (s, item, _) in enumerate(seen)}
+    assert all(at[("across", k)] < at[("after", k)] for k in range(3))
 
-    def first(item):
-        order.append(("first", item))
+
+def test_pipeline_overlaps_the_crossing_with_the_other_stages():
+    """across of item 0 waits until before has done item 1: only an overlapping pipeline finishes."""
+    second_ready = threading.Event()
+
+    def before(item):
         if item == 1:
-            second_done.set()
+            second_ready.set()
 
-    def second(item):
+    def across(item):
         if item == 0:
-            assert second_done.wait(10), "stage 0 did not go on while stage 1 worked"
-        order.append(("second", item))
+            assert second_ready.wait(10), "before did not go on while across worked"
 
-    pipeline([first, second], [0, 1, 2], _ThreadComm())
-    assert order.index(("first", 1)) < order.index(("second", 0))
-
-
-def test_pipeline_reraises_a_stage_error_and_stops_later_stages():
     done = []
+    pipeline(before, across, done.append, [0, 1, 2], _ThreadComm())
+    assert done == [0, 1, 2]
 
-    def first(item):
+
+def test_pipeline_reraises_the_crossing_s_error_and_stops():
+    done, befores = [], []
+
+    def across(item):
+        if item == 1:
+            raise ValueError("across broke on item 1")
+
+    with pytest.raises(ValueError, match="item 1"):
+        pipeline(befores.append, across, done.append, [0, 1, 2, 3], _ThreadComm())
+    assert done == [0] and befores == [0, 1, 2]  # nothing after item 1's crossing failed
+
+
+def test_pipeline_reraises_an_outer_stage_s_error_and_lets_its_thread_end():
+    crossed = []
+
+    def before(item):
         if item == 2:
-            raise ValueError("stage 0 broke on item 2")
+            raise ValueError("before broke on item 2")
 
-    def second(item):
-        done.append(item)
-
+    threads = threading.active_count()
     with pytest.raises(ValueError, match="item 2"):
-        pipeline([first, second], [0, 1, 2, 3], _ThreadComm())
-    assert done == [0, 1]
+        pipeline(before, crossed.append, lambda item: None, [0, 1, 2, 3], _ThreadComm())
+    assert crossed == [0, 1] and threading.active_count() == threads  # joined
 
 
 # --- scratch and requests ------------------------------------------------------------------------------
