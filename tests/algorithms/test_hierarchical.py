@@ -146,6 +146,34 @@ def test_between_two_nodes_the_ring_s_segments_are_messages_the_library_sends_un
     assert segment(3, 60 << 10) == segment(2, None) == 1 << 18  # a connection carries one way; gloo
 
 
+
+
+def test_the_all_reduce_s_chunks_ramp_up_and_down():
+    """From 4 chunks the first two and the last two are a quarter and a half of the others (less time
+    filling and draining the pipeline); fewer are equal. hierarchical_kernel cuts the same chunks in
+    multiples of G, and the cost model adds its stages chunk by chunk."""
+    from commbench.algorithms.hierarchical import pipeline_chunks
+
+    def sizes(edges):
+        return [hi - lo for lo, hi in zip(edges, edges[1:])]
+
+    assert sizes(pipeline_chunks(22_000, 2, 2, 100)) == [1000, 2000, 4000, 4000, 4000, 4000, 2000, 1000]
+    assert sizes(pipeline_chunks(10_000, 2, 2, 1000)) == [1000, 2000, 4000, 2000, 1000]  # 5 chunks
+    assert sizes(pipeline_chunks(600, 2, 2, 100)) == [200, 200, 200] and pipeline_chunks(7, 2, 2, 100) == [0, 7]
+    edges = pipeline_chunks(1_000_003, 3, 2, 64)
+    assert edges[0] == 0 and edges[-1] == 1_000_003 and sizes(edges) == sorted(sizes(edges)[:4]) + sizes(edges)[4:]
+    kernel = ALGORITHMS["hierarchical_kernel"].chunks(3 * 22_000 + 2, 3, 2, 100)
+    assert kernel == [3 * e for e in pipeline_chunks(22_000, 1, 2, 100)] and kernel[-1] == 3 * 22_000  # tail: 2
+    intra, inter, both = Params(0, 1e-9, 0, 0, 0), Params(0, 0, 0, 1e-8, 0), Params(0, 1e-9, 0, 1e-8, 0)
+
+    def t(p):
+        return time_s(p, "hierarchical", "all_reduce", Shape(2, 2), 1 << 26)  # 8 chunks
+
+    # where the crossing is the slowest stage, all of it plus the first chunk's reduce-scatter and the last
+    # one's all-gather, each 1/22 of the buffer (1/8 with equal chunks): 1/22 of all the intra-node work
+    assert (t(both) - t(inter)) / t(intra) == pytest.approx(1 / 22)
+
+
 # --- where it cannot run -----------------------------------------------------------------------------------------
 @needs_mpirun
 def test_without_a_compiler_it_is_skipped_with_the_reason(job, tmp_path):
