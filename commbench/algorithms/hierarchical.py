@@ -119,8 +119,9 @@ class Hierarchical(Algorithm):
         """G ranks on each of M nodes, N bytes; α, β inside a node, α', β' between nodes:
           all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
                         b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
-                        pipelined over K chunks (pipeline_chunks' sizes), the two intra stages in one thread:
-                        a₀ + b₀ + c_K-1 + Σ over k ≥ 1 of max(a_k + c_k-1, b_k), a + b + c + (K-1)·max(a + c, b) for equal chunks
+                        pipelined over K chunks (pipeline_chunks' sizes), the two intra stages in one
+                        thread: a₀ + b₀ + c_K-1 + Σ over k ≥ 1 of max(a_k + c_k-1, b_k)
+                        (a + b + c + (K-1)·max(a + c, b) for equal chunks)
           all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ"""
         G, M, N = shape.per_node, shape.nodes, size_bytes
         load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)

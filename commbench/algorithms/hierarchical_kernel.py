@@ -75,7 +75,7 @@ class HierarchicalKernel(Hierarchical):
         return [g * e for e in pipeline_chunks(count // g, 1, m, seg)]
 
     def pipelined(self, ctx) -> bool:
-        """Whether the all-reduce's chunks go through its stages pipelined, a thread per stage (on the
+        """Whether the all-reduce's chunks go through its stages pipelined (base.pipeline: on the
         CPU), or the whole buffer through each stage in turn (all_reduce_in_order: on a GPU, where the
         rank's stream orders the stages). Beside MPI between two nodes the pipeline pays too since the
         messages across them are cut to what Open MPI sends unanswered (inter_segment; paired figures:
