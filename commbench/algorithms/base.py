@@ -79,8 +79,9 @@ def pipeline(before: Callable[[Any], None], across: Callable[[Any], None], after
              items: list, comm: Communicator) -> None:
     """Run every item through before, across and after, in that order, overlapping the items: across
     runs in a thread of its own (which first enters comm's device: comm.enter_thread), before and after
-    in the calling thread, which, while across does item k, does before of item k+1 and then waits to do
-    after of item k. Where across is the slowest, the whole takes before(first) + every across +
+    in the calling thread: before of items 0 and 1, then, as each item k has crossed, after of item k
+    and before of item k+2, so while across does item k the calling thread does after of item k-1 and
+    before of item k+1. Where across is the slowest, the whole takes before(first) + every across +
     after(last), and only two threads of the rank are ever busy (one per thread made the ranks of a host
     with fewer cores than threads wait for their turns: README, An emulated cluster). across must use a
     communicator of its own; before and after, one after the other in one thread, may share one."""

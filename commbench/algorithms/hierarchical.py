@@ -31,7 +31,7 @@ def node_members(node_of_rank: list[int]) -> list[list[int]]:
     return [sorted(r for r, j in enumerate(node_of_rank) if j == node) for node in sorted(set(node_of_rank))]
 
 
-MAX_CHUNKS = 8  # pipeline depth of the all-reduce (chunks of about a segment per local rank at least)
+MAX_CHUNKS = 8  # pipeline depth of the all-reduce (at most count // (G·seg) chunks: pipeline_chunks)
 
 
 def chunk_weights(k: int) -> list[int]:
@@ -42,12 +42,14 @@ def chunk_weights(k: int) -> list[int]:
 
 
 def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
-    """Chunk boundaries of the pipelined all-reduce of count units (chunk_weights' sizes)."""
-    weights = chunk_weights(max(1, min(MAX_CHUNKS, count // (g * seg))))
-    total, at = sum(weights), [0]
+    """Chunk boundaries of the pipelined all-reduce of count units (chunk_weights' sizes), none empty
+    (a chunk that would be, with segments of a few elements, goes: one chunk fewer)."""
+    weights, edges, at = chunk_weights(max(1, min(MAX_CHUNKS, count // (g * seg)))), [0], 0
     for w in weights:
-        at.append(at[-1] + w)
-    return [count * a // total for a in at]
+        at += w
+        if count * at // sum(weights) > edges[-1]:
+            edges.append(count * at // sum(weights))
+    return edges if len(edges) > 1 else [0, count]
 
 
 class Levels:
@@ -119,9 +121,10 @@ class Hierarchical(Algorithm):
         """G ranks on each of M nodes, N bytes; α, β inside a node, α', β' between nodes:
           all-reduce    per chunk of N/K: a = intra reduce-scatter (G-1)·(α + N/(KG)·β) + (G-1)/G·N/K·γ,
                         b = inter all-reduce 2(M-1)·(α' + N/(KGM)·β'·L') + (M-1)/M·N/(KG)·γ,  c = intra all-gather;
-                        pipelined over K chunks (pipeline_chunks' sizes), the two intra stages in one
-                        thread: a₀ + b₀ + c_K-1 + Σ over k ≥ 1 of max(a_k + c_k-1, b_k)
-                        (a + b + c + (K-1)·max(a + c, b) for equal chunks)
+                        pipelined over K chunks (pipeline_chunks' sizes), chunk k crossing while the
+                        calling thread all-gathers k-1 and reduce-scatters k+1 (base.pipeline):
+                        a₀ + max(a₁, b₀) + Σ k=2..K-1 max(c_k-2 + a_k, b_k-1) + max(c_K-2, b_K-1) + c_K-1
+                        (a + b + c for one chunk)
           all-gather    inter (M-1)·(α' + N/n·β'·L') then intra (G-1)·(α + N/G·β);  reduce-scatter mirrors it + γ"""
         G, M, N = shape.per_node, shape.nodes, size_bytes
         load, lanes = math.ceil(G / shape.links_per_node), shape.contention(G)
@@ -135,7 +138,11 @@ class Hierarchical(Algorithm):
         a = [(G - 1) * p.step(False, c / G, lanes) + (G - 1) / G * c * p.gamma * lanes for c in sizes]
         b = [2 * (M - 1) * p.step(M > 1, c / (G * M), load) + (M - 1) / M * c / G * p.gamma * lanes for c in sizes]
         ag = [(G - 1) * p.step(False, c / G, lanes) for c in sizes]
-        return a[0] + b[0] + ag[-1] + sum(max(a[k] + ag[k - 1], b[k]) for k in range(1, len(sizes)))
+        K = len(sizes)
+        if K == 1:
+            return a[0] + b[0] + ag[0]
+        middle = sum(max(ag[k - 2] + a[k], b[k - 1]) for k in range(2, K))
+        return a[0] + max(a[1], b[0]) + middle + max(ag[K - 2], b[K - 1]) + ag[K - 1]
 
     def unsupported(self, ctx, collective):
         sizes = {ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)}
@@ -168,7 +175,7 @@ class Hierarchical(Algorithm):
 
     def all_reduce(self, ctx, buf, op):
         """Pipelined over chunks of the buffer: while chunk k crosses the nodes (in a thread of its
-        own), chunk k+1 is reduce-scattered and then chunk k-1 all-gathered inside them (base.pipeline)."""
+        own), chunk k-1 is all-gathered and then chunk k+1 reduce-scattered inside them (base.pipeline)."""
         lv, seg = levels(ctx), ctx.segment_elems
         g, m = lv.intra.size, lv.inter.size
         chunks = pipeline_chunks(len(buf), g, m, seg)

@@ -18,7 +18,7 @@ PIPELINED, IN_ORDER = "pipelined", "in order"  # how hierarchical_kernel ran an 
 
 
 class HierarchicalKernel(Hierarchical):
-    """hierarchical's stages with the ring kernel inside each node (on the node's sub-communicators:
+    """hierarchical's stages with the ring kernel inside each node (on the node's sub-communicator:
     kernel.RingOn) and the backend's ring between nodes. The kernel works on contiguous buffers
     with equal blocks per rank, so the stages cut the data as it needs (see each collective)."""
 
@@ -114,7 +114,7 @@ class HierarchicalKernel(Hierarchical):
           2. across nodes, the ranks with local index l all-reduce part l (and the tail) with the
              backend's ring (inter_all_reduce, as hierarchical);
           3. inside the node, the ring kernel all-gathers the chunk's parts.
-        Pipelined as hierarchical (step 1 of chunk k+1, then step 3 of chunk k-1, while chunk k crosses
+        Pipelined as hierarchical (step 3 of chunk k-1, then step 1 of chunk k+1, while chunk k crosses
         the nodes: base.pipeline) on the CPU (pipelined), else all_reduce_in_order."""
         lv, src = levels(ctx), buf if src is None else src
         edges = self.chunks(len(buf), lv.intra.size, lv.inter.size, ctx.segment_elems)

@@ -150,8 +150,8 @@ def test_between_two_nodes_the_ring_s_segments_are_messages_the_library_sends_un
 
 def test_the_all_reduce_s_chunks_ramp_up_and_down():
     """From 4 chunks the first two and the last two are a quarter and a half of the others (less time
-    filling and draining the pipeline); fewer are equal. hierarchical_kernel cuts the same chunks in
-    multiples of G, and the cost model adds its stages chunk by chunk."""
+    filling and draining the pipeline); fewer are equal; none is empty. hierarchical_kernel cuts the same
+    chunks of the count's G-element groups: multiples of G."""
     from commbench.algorithms.hierarchical import pipeline_chunks
 
     def sizes(edges):
@@ -160,18 +160,32 @@ def test_the_all_reduce_s_chunks_ramp_up_and_down():
     assert sizes(pipeline_chunks(22_000, 2, 2, 100)) == [1000, 2000, 4000, 4000, 4000, 4000, 2000, 1000]
     assert sizes(pipeline_chunks(10_000, 2, 2, 1000)) == [1000, 2000, 4000, 2000, 1000]  # 5 chunks
     assert sizes(pipeline_chunks(600, 2, 2, 100)) == [200, 200, 200] and pipeline_chunks(7, 2, 2, 100) == [0, 7]
-    edges = pipeline_chunks(1_000_003, 3, 2, 64)
-    assert edges[0] == 0 and edges[-1] == 1_000_003 and sizes(edges) == sorted(sizes(edges)[:4]) + sizes(edges)[4:]
-    kernel = ALGORITHMS["hierarchical_kernel"].chunks(3 * 22_000 + 2, 3, 2, 100)
-    assert kernel == [3 * e for e in pipeline_chunks(22_000, 1, 2, 100)] and kernel[-1] == 3 * 22_000  # tail: 2
+    assert pipeline_chunks(0, 2, 2, 100) == [0, 0]
+    assert sizes(pipeline_chunks(16, 2, 2, 1)) == [2, 3, 3, 2, 3, 2, 1]  # 1/22 of 16 is no element: 7 chunks
+    for count in range(1, 200):
+        assert min(sizes(pipeline_chunks(count, 2, 2, 1))) > 0
+    kernel = ALGORITHMS["hierarchical_kernel"]
+    for count, g, seg in ((3 * 22_000 + 2, 3, 100), (35, 2, 1), (5003, 3, 64)):
+        edges = kernel.chunks(count, g, 2, seg)
+        assert edges == [g * e for e in pipeline_chunks(count // g, 1, 2, seg)] and all(e % g == 0 for e in edges)
+        assert min(sizes(edges)) > 0 and count - edges[-1] == count % g  # the tail goes with the last chunk
+    assert sizes(kernel.chunks(3 * 22_000 + 2, 3, 2, 100)) == [3 * c for c in (1000, 2000, 4000, 4000, 4000, 4000,
+                                                                              2000, 1000)]
+
+
+def test_the_cost_of_the_pipelined_all_reduce_follows_its_chunks_through_the_stages():
+    """Chunk k crosses while the calling thread all-gathers chunk k-1 and reduce-scatters chunk k+1
+    (base.pipeline): where the crossing is the slowest stage, the first chunk's reduce-scatter and the last
+    one's all-gather add to it (1/22 of the intra-node work each way); where the node's stages are the
+    slowest, all of them and the crossing of none."""
     intra, inter, both = Params(0, 1e-9, 0, 0, 0), Params(0, 0, 0, 1e-8, 0), Params(0, 1e-9, 0, 1e-8, 0)
 
-    def t(p):
-        return time_s(p, "hierarchical", "all_reduce", Shape(2, 2), 1 << 26)  # 8 chunks
+    def t(p, size=1 << 26):
+        return time_s(p, "hierarchical", "all_reduce", Shape(2, 2), size)  # 8 chunks
 
-    # where the crossing is the slowest stage, all of it plus the first chunk's reduce-scatter and the last
-    # one's all-gather, each 1/22 of the buffer (1/8 with equal chunks): 1/22 of all the intra-node work
     assert (t(both) - t(inter)) / t(intra) == pytest.approx(1 / 22)
+    slow_node = Params(0, 1e-7, 0, 1e-8, 0)  # each chunk's node stages take longer than its crossing
+    assert t(slow_node) == pytest.approx(t(Params(0, 1e-7, 0, 0, 0)))
 
 
 # --- where it cannot run -----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Where CudaReducer launches, checked on the CPU: the kernels built for the host (tests/host_cuda.py)
 stand in for the GPU, torch.cuda's current device and stream are per-thread fakes, and a rank whose
-GPU is 1 runs hierarchical (pipeline threads) on the NCCL-semantics communicator. Every launch must
-go to device 1 and to device 1's stream, and every pipeline thread must enter device 1 first; a
+GPU is 1 runs hierarchical (its pipeline's thread) on the NCCL-semantics communicator. Every launch must
+go to device 1 and to device 1's stream, and the pipeline's thread must enter device 1 first; a
 reducer whose kernels do not build falls back to torch's arithmetic with one line saying why."""
 
 import re
@@ -54,8 +54,8 @@ def host_kernels(tmp_path_factory):
 
 @pytest.mark.parametrize("threads_enter", [True, False], ids=["threads-enter-the-gpu", "threads-on-gpu-0"])
 def test_hierarchical_threads_launch_on_the_ranks_gpu(host_kernels, monkeypatch, threads_enter):
-    """With or without the pipeline threads entering the rank's GPU (their current device is 0
-    if they do not), every launch goes to device 1 and its stream."""
+    """With or without the pipeline's thread entering the rank's GPU (its current device is 0
+    if it does not), every launch goes to device 1 and its stream."""
     fake = FakeCuda()
     monkeypatch.setattr(torch.cuda, "current_stream", fake.current_stream)
     reducers = {}

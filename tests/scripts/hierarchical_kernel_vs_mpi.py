@@ -107,7 +107,7 @@ def one_case(comm, ctx, algorithm, collective, dtype, op, count, in_place, rng):
 def main():
     algorithm = ALGORITHMS["hierarchical_kernel"]
     modes = {"all_reduce": (Forced(True), Forced(False))}  # the chunks pipelined, then in order
-    comm = open_backend("mpi", 0, 0, 0, 60, threads=algorithm.threads)  # its pipeline's stages are threads
+    comm = open_backend("mpi", 0, 0, 0, 60, threads=algorithm.threads)  # its pipeline crosses the nodes in a thread
     rng = np.random.default_rng(2000 + comm.rank)
     compared, differ, shapes = 0, [], layouts(comm.size)
     uneven = algorithm.unsupported(Context(comm, [0] * (comm.size - 1) + [1]), "all_reduce")
