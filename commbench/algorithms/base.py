@@ -82,8 +82,8 @@ def pipeline(before: Callable[[Any], None], across: Callable[[Any], None], after
     in the calling thread: before of items 0 and 1, then, as each item k has crossed, after of item k
     and before of item k+2, so while across does item k the calling thread does after of item k-1 and
     before of item k+1. Where across is the slowest, the whole takes before(first) + every across +
-    after(last), and only two threads of the rank are ever busy (one per thread made the ranks of a host
-    with fewer cores than threads wait for their turns: README, An emulated cluster). across must use a
+    after(last), and only two threads of the rank are ever busy (a thread per stage made the ranks of a
+    host with fewer cores than threads wait for their turns: README, An emulated cluster). across must use a
     communicator of its own; before and after, one after the other in one thread, may share one."""
     ready: queue.Queue = queue.Queue()  # items whose before is done (None: stop)
     crossed: queue.Queue = queue.Queue()  # items whose across is done (None: across stopped)
