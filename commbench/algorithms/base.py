@@ -103,14 +103,16 @@ def pipeline(before: Callable[[Any], None], across: Callable[[Any], None], after
     thread = threading.Thread(target=run_across, daemon=True)
     thread.start()
     try:
-        for k in range(len(items) + 1):
-            if k < len(items):
-                before(items[k])
-                ready.put(k)
-            if k and crossed.get() is None:  # across failed: its error is raised below
+        if items:
+            before(items[0])
+            ready.put(0)
+        for k in range(len(items)):
+            if k + 1 < len(items):
+                before(items[k + 1])
+                ready.put(k + 1)
+            if crossed.get() is None:  # across failed: its error is raised below
                 break
-            if k:
-                after(items[k - 1])
+            after(items[k])
     finally:
         ready.put(None)
         thread.join()

@@ -44,11 +44,12 @@ def chunk_weights(k: int) -> list[int]:
 def pipeline_chunks(count: int, g: int, m: int, seg: int) -> list[int]:
     """Chunk boundaries of the pipelined all-reduce of count units (chunk_weights' sizes), none empty
     (a chunk that would be, with segments of a few elements, goes: one chunk fewer)."""
-    weights, edges, at = chunk_weights(max(1, min(MAX_CHUNKS, count // (g * seg)))), [0], 0
+    weights = chunk_weights(max(1, min(MAX_CHUNKS, count // (g * seg))))
+    edges, at, total = [0], 0, sum(weights)
     for w in weights:
         at += w
-        if count * at // sum(weights) > edges[-1]:
-            edges.append(count * at // sum(weights))
+        if count * at // total > edges[-1]:
+            edges.append(count * at // total)
     return edges if len(edges) > 1 else [0, count]
 
 
