@@ -33,7 +33,9 @@
 //
 // Algorithms (n ranks, N bytes per rank; ring in rank order; elements of one chunk per step):
 //   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:
-//                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank
+//                         2(n-1) steps, 2(n-1)/n·N bytes sent per rank; direct (the ranks'
+//                         buffers in reach), each step reads its block straight out of the left
+//                         neighbour's input or output
 //   ring reduce-scatter   n-1 steps (rank r ends with block r reduced), (n-1)/n·N bytes sent
 //   ring all-gather       n-1 steps, (n-1)·N bytes sent (N = one rank's block here); direct
 //                         (the ranks' buffers in reach), each block copied once, straight out of
@@ -65,8 +67,8 @@
 // all-gather); stride: where every rank's buffers are in this rank's reach, rank q's send and recv
 // at this rank's + (q - rank)·stride bytes (an in-place send: inside recv; a launch of gridDim.y
 // ranks on one GPU, rank y's at send/recv + y·stride; the harness' buffers in the node's shared
-// memory on the host), else 0; direct: all-gather reads its neighbour's buffers there (1) or
-// goes through the FIFOs (0). The host's CbCall has the stride only: direct where it is not 0.
+// memory on the host), else 0; direct: all-gather and the ring all-reduce read their neighbour's
+// buffers there (1) or go through the FIFOs (0). The host's CbCall has the stride only: direct where it is not 0.
 // Host only: cb_host_call (the launch).
 
 #include "portable.h"
@@ -93,9 +95,11 @@
 // of 64 B or more whose halves are small messages (CB_INLINE_BYTES): one line each beats two lines
 // in a row (2 ranks, halves / one tree, paired: 64-96 B 0.64-0.86).
 #define CB_TREE_SPLIT_BYTES 256
-// A direct all-gather's output larger than this is all written past the caches (streamed on the
-// host): it does not fit them, and an ordinary store first reads the line it writes (2 ranks,
-// 64 MB: kernel / MPI busbw 0.94 -> 1.22).
+// Where the node's outputs (every rank's) of a direct call come to more than this, all of them are written
+// past the caches (streamed on the host): they do not fit, and an ordinary store first reads the line it writes
+// (2 ranks, 64 MB all-gather: kernel / MPI busbw 0.94 -> 1.22; counting the node's outputs, not one rank's,
+// 16 MB alternating jobs, new / old kernel time: 2 ranks all-gather 0.74-0.90 (median 0.81, 6 pairs),
+// all-reduce 0.84-1.03 (0.89); 4 ranks 0.86-0.91 and 0.84-0.93 (4 pairs)).
 #define CB_CACHED_OUTPUT_BYTES (16ll << 20)
 
 struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
@@ -162,9 +166,9 @@ __device__ __forceinline__ void combine_scalar(const T* __restrict__ i0, const T
 }
 
 // out[0] is the rank's own output where `local` (1), written through the caches; the others, and out[0]
-// where not local, are read by another rank next (FIFO slots, a direct all-gather's output). On the
+// where not local, are read by another rank next (FIFO slots, a direct call's output). On the
 // host, in[] are FIFO slots, prefetched (cb_prefetch), and the outputs another rank reads are streamed
-// from CB_STREAM_BYTES; or, `direct`, a direct all-gather's copy out of its left neighbour's buffers:
+// from CB_STREAM_BYTES; or, `direct`, a direct call's step out of its left neighbour's buffers:
 // not prefetched (2 ranks, 64 KB-4 MB: 3-12 % slower with) and streamed at any size (2 ranks, 128 B-
 // 1.5 KB all-gather: 0.23-0.80 x the time of ordinary stores; the right neighbour reads it next).
 // How many elements come before the first 16-byte boundary of every pointer in p[] (null ones
@@ -223,7 +227,7 @@ __device__ void combine_elements(const T* const* in, const T* own, T* const* out
         done = head + vectors * V;
     }
 #else  // a line at a time, streamed to the outputs another rank reads (cb_stream_line) from where they
-       // are all on a 16-byte boundary (FIFO slots always are; a direct all-gather's block may not be)
+       // are all on a 16-byte boundary (FIFO slots always are; a direct call's block may not be)
     constexpr int L = CB_LINE / sizeof(T);
     const void* streamed[3] = {local ? nullptr : o0, o1, o2};
     const long long bytes = n * (long long)sizeof(T);
@@ -397,11 +401,71 @@ __device__ __forceinline__ long long part_at(long long count, long long i, long 
 template <typename T>
 struct CbAlign { enum { value = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) }; };  // elements per 16 bytes
 
+// Ring all-reduce reading the left neighbour's buffers in place, where every rank's buffers are in
+// reach at `reach` bytes per rank: the ring's steps with no FIFO between them, so a rank reads 3 and
+// writes 2 blocks' worth per block where the FIFOs take 5 and 4 (2 ranks, 16 MB: 40 MB of traffic
+// a rank, not 72). In each round of n blocks, step 0 says the own input can be read; reduce step
+// s (1 .. n-1) waits for the left's step s-1, adds the left's block q = r-1-s (its input at s = 1,
+// else the partial sum it wrote into its output) to the own input's and writes the sum into the
+// own output, block r complete at s = n-1; gather step t (1 .. n-1) copies block r-t, complete,
+// out of the left's output. A message is "block q can be read from me", flags only (as the direct
+// all-gather's). Gather step t overwrites what the right read at its reduce step t (a partial sum,
+// or in place the input) without asking: every step of a rank follows the left's step before it,
+// so step n-1+t follows the right's step t (n-1 ranks back round the ring). Every block is a step
+// on every rank, even an empty one, so the counts agree. Output the right reads next is streamed
+// past the caches (cb_stream_line), as is all of the node's outputs where they are too large for
+// them (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour has read
+// all it needs from its buffers.
+template <typename T, int OP>
+__device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long long count, int channels,
+                                       long long reach) {
+    const CbComm* c = h.c;
+    const int n = (int)c->nranks, r = h.me, left = (r + n - 1) % n, right = (r + 1) % n;
+    const int in = c->in_conn[left], out = c->out_conn[right];
+    const T* left_send = (const T*)((const char*)send + (long long)(left - r) * reach);
+    const T* left_recv = (const T*)((const char*)recv + (long long)(left - r) * reach);
+    const long long chunk = c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
+    const long long lo = part_at(count, h.ch, channels, A), hi = part_at(count, h.ch + 1, channels, A);
+    const bool huge = n * count * (long long)sizeof(T) > CB_CACHED_OUTPUT_BYTES;
+    CB_SHARED int ok;
+    if (cb_tid() == 0) cb_fence_system();  // the input, written before this launch (see the direct all-gather)
+    for (long long base = lo; base < hi; base += n * chunk) {
+        const long long len = n * chunk < hi - base ? n * chunk : hi - base;
+        for (int s = 0; s < 2 * n - 1; ++s) {
+            const bool gather = s >= n;
+            const int t = s - n + 1;  // the gather step
+            const int q = gather ? (r - t + n) % n : (r - 1 - s + 2 * n) % n;
+            const long long off = base + part_at(len, q, n, A), m = base + part_at(len, q + 1, n, A) - off;
+            if (s > 0) {
+                if (cb_tid() == 0) ok = h.wait(tail_flag(c, r, h.lane, in), h.in_seq[in] + 1, left, 0);
+                cb_sync();
+                if (!ok) return false;
+                const T* src = (gather || s > 1 ? left_recv : left_send) + off;
+                T* dst = recv + off;
+                const bool local = s == 2 * n - 2 && !huge;  // the last gather step: nobody reads it next
+                combine_any<T, OP>(&src, 1, gather ? nullptr : send + off, &dst, 1, local, m, true);
+                cb_sync();
+            }
+            if (cb_tid() == 0) {
+                if (s > 0) cb_store_release(head_flag(c, left, h.lane, c->peer_out_conn[left]), ++h.in_seq[in]);
+                if (s < 2 * n - 2) cb_store_release(tail_flag(c, right, h.lane, c->peer_in_conn[right]), ++h.out_seq[out]);
+            }
+            ++*h.step;
+        }
+    }
+    if (cb_tid() == 0)
+        ok = h.wait(head_flag(c, r, h.lane, out), h.out_seq[out], right, 2, &h.out_freed[out]);
+    cb_sync();
+    return ok;
+}
+
 // Ring all-reduce, one round of n blocks: position r sends block r-1 first, reduces what
 // arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
+// Direct (above) where the call says so (reach: the stride between the ranks' buffers).
 template <typename T, int OP>
-__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long) {
+__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long reach) {
     Channel& h = lanes[0];
+    if (reach) return ring_all_reduce_direct<T, OP>(h, send, recv, count, channels, reach);
     const int n = h.c->nranks, r = h.me;
     const int left[1] = {(r + n - 1) % n}, right[1] = {(r + 1) % n};
     const long long chunk = h.c->slot_bytes / sizeof(T);
@@ -466,7 +530,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
                                                              : send + (long long)(left - r) * reach;
     const long long chunk = c->slot_bytes;
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
-    const bool huge = n * count > CB_CACHED_OUTPUT_BYTES;
+    const bool huge = n * n * count > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
     // The blocks the neighbour reads at step 1 were written before this launch (the input, or the
     // own block in place), not by this block: one system-scope fence makes them visible before the

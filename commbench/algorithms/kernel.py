@@ -137,7 +137,7 @@ class _Kernel(Algorithm):
 
     def bind(self, ctx, collective, send, recv, op, in_place, in_count, out_count):
         """The kernel on the harness' buffers as they are (in place, send and recv overlap as the
-        kernel expects; from allocator(), so all-gather may run direct); avg divides afterwards,
+        kernel expects; from allocator(), so all-gather and the ring all-reduce may run direct); avg divides afterwards,
         as the other algorithms' finish does."""
         return self._bind(ctx, collective, send, recv, op, in_count, out_count, direct=True)
 

@@ -65,7 +65,8 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help=FRESH_HELP),
           f"{since}{' (cached: --fresh measures again)' if was_cached else ''}")
     print(f"  flag hand-off, one way      {found['handoff_us']:8.3f} us")
     print(f"  8 B exchange-and-add        {found['exchange_us']:8.3f} us   (the floor of a 2-rank 8 B all-reduce)")
-    print(f"  one core's copy rate        {found['copy_GBps']:8.2f} GB/s (memcpy of {probe.COPY_BYTES >> 20} MiB)")
+    print(f"  one core's copy rate        {found['copy_GBps']:8.2f} GB/s "
+          f"(the better of memcpy and a streamed copy of {probe.COPY_BYTES >> 20} MiB)")
     if found.get("slower_now"):
         read = {"handoff_us": "hand-off {:.3f} us", "exchange_us": "exchange {:.3f} us",
                 "copy_GBps": "copy {:.2f} GB/s"}

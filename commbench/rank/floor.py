@@ -6,7 +6,8 @@ efficiency columns):
 * handoff_us: a one-way flag hand-off between two cores (a release, then the peer's acquire);
 * exchange_us: the smallest 2-rank exchange-and-add of 8 bytes (each side's value and its sequence
   number in one line): what an 8-byte all-reduce between two ranks cannot beat;
-* copy_GBps: one core's copy rate (memcpy of 64 MiB, past the caches), GB/s of bytes copied.
+* copy_GBps: one core's copy rate (64 MiB, more than the caches hold: the better of memcpy and a copy
+  streamed past the caches as the kernels stream), GB/s of bytes copied.
 
 The copy rate is the best of several batches; the hand-off and the exchange wait three ways (a tight
 loop, a clock read every 16 or every 64 looks) and keep the best way's median batch (floor.cc). A
@@ -52,14 +53,15 @@ class FloorUnavailable(Exception):
 
 @functools.lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    from commbench.rank.kernel_host import compiler
+    from commbench.rank.kernel_host import arch_flags, compiler
 
     cxx = compiler()
     if cxx is None:
         raise FloorUnavailable("the floor probe needs a C++ compiler (g++, c++ or clang++ on the PATH, or CXX)")
     try:
-        lib = ctypes.CDLL(str(build("floor", SOURCE.read_text(), ".cc", lambda src, out: [cxx, *FLAGS, str(src), "-o", str(out)],
-                                    [cxx, first_line([cxx, "--version"]), *FLAGS, platform.machine()],
+        flags = FLAGS + arch_flags()
+        lib = ctypes.CDLL(str(build("floor", SOURCE.read_text(), ".cc", lambda src, out: [cxx, *flags, str(src), "-o", str(out)],
+                                    [cxx, first_line([cxx, "--version"]), *flags, platform.machine()],
                                     "the floor probe (commbench/rank/floor.cc)")))
     except BuildFailed as exc:
         raise FloorUnavailable(str(exc)) from None

@@ -21,6 +21,7 @@ import re
 import shutil
 import uuid
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -34,6 +35,29 @@ SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
 ALIAS_BYTES = 4096  # addresses this far apart look alike to the CPU's store forwarding (see CB_SKEW)
 HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread")
+
+
+def host_flags() -> tuple[str, ...]:
+    """HOST_FLAGS and arch_flags()."""
+    return HOST_FLAGS + arch_flags()
+
+
+def arch_flags() -> tuple[str, ...]:
+    """-mavx2 where this machine's CPU has AVX2 (32-byte streaming stores: cb_stream_line in cuda/portable.h,
+    and the floor probe's streamed copy), else none. The flags are part of a build's key, so a cache shared
+    with older CPUs keeps a build for each."""
+    return ("-mavx2",) if "avx2" in cpu_flags() else ()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (/proc/cpuinfo), or none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
 
 
 def compiler() -> str | None:
@@ -54,8 +78,8 @@ def host_library() -> ctypes.CDLL:
         raise KernelUnavailable(f"ring_kernel and tree_kernel need a C++ compiler for their host build ({where})")
     try:
         lib = build("collectives", cuda_source(SOURCE.name), ".cc",
-                    lambda src, out: [cxx, *HOST_FLAGS, str(src), "-o", str(out)],
-                    [cxx, first_line([cxx, "--version"]), *HOST_FLAGS, platform.machine()],
+                    lambda src, out: [cxx, *host_flags(), str(src), "-o", str(out)],
+                    [cxx, first_line([cxx, "--version"]), *host_flags(), platform.machine()],
                     f"the host build of cuda/{SOURCE.name}")
     except BuildFailed as exc:
         raise KernelUnavailable(str(exc)) from None
@@ -183,7 +207,8 @@ class HostNode:
              stride: int = 0):
         """cb_host_call on a prepared CbCall, as a zero-argument callable raising KernelFault when a
         wait timed out; it carries its own timer, the loop in C (harness.measure uses it). stride:
-        the ranks' buffers in reach (stride_of), all-gather direct; 0: through the FIFOs."""
+        the ranks' buffers in reach (stride_of), all-gather and the ring all-reduce direct; 0: through the
+        FIFOs."""
         lib = host_library()
         call = CbCall(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, ctypes.pointer(struct), send, recv,
                       count, channels, stride)

@@ -56,7 +56,7 @@ class NodeKernels:
 
     def allocator(self, notes: list, arena=None):
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
-        (HostNode.buffer: a direct all-gather reads its neighbour's buffers), collectively, as
+        (HostNode.buffer: a direct all-gather or ring all-reduce reads its neighbour's buffers), collectively, as
         (count, DType) -> buffer; where /dev/shm has no room, the communicator's (the reason goes
         to notes; all-gather then goes through the FIFOs). None on a GPU (the communicator's).
         arena: commbench ab's shared arena (commbench.rank.arena), where every rank's lie already."""

@@ -47,7 +47,7 @@ def _reduce(x, op):
 def _collective(node, algorithm, collective, dtype, op, count, channels, seed=0, direct=False):
     """One call for every rank at once, out of place (one launch takes one base and one stride
     per buffer; in place runs in the multi-process test): (every rank's output, the expected).
-    direct: all-gather reads its neighbour's buffers instead of going through the FIFOs."""
+    direct: all-gather and the ring all-reduce read their neighbour's buffers instead of going through the FIFOs."""
     n = node.n
     in_count = count * n if collective == "reduce_scatter" else count
     out_count = count * n if collective == "all_gather" else count
@@ -79,7 +79,8 @@ SIZES = [1, 7, 25, 1000003]
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
 @pytest.mark.parametrize("algorithm,collective,direct", [
-    ("ring", "all_reduce", False), ("tree", "all_reduce", False), ("ring", "reduce_scatter", False),
+    ("ring", "all_reduce", False), ("ring", "all_reduce", True), ("tree", "all_reduce", False),
+    ("ring", "reduce_scatter", False),
     ("ring", "all_gather", False), ("ring", "all_gather", True),
     ("oneshot", "all_reduce", False), ("oneshot", "reduce_scatter", False), ("oneshot", "all_gather", False)])
 def test_every_rank_in_one_launch(n, algorithm, collective, direct):

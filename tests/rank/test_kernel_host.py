@@ -1,5 +1,5 @@
-"""The kernels with every rank's buffers in reach (cuda/collectives.cu's direct all-gather) and
-the harness' buffers in the node's shared memory (kernel_host.HostNode.buffer,
+"""The kernels with every rank's buffers in reach (cuda/collectives.cu's direct all-gather and ring
+all-reduce) and the harness' buffers in the node's shared memory (kernel_host.HostNode.buffer,
 Algorithm.allocator): in one process, a thread per rank (tests/kernel_threads.py). The kernels
 themselves: tests/rank/test_kernel_abi.py."""
 
@@ -27,8 +27,8 @@ from kernel_threads import DTYPES, KINDS, SLOT, Alone, Case, Node, needs_compile
 @pytest.mark.parametrize("world", [2, 3, 4, 8])
 def test_bit_exact_with_the_ranks_buffers_in_reach(world):
     """The ranks' buffers in one array (stride: the product's harness buffers in the node's shared
-    memory): all-gather copies straight out of the left neighbour's buffers (the direct path), the
-    other kernels ignore the stride. Small and product-size slots (at 8 ranks, 8-byte dtypes, an
+    memory): all-gather and the ring all-reduce read straight out of the left neighbour's buffers (the
+    direct path), the other kernels ignore the stride. Small and product-size slots (at 8 ranks, 8-byte dtypes, an
     output past CB_CACHED_OUTPUT_BYTES), tight FIFOs between; every case but an in-place
     reduction runs twice back to back, direct and FIFO calls interleaved on the same lanes; every
     dtype's bytes for all-gather."""
@@ -55,15 +55,16 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
 
 @needs_compiler
 @pytest.mark.parametrize("world", [2, 3])
-def test_a_direct_all_gather_returns_only_once_its_output_is_read(world):
+@pytest.mark.parametrize("kind,dtype,op", [("ring_all_gather", "uint8", None), ("ring_all_reduce", "float32", "sum")])
+def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype, op):
     """When a rank's call returns, its right neighbour has read all it needs from it: the rank's
     head flag as it last read it (out_freed) has caught up with the messages it sent. And each
     rank scribbles over its output and input as soon as its call returns (as the harness refills
-    buffers between loops): a neighbour still reading either would copy the scribble. The copies
+    buffers between loops): a neighbour still reading either would copy the scribble. The results
     must all be right, call after call (different inputs each time)."""
     node = Node(world, channels=1, slot_bytes=SLOT)
     rng = np.random.default_rng([world, 22])
-    cases = [Case(node, "ring_all_gather", "uint8", None, count, 1, False, rng, shared=True)
+    cases = [Case(node, kind, dtype, op, count, 1, False, rng, shared=True)
              for count in rng.integers(SLOT, 8 * SLOT, 40)]
 
     def work(r):
