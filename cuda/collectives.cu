@@ -242,12 +242,14 @@ __device__ void combine_elements(const T* const* in, const T* own, T* const* out
             const long long next = first * (long long)sizeof(T) + ahead;  // then one line, `ahead` bytes on, per line used
             if (ahead && next < bytes)
                 for (int k = 0; k < NIN; ++k) cb_prefetch(k ? i1 : i0, next, next + CB_LINE);
-            T v[L];
-            for (int e = 0; e < L; ++e) v[e] = combined<T, OP, NIN, OWN>(i0, i1, own, first + e);
+            T v[L];  // (a copy's line goes straight from its source, not through the stack)
+            const T* line = NIN == 1 && !OWN ? i0 + first : v;
+            if (line == v)
+                for (int e = 0; e < L; ++e) v[e] = combined<T, OP, NIN, OWN>(i0, i1, own, first + e);
             for (int k = 0; k < NOUT; ++k) {
                 T* o = (k == 0 ? o0 : k == 1 ? o1 : o2) + first;
-                if (k < local) memcpy(o, v, CB_LINE);
-                else cb_stream_line(o, v);
+                if (k < local) memcpy(o, line, CB_LINE);
+                else cb_stream_line(o, line);
             }
         }
         done = head + lines * L;

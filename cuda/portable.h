@@ -130,8 +130,10 @@ enum { CB_STREAM_BYTES = 8192 };
 // copying, against 6.1-8.8 in 16-byte stores and 4.8-6.3 for memcpy (five pairs, alternating).
 inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
 #if defined(__AVX__)
-    if (!((uintptr_t)dst & 31)) {
-        for (int k = 0; k < 2; ++k) _mm256_stream_si256((__m256i*)dst + k, _mm256_loadu_si256((const __m256i*)src + k));
+    if (!((uintptr_t)dst & 31)) {  // read in 16-byte halves: src is often a line just stored so (forwarded)
+        const __m128i* s = (const __m128i*)src;
+        for (int k = 0; k < 2; ++k)
+            _mm256_stream_si256((__m256i*)dst + k, _mm256_set_m128i(_mm_loadu_si128(s + 2 * k + 1), _mm_loadu_si128(s + 2 * k)));
         return;
     }
 #endif
