@@ -102,6 +102,11 @@
 // all-reduce 0.84-1.03 (0.89); 4 ranks 0.86-0.91 and 0.84-0.93 (4 pairs)).
 #define CB_CACHED_OUTPUT_BYTES (16ll << 20)
 
+// A direct call's chunk (see ring_all_reduce_direct), in slots: no slot holds it, so it is only how often the
+// ranks hand off. Alternating jobs, 4 slots / 1 (host: 256 / 64 KiB), new / old time, median of 4 pairs: 2 ranks
+// 2-64 MB 0.92-0.98, 4 ranks on 2 cores all-gather 2 MB 0.92, 64 MB 0.84 (4 of 4 faster), all-reduce 0.84-0.96.
+#define CB_DIRECT_SLOTS 4
+
 struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (host) or reads the error record (GPU)
@@ -426,7 +431,7 @@ __device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long 
     const int in = c->in_conn[left], out = c->out_conn[right];
     const T* left_send = (const T*)((const char*)send + (long long)(left - r) * reach);
     const T* left_recv = (const T*)((const char*)recv + (long long)(left - r) * reach);
-    const long long chunk = c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
+    const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
     const long long lo = part_at(count, h.ch, channels, A), hi = part_at(count, h.ch + 1, channels, A);
     const bool huge = n * count * (long long)sizeof(T) > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
@@ -530,7 +535,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
     const unsigned char* left_recv = recv + (long long)(left - r) * reach;
     const unsigned char* left_own = send == recv + r * count ? left_recv + left * count  // in place
                                                              : send + (long long)(left - r) * reach;
-    const long long chunk = c->slot_bytes;
+    const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes;
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     const bool huge = n * n * count > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
