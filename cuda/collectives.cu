@@ -455,7 +455,8 @@ __device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long 
             }
             if (cb_tid() == 0) {
                 if (s > 0) cb_store_release(head_flag(c, left, h.lane, c->peer_out_conn[left]), ++h.in_seq[in]);
-                if (s < 2 * n - 2) cb_store_release(tail_flag(c, right, h.lane, c->peer_in_conn[right]), ++h.out_seq[out]);
+                if (s < 2 * n - 2)
+                    cb_store_release(tail_flag(c, right, h.lane, c->peer_in_conn[right]), ++h.out_seq[out]);
             }
             ++*h.step;
         }
@@ -470,7 +471,8 @@ __device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long 
 // arrives and passes it on until it holds block r reduced, then the reduced blocks go round.
 // Direct (above) where the call says so (reach: the stride between the ranks' buffers).
 template <typename T, int OP>
-__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels, long long reach) {
+__device__ bool ring_all_reduce(Channel* lanes, const T* send, T* recv, long long count, int channels,
+                                long long reach) {
     Channel& h = lanes[0];
     if (reach) return ring_all_reduce_direct<T, OP>(h, send, recv, count, channels, reach);
     const int n = h.c->nranks, r = h.me;

@@ -12,7 +12,7 @@
  *                        in the widest stores the build has (32 bytes with AVX, else 16), as the kernels
  *                        stream (cb_stream_line in cuda/portable.h), of `bytes` (pass more than the caches
  *                        hold). On the 2-core EPYC VM memcpy copied 64 MiB at 5.7-6.2 GB/s, streamed in
- *                        32-byte stores 7.9-10.1: memcpy alone would put the kernels' copies above the floor.
+ *                        32-byte stores 7.9-11.6: memcpy alone would put the kernels' copies above the floor.
  *
  * Each returns what the machine does at its best (this VM's cores flip between states for seconds at a
  * time), or -1 where a thread cannot be pinned to its core, -2 where the two threads keep taking turns
@@ -223,7 +223,8 @@ static void streamed_copy(char* dst, const char* src, long long bytes) {
         _mm256_stream_si256((__m256i*)(dst + b), _mm256_loadu_si256((const __m256i*)(src + b)));
     _mm_sfence();
 #elif defined(__SSE2__)
-    for (long long b = 0; b < bytes; b += 16) _mm_stream_si128((__m128i*)(dst + b), _mm_loadu_si128((const __m128i*)(src + b)));
+    for (long long b = 0; b < bytes; b += 16)
+        _mm_stream_si128((__m128i*)(dst + b), _mm_loadu_si128((const __m128i*)(src + b)));
     _mm_sfence();
 #else
     memcpy(dst, src, (size_t)bytes);

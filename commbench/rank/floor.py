@@ -60,7 +60,8 @@ def _library() -> ctypes.CDLL:
         raise FloorUnavailable("the floor probe needs a C++ compiler (g++, c++ or clang++ on the PATH, or CXX)")
     try:
         flags = FLAGS + arch_flags()
-        lib = ctypes.CDLL(str(build("floor", SOURCE.read_text(), ".cc", lambda src, out: [cxx, *flags, str(src), "-o", str(out)],
+        lib = ctypes.CDLL(str(build("floor", SOURCE.read_text(), ".cc",
+                                    lambda src, out: [cxx, *flags, str(src), "-o", str(out)],
                                     [cxx, first_line([cxx, "--version"]), *flags, platform.machine()],
                                     "the floor probe (commbench/rank/floor.cc)")))
     except BuildFailed as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from commbench.algorithms.base import Context
 from commbench.algorithms.kernel import NODE_KEY
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers
+from commbench.rank.reducers import cuda_source
 from kernel_threads import DTYPES, KINDS, SLOT, Alone, Case, Node, needs_compiler
 
 
@@ -132,3 +134,27 @@ def test_a_kernel_point_without_room_in_dev_shm_keeps_the_communicators_buffers(
     assert ctx.cache[NODE_KEY].node.stride_of(K.address(bufs.send), K.address(bufs.recv)) == 0
     assert len(ctx.notes) == 1 and "/dev/shm has no room for" in ctx.notes[0] and "through the FIFOs" in ctx.notes[0]
     assert not kt.segments_of([os.getpid()])
+
+
+def test_the_host_build_streams_in_32_byte_stores_only_where_the_cpu_has_avx2(monkeypatch):
+    """-mavx2 joins the host build's flags (and so its cache key) where /proc/cpuinfo lists avx2, and
+    only there: a build cache shared with an older CPU keeps a build for each."""
+    monkeypatch.setattr(kernel_host, "cpu_flags", lambda: frozenset({"sse2", "avx", "avx2"}))
+    assert kernel_host.host_flags() == kernel_host.HOST_FLAGS + ("-mavx2",)
+    monkeypatch.setattr(kernel_host, "cpu_flags", lambda: frozenset({"sse2", "avx"}))
+    assert kernel_host.host_flags() == kernel_host.HOST_FLAGS
+    monkeypatch.undo()
+    if os.path.exists("/proc/cpuinfo") and os.uname().machine == "x86_64":
+        assert "sse2" in kernel_host.cpu_flags()  # every x86-64 CPU has it: the parse reads the real flags
+
+
+@needs_compiler
+@pytest.mark.parametrize("arch", [(), ("-mavx2",)])
+def test_the_kernels_compile_with_and_without_avx2(tmp_path, arch):
+    """Both sides of cb_stream_line (cuda/portable.h) compile, whatever this machine's CPU: the one the
+    tests run on takes only one of them."""
+    source = tmp_path / "collectives.cc"
+    source.write_text(cuda_source(K.SOURCE.name))
+    proc = subprocess.run([kernel_host.compiler(), *kernel_host.HOST_FLAGS, *arch, "-fsyntax-only", str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
