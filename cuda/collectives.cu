@@ -27,9 +27,11 @@
 // slot's line, the number (released after it) in the line's last word, which the receiver waits
 // on instead of the tail flag, so one line crosses between the ranks, not a flag and then the data
 // (NCCL's LL protocol does this per 8 bytes; 2 ranks, 8-64 B all-reduce: 0.65-0.80 of the time).
-// Every algorithm below is a schedule of transfers over chunks of at most one slot; channels
-// take contiguous slices of the buffer. A wait that reaches the timeout records who waited for
-// whom at which step (CbComm.error) and ends the kernel: the caller raises, nothing hangs.
+// Every algorithm below is a schedule of transfers over chunks of at most one slot (a direct
+// call, which reads its neighbour's buffers in place, hands off flags only, every CB_DIRECT_SLOTS
+// slots' worth); channels take contiguous slices of the buffer. A wait that reaches the timeout
+// records who waited for whom at which step (CbComm.error) and ends the kernel: the caller
+// raises, nothing hangs.
 //
 // Algorithms (n ranks, N bytes per rank; ring in rank order; elements of one chunk per step):
 //   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:
@@ -409,9 +411,9 @@ template <typename T>
 struct CbAlign { enum { value = sizeof(T) >= 16 ? 1 : 16 / sizeof(T) }; };  // elements per 16 bytes
 
 // Ring all-reduce reading the left neighbour's buffers in place, where every rank's buffers are in
-// reach at `reach` bytes per rank: the ring's steps with no FIFO between them, so a rank reads 3 and
-// writes 2 blocks' worth per block where the FIFOs take 5 and 4 (2 ranks, 16 MB: 40 MB of traffic
-// a rank, not 72). In each round of n blocks, step 0 says the own input can be read; reduce step
+// reach at `reach` bytes per rank: the ring's steps with no FIFO between them, so at 2 ranks a rank
+// reads 3 and writes 2 blocks' worth where the FIFOs take 4 and 4 (16 MB: 40 MB of memory traffic
+// a rank, not 64). In each round of n blocks, step 0 says the own input can be read; reduce step
 // s (1 .. n-1) waits for the left's step s-1, adds the left's block q = r-1-s (its input at s = 1,
 // else the partial sum it wrote into its output) to the own input's and writes the sum into the
 // own output, block r complete at s = n-1; gather step t (1 .. n-1) copies block r-t, complete,
@@ -526,8 +528,8 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
 // step s > 1 block r-s out of the left's output once the left holds it. A message is "this chunk
 // of block q can be read from me": flags only, no slot. Blocks the right neighbour reads from this
 // rank's output are streamed past the caches (the other core reads them from memory, not out of
-// this one's cache: see cb_stream_line), and all of an output too large for the caches
-// (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour
+// this one's cache: see cb_stream_line), and all of the node's outputs where they are too large
+// for the caches (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour
 // has read all it needs from its buffers, so the caller may reuse them.
 __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
                                        int channels, long long reach) {

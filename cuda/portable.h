@@ -122,7 +122,7 @@ typedef unsigned long long cb_u64;
 //   apart            1.09              1.54        1.12                  1.43        level
 // Apart, the kernels stay 0.3-0.7x native's time there (native slows 3-4x too); sharing, streaming
 // made the 4 KB all-reduce 1.2-1.6x native's. A 16 KB threshold also took 12 % off 16 KB sharing
-// and made it 1.8-2.4x slower apart. A direct all-gather streams at any size (combine_elements).
+// and made it 1.8-2.4x slower apart. A direct call's output streams at any size (combine_elements).
 #ifndef CB_DEVICE
 enum { CB_STREAM_BYTES = 8192 };
 // Built with AVX (commbench/rank/kernel_host.py, where the CPU has AVX2), a line on a 32-byte boundary goes as

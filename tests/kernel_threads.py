@@ -178,8 +178,8 @@ class Case:
     """One collective on every rank of a node: its buffers (laid out as the harness lays out in
     place ones), its bound calls, and the check of every rank's output after them. shared: the
     ranks' outputs in one array at equal spacing, passed as the calls' stride (as the product's
-    harness buffers in the node's shared memory: all-gather then copies straight out of its left
-    neighbour's output)."""
+    harness buffers in the node's shared memory: all-gather and the ring all-reduce then read straight
+    out of their left neighbour's buffers)."""
 
     def __init__(self, node: Node, kind: str, dtype: str, op: str | None, count: int, channels: int, in_place: bool,
                  rng: np.random.Generator, shared: bool = False):

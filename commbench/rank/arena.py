@@ -7,7 +7,7 @@ project's VM at 256 KB - 2 MB: two sets of buffers for identical code, timed tur
 process, were called a "regression" of 1.17 with a tight interval. Pairing cancels the machine's
 drift, not that. So every point of a comparison, on either side, in either job, lays its buffers
 at the same place of the arena: rank r's region at r x stride (the kernels' layout, so that a
-kernel's direct all-gather reaches its neighbour's buffers there too), send at its start and recv
+kernel's direct calls reach their neighbour's buffers there too), send at its start and recv
 from the next page boundary (harness.Buffers). Created by the parent (commbench.run.ab), which
 sizes it for the largest point of either side and removes it at the end; CPU buffers only.
 """

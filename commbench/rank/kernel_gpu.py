@@ -268,7 +268,7 @@ class GpuNode:
             raise KernelUnavailable(refusal)
         fn = gpu_function(name, dtype, self.device.id)
         args = (struct, np.uint64(send), np.uint64(recv), np.int64(count), np.int64(0), np.int32(channels),
-                np.int32(0))  # a process's own buffers: all-gather through the FIFOs
+                np.int32(0))  # a process's own buffers: every call through the FIFOs
         error, cupy = self._error, self._cp
 
         def run():
@@ -316,7 +316,8 @@ class OneGpuNode:
     def run(self, name: str, dtype: str | None, send: int, recv: int, count: int, stride: int, channels: int,
             ranks: int | None = None, direct: bool = False) -> None:
         """Launch kernel `name` for ranks 0 .. ranks-1 (default all) on the current stream; direct:
-        all-gather reads its neighbour's buffers (at `stride`) instead of going through the FIFOs.
+        all-gather and the ring all-reduce read their neighbour's buffers (at `stride`) instead of going
+        through the FIFOs.
         A launch whose channels x ranks blocks cannot all be resident is refused (KernelUnavailable)."""
         import torch
 

@@ -176,7 +176,8 @@ class HostNode:
         """count zeroed elements of dtype (a DType) for this rank, as comm's buffers are (comm.adopt),
         in a segment every rank of comm maps, rank q's at this one's + (q - rank)·stride
         (collective: every rank asks for the same). A direct call bound with its send and recv
-        inside it gets that stride (stride_of): all-gather then reads its neighbour's buffers.
+        inside it gets that stride (stride_of): all-gather and the ring all-reduce then read their
+        neighbour's buffers.
         arena: lay them in this commbench.rank.arena.Arena (its stride) instead of a new segment."""
         nbytes = count * dtype.itemsize
         if arena is not None:

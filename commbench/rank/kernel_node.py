@@ -58,7 +58,7 @@ class NodeKernels:
         """Where the harness' buffers go for these kernels: on the CPU the node's shared memory
         (HostNode.buffer: a direct all-gather or ring all-reduce reads its neighbour's buffers), collectively, as
         (count, DType) -> buffer; where /dev/shm has no room, the communicator's (the reason goes
-        to notes; all-gather then goes through the FIFOs). None on a GPU (the communicator's).
+        to notes; all-gather and all-reduce then go through the FIFOs). None on a GPU (the communicator's).
         arena: commbench ab's shared arena (commbench.rank.arena), where every rank's lie already."""
         if self.device == "cuda":
             return None
@@ -67,7 +67,8 @@ class NodeKernels:
             try:
                 return self.node.buffer(self.comm, count, dtype, arena)
             except KernelUnavailable as exc:
-                notes.append(f"{exc}: these buffers stay the communicator's (ring_kernel all-gather through the FIFOs)")
+                notes.append(f"{exc}: these buffers stay the communicator's (ring_kernel all-gather and all-reduce "
+                             "through the FIFOs)")
                 return self.comm.alloc(count, dtype)
         return alloc
 

@@ -4,7 +4,7 @@
   mode at 2, 3, 4 and 8 ranks, bit for bit against numpy; 10,000 back-to-back calls; a wait
   that times out.
 * The host's half and bfloat16 conversions (cuda/portable.h): tests/rank/test_portable_conversions.py.
-* The ranks' buffers in reach (direct all-gather, the harness' buffers in /dev/shm):
+* The ranks' buffers in reach (direct all-gather and ring all-reduce, the harness' buffers in /dev/shm):
   tests/rank/test_kernel_host.py.
 * Real jobs: tests/algorithms/test_kernel.py.
 """

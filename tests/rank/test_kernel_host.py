@@ -30,10 +30,11 @@ from kernel_threads import DTYPES, KINDS, SLOT, Alone, Case, Node, needs_compile
 def test_bit_exact_with_the_ranks_buffers_in_reach(world):
     """The ranks' buffers in one array (stride: the product's harness buffers in the node's shared
     memory): all-gather and the ring all-reduce read straight out of the left neighbour's buffers (the
-    direct path), the other kernels ignore the stride. Small and product-size slots (at 8 ranks, 8-byte dtypes, an
-    output past CB_CACHED_OUTPUT_BYTES), tight FIFOs between; every case but an in-place
-    reduction runs twice back to back, direct and FIFO calls interleaved on the same lanes; every
-    dtype's bytes for all-gather."""
+    direct path), the other kernels ignore the stride. Small and product-size slots (the node's
+    outputs past CB_CACHED_OUTPUT_BYTES at the larger counts), tight FIFOs between; with small slots
+    a count of several direct rounds (CB_DIRECT_SLOTS slots a rank a round) a channel; every case but
+    an in-place reduction runs twice back to back, direct and FIFO calls interleaved on the same
+    lanes; every dtype's bytes for all-gather."""
     rng = np.random.default_rng([world, 21])
     for slot, nslots in ((SLOT, K.SLOTS), (SLOT, 2), (K.SLOT_BYTES["cpu"], K.SLOTS)):
         node = Node(world, channels=3, slot_bytes=slot)
@@ -44,7 +45,8 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
                       shared=True)
                  for kind in KINDS for dtype in (DTYPES if kind.endswith("all_gather") else ["float32", "int8"])
                  for in_place in (False, True) for channels in (1, 3)
-                 for count in (1, 7, chunk + 3, 2 * world * chunk * channels + 5)]
+                 for count in [1, 7, chunk + 3, 2 * world * chunk * channels + 5]
+                 + ([17 * world * chunk * channels + 5] if slot == SLOT else [])]
         assert all(c.stride > 0 for c in cases)
         calls = [[(c, c.calls[r]) for c in cases for _ in range(1 if c.in_place and c.op else 2)]  # (a reduction
                  for r in range(world)]  # in place would reduce its result again)
@@ -58,16 +60,18 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
 @needs_compiler
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("kind,dtype,op", [("ring_all_gather", "uint8", None), ("ring_all_reduce", "float32", "sum")])
-def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype, op):
+@pytest.mark.parametrize("channels,in_place", [(1, False), (3, True)])
+def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype, op, channels, in_place):
     """When a rank's call returns, its right neighbour has read all it needs from it: the rank's
     head flag as it last read it (out_freed) has caught up with the messages it sent. And each
     rank scribbles over its output and input as soon as its call returns (as the harness refills
     buffers between loops): a neighbour still reading either would copy the scribble. The results
-    must all be right, call after call (different inputs each time)."""
-    node = Node(world, channels=1, slot_bytes=SLOT)
+    must all be right, call after call (different inputs each time; several direct rounds a channel
+    from about 4 * world * SLOT bytes)."""
+    node = Node(world, channels=channels, slot_bytes=SLOT)
     rng = np.random.default_rng([world, 22])
-    cases = [Case(node, kind, dtype, op, count, 1, False, rng, shared=True)
-             for count in rng.integers(SLOT, 8 * SLOT, 40)]
+    cases = [Case(node, kind, dtype, op, count, channels, in_place, rng, shared=True)
+             for count in rng.integers(SLOT, 8 * SLOT * channels, 40)]
 
     def work(r):
         got, comm = [], node.comms[r]
@@ -75,8 +79,9 @@ def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype
         for case in cases:
             if node.host_call(case.calls[r]):
                 return K.describe(node.error(r), case.name)
-            if comm.out_freed[0][conn] < comm.out_seq[0][conn]:
-                return f"returned with {comm.out_seq[0][conn] - comm.out_freed[0][conn]} messages not known read"
+            for lane in range(0, K.TREES * channels, K.TREES):  # each channel's first lane
+                if comm.out_freed[lane][conn] < comm.out_seq[lane][conn]:
+                    return f"returned with {comm.out_seq[lane][conn] - comm.out_freed[lane][conn]} messages not known read"
             got.append(case.outputs[r].copy())
             case.outputs[r][:] = case.sends[r][:] = 0xEE
         return got
@@ -155,6 +160,7 @@ def test_the_kernels_compile_with_and_without_avx2(tmp_path, arch):
     tests run on takes only one of them."""
     source = tmp_path / "collectives.cc"
     source.write_text(cuda_source(K.SOURCE.name))
-    proc = subprocess.run([kernel_host.compiler(), *kernel_host.HOST_FLAGS, *arch, "-fsyntax-only", str(source)],
+    proc = subprocess.run([kernel_host.compiler(), *kernel_host.HOST_FLAGS, *arch, "-c", str(source), "-o",
+                           str(tmp_path / "collectives.o")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,5 +1,5 @@
 """commbench.rank.kernel_node: one communicator's ring and tree kernels. Its own logic with fake
-nodes (the CbComm it fills, the channels of a call, the allocator's fallback, direct all-gather only
+nodes (the CbComm it fills, the channels of a call, the allocator's fallback, direct calls only
 where every rank's buffers are in reach, closing); then the product's path on two thread ranks:
 the host build over a real /dev/shm segment, the buffers its allocator shares, and exact results."""
 
@@ -151,7 +151,7 @@ def test_the_allocator_falls_back_to_the_communicators_buffers(fake_nodes):
     big = alloc(1000, F32)
     assert len(big) == 1000 and not big.any()
     assert notes == ["/dev/shm has no room for 4096 bytes: these buffers stay the communicator's (ring_kernel "
-                     "all-gather through the FIFOs)"]
+                     "all-gather and all-reduce through the FIFOs)"]
     assert NodeKernels(Comm(), "cuda", 1.0, 1).allocator([]) is None  # a GPU: the communicator's buffers
 
 
