@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.05  # the chance that any point of a comparison is called a regression it is not
 
@@ -68,10 +68,20 @@ def pair_logs(a: dict, b: dict) -> np.ndarray:
     return np.array([math.log(float(np.median(b[k])) / float(np.median(a[k]))) for k in keys], dtype=float)
 
 
+def lower_tail(n: int) -> list[int]:
+    """2^n P(Binomial(n, 1/2) <= j) for j = 0 .. n, in integers: the sign test's tails, exactly."""
+    out, total = [], 0
+    for j in range(n + 1):
+        total += math.comb(n, j)
+        out.append(total)
+    return out
+
+
 def p_above(d: np.ndarray, c: float) -> float:
     """One-sided sign test of H0 "median(d) <= c": P(Binomial(n, 1/2) >= the count of d above c)."""
-    n = len(d)
-    return 1.0 if n == 0 else float(stats.binom.sf(int(np.sum(d > c)) - 1, n, 0.5))
+    n, above = len(d), int(np.sum(d > c))
+    # P(X >= above) = P(X <= n - above), the distribution being symmetric
+    return float(Fraction(lower_tail(n)[n - above], 2**n))
 
 
 def p_below(d: np.ndarray, c: float) -> float:
@@ -84,9 +94,7 @@ def interval(d: np.ndarray, tail: float) -> tuple[float, float]:
     statistics d_(k) .. d_(n-k+1), k the largest with P(Binomial(n, 1/2) <= k - 1) <= tail
     (-inf .. inf when even k = 1 is too narrow: too few pairs)."""
     n = len(d)
-    k = int(stats.binom.ppf(tail, n, 0.5)) if n else 0  # the largest k - 1 with cdf(k - 1) <= tail, or one more
-    while k > 0 and stats.binom.cdf(k - 1, n, 0.5) > tail:
-        k -= 1
+    k = sum(c <= Fraction(tail) * 2**n for c in lower_tail(n)[:n])  # the cdf rises: how many j < n have cdf(j) <= tail
     if k < 1:
         return -math.inf, math.inf
     s = np.sort(d)

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtr, stdtrit  # Student's t: cdf, its inverse (scipy.stats costs 1 s of import)
 
 from commbench.errors import InputError
 from commbench.options import MAX_REPEAT, MIN_JOBS  # the most jobs a settle estimate may ask for; the fewest judged
@@ -70,7 +70,7 @@ def level(medians: np.ndarray) -> tuple[float, float | None, float | None]:
     mid = float(np.exp(logs.mean()))
     if len(logs) < 2:
         return mid, None, None
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs))
+    half = stdtrit(len(logs) - 1, 0.5 + CONFIDENCE / 2) * logs.std(ddof=1) / math.sqrt(len(logs))
     return mid, _exp(logs.mean() - half), _exp(logs.mean() + half)
 
 
@@ -81,7 +81,7 @@ def _welch(lb: np.ndarray, lc: np.ndarray) -> tuple[float, float, float]:
     se = math.sqrt(vb + vc)  # > 0: judge leaves sides without spread inconclusive
     den = vb ** 2 / (len(lb) - 1) + vc ** 2 / (len(lc) - 1)
     df = (vb + vc) ** 2 / den if den > 0 else len(lb) + len(lc) - 2  # spreads so small their squares vanish
-    return d, float(stats.t.ppf(0.5 + CONFIDENCE / 2, df) * se), float(2 * stats.t.sf(abs(d) / se, df))
+    return d, float(stdtrit(df, 0.5 + CONFIDENCE / 2) * se), float(2 * stdtr(df, -abs(d) / se))
 
 
 def repeat_to_settle(lb: np.ndarray, lc: np.ndarray, threshold: float) -> int | None:
@@ -98,7 +98,7 @@ def repeat_to_settle(lb: np.ndarray, lc: np.ndarray, threshold: float) -> int | 
             return max(n, more) if max(n, more) <= MAX_REPEAT else None
         squares = vb ** 2 + vc ** 2
         df = (vb + vc) ** 2 / (squares / (n - 1)) if squares > 0 else 2 * n - 2
-        if stats.t.ppf(0.5 + CONFIDENCE / 2, df) * math.sqrt((vb + vc) / n) < margin:
+        if stdtrit(df, 0.5 + CONFIDENCE / 2) * math.sqrt((vb + vc) / n) < margin:
             return max(n, more) if max(n, more) <= MAX_REPEAT else None
     return None
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
-from commbench.analysis.model.fit import fit, fit_backend, from_json, to_json, usable_rows
+from commbench.analysis.model.fit import calls_of, fit, fit_backend, from_json, predicted_s, to_json, usable_rows
 from commbench.analysis.model.validate import held_out, summary
 from commbench.analysis.model.predict import predict, predicted
 from commbench.algorithms import ALGORITHMS
@@ -76,6 +76,17 @@ def test_fit_recovers_known_parameters():
     assert exact.lanes == 2 and exact.median_error < 1e-6
     for name, value in truth.__dict__.items():
         assert exact.params[name] == pytest.approx(value, rel=1e-3), name
+
+
+def test_a_point_measured_in_several_jobs_is_evaluated_once():
+    truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)
+    rows = _synthetic(truth, 0.0)
+    jobs = pd.concat([rows, rows, rows], ignore_index=True)  # each point three times, as three jobs give it
+    distinct, of_row = calls_of(jobs, 1, 2)
+    assert len(distinct) == len(rows) and len(of_row) == 3 * len(rows)
+    one_by_one = [time_s(truth, r.algorithm, r.collective, Shape(r.nodes, r.ranks_per_node, r.placement, 1, 2),
+                         r.size_bytes) for r in jobs.itertuples()]
+    assert np.array_equal(predicted_s(truth, jobs, 1, 2), np.array(one_by_one))
 
 
 def test_held_out_error_and_uninformed_parameters():

@@ -26,6 +26,17 @@ def test_sign_p_values_are_the_binomial_tails():
     assert paired.p_above(np.array([]), 0.0) == 1.0
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 40, 301])
+def test_tails_are_exact_integers_and_match_scipy(n):
+    tail = paired.lower_tail(n)
+    assert tail[-1] == 2**n and all(a < b for a, b in zip(tail, tail[1:]))
+    assert np.allclose(np.array(tail, dtype=float) / 2**n, stats.binom.cdf(np.arange(n + 1), n, 0.5), rtol=1e-12)
+    d = np.linspace(-1.0, 1.0, n)
+    for c in (-2.0, -0.5, 0.0, 0.3, 2.0):  # none above, some, all
+        assert paired.p_above(d, c) == pytest.approx(stats.binom.sf(int(np.sum(d > c)) - 1, n, 0.5) if n else 1.0,
+                                                     rel=1e-12)
+
+
 def test_interval_is_order_statistics_and_infinite_when_too_few_pairs():
     d = np.arange(1.0, 21.0)  # 20 pairs
     lo, hi = paired.interval(d, 0.025)

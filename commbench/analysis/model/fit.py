@@ -139,10 +139,23 @@ def usable(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def predicted_s(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None) -> np.ndarray:
-    return np.array([time_s(params, r.algorithm, r.collective,
-                            Shape(r.nodes, r.ranks_per_node, r.placement, links, lanes),
-                            r.size_bytes, int(r.segment_bytes), bool(r.in_place)) for r in rows.itertuples()])
+CALL = ["algorithm", "collective", "nodes", "ranks_per_node", "placement", "size_bytes", "segment_bytes", "in_place"]
+
+
+def calls_of(rows: pd.DataFrame, links: int, lanes: int | None = None) -> tuple[list[tuple], np.ndarray]:
+    """The distinct modelled calls of rows (time_s's arguments after the parameters; a point measured
+    in several jobs is one call) and, for each row, the index of its call: what predicted_s evaluates."""
+    index: dict[tuple, int] = {}
+    of_row = [index.setdefault((a, c, Shape(int(m), int(g), p, links, lanes), s, int(seg), bool(ip)), len(index))
+              for a, c, m, g, p, s, seg, ip in rows[CALL].itertuples(index=False, name=None)]
+    return list(index), np.array(of_row, dtype=int)
+
+
+def predicted_s(params: Params, rows: pd.DataFrame, links: int, lanes: int | None = None,
+                calls: tuple[list[tuple], np.ndarray] | None = None) -> np.ndarray:
+    """Modelled seconds of each row; calls: calls_of(rows, links, lanes), when evaluated many times."""
+    distinct, of_row = calls or calls_of(rows, links, lanes)
+    return np.array([time_s(params, *call) for call in distinct])[of_row]
 
 
 def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: int | None = None,
@@ -163,14 +176,16 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
     source, fixed = borrowed or ("", {})
     start = START | fixed
     measured = rows.time_us.to_numpy() / 1e6
-    base = predicted_s(Params.from_values(start), rows, links_per_node, lanes)
+    calls = calls_of(rows, links_per_node, lanes)
+    base = predicted_s(Params.from_values(start), rows, links_per_node, lanes, calls)
     active = [k for k in NAMES if k not in fixed  # a parameter no point depends on cannot be fitted
-              if np.any(np.abs(predicted_s(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes) - base) > 1e-15)]
+              if np.any(np.abs(predicted_s(Params.from_values(start | {k: START[k] * 2}), rows, links_per_node, lanes,
+                                           calls) - base) > 1e-15)]
 
     def residual(x):
         with np.errstate(over="ignore"):  # times of 1e300 s drive a parameter to inf: judged not determined
             values = np.exp(x)
-        pred = predicted_s(Params.from_values(fixed | dict(zip(active, values))), rows, links_per_node, lanes)
+        pred = predicted_s(Params.from_values(fixed | dict(zip(active, values))), rows, links_per_node, lanes, calls)
         return np.log(np.maximum(pred, 1e-15) / measured)
 
     x0 = np.log([START[k] for k in active])
