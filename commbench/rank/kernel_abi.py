@@ -35,14 +35,19 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90, 2 KB 1.19; reduce-scatter 256 B messages
 # 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
 # from a neighbour's input that stays in this core's cache). Where the host's ranks outnumber its cores
-# every message a one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may
-# wait for a rank to get a core (4 ranks on 2 cores, one-shot / ring time: all-reduce 512 B - 2 KB
-# 0.22-0.36, all-gather and reduce-scatter 512 B - 8 KB, blocks up to 2 KB, 0.21-0.51).
+# ("oversubscribed") every all-reduce or reduce-scatter message a one-shot call can carry (ONESHOT_BYTES)
+# goes one-shot: each hand-off of the ring may wait for a rank to get a core (4 ranks on 2 cores, one-shot /
+# ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter blocks up to 2 KB 0.21-0.51); all-gather
+# blocks up to 512 B only, the direct ring copying each block once (4 ranks on 2 cores, 2026-11-29, three
+# pairs of jobs, kernel / native, one-shot against the ring: 128 B blocks 0.65-0.83 against 1.05-1.62,
+# 512 B 0.52-0.86 against 0.57-0.91, 1 KB 0.90-1.54 against 0.61-0.91, 2 KB 0.87-1.92 against 0.51-0.83).
 # Host only: on a GPU (H200, every rank in one launch, benchmarks/kernels_one_gpu.py) it was timed, not
 # checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
 # but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
 ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
-ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8}, "cuda": {}}
+ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8},
+               "oversubscribed": {"all_reduce": ONESHOT_BYTES, "reduce_scatter": ONESHOT_BYTES, "all_gather": 512},
+               "cuda": {}}
 # How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
 # median of 3 jobs each, 0.3 us / 2 us ring_kernel time 0.47-1.16 (median 0.75); the better kernel / native
 # 0.22-0.80 against 0.33-1.19. A GPU's wait never yields nor sleeps: past this it also reads the call's error
@@ -174,12 +179,12 @@ def entry_points() -> dict[str, list[str]]:
 
 def schedule(kernel: str, collective: str, device: str, nranks: int, message_bytes: int, host_ranks: int) -> str:
     """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
-    (message_bytes) is small enough (ONESHOT_MAX; ONESHOT_BYTES where the host's ranks, host_ranks,
-    outnumber its cores), else the kernel's own. One channel for a one-shot call."""
-    if nranks < 2 or message_bytes <= 0 or collective not in ONESHOT_MAX[device]:
+    (message_bytes) is small enough (ONESHOT_MAX: the device's, or "oversubscribed" where the host's ranks,
+    host_ranks, outnumber its cores), else the kernel's own. One channel for a one-shot call."""
+    most = ONESHOT_MAX["oversubscribed" if oversubscribed(device, host_ranks) else device]
+    if nranks < 2 or message_bytes <= 0 or collective not in most:
         return kernel
-    most = ONESHOT_BYTES if oversubscribed(device, host_ranks) else ONESHOT_MAX[device][collective]
-    return "oneshot" if message_bytes <= most else kernel
+    return "oneshot" if message_bytes <= most[collective] else kernel
 
 
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:

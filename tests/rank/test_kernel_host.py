@@ -72,6 +72,35 @@ def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype
     rng = np.random.default_rng([world, 22])
     cases = [Case(node, kind, dtype, op, count, channels, in_place, rng, shared=True)
              for count in rng.integers(SLOT, 8 * SLOT * channels, 40)]
+    _call_and_scribble(node, cases)
+
+
+@needs_compiler
+@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("channels,in_place", [(1, False), (3, True)])
+def test_a_direct_all_gather_too_large_for_the_caches_writes_into_its_left_neighbours_output(world, channels,
+                                                                                              in_place):
+    """Past CB_CACHED_OUTPUT_BYTES of the node's outputs a direct all-gather pushes each block into its
+    left neighbour's output (ring_all_gather_push): bit-exact, a rank's buffers its own again once its
+    call returns (the others scribbled on at once), and its messages in step with the direct and FIFO
+    calls before and after it on the same lanes (a message count off by one would hang or misread)."""
+    node = Node(world, channels=channels, slot_bytes=16 * SLOT)
+    rng = np.random.default_rng([world, 23])
+    large = node.lib.cb_cached_output_bytes() // world**2 + 1  # (ctypes: an int, 16 MB fits)
+    plan = [(large, True), (1000, True), (large + 7 * 64 * SLOT + 3, True), (large, False), (large + 5, True)]
+    cases = [Case(node, "ring_all_gather", "uint8", None, count, channels, in_place, rng, shared=shared)
+             for count, shared in plan]
+    cases.insert(2, Case(node, "ring_all_reduce", "float32", "sum", 5000, channels, False, rng, shared=True))
+    _call_and_scribble(node, cases)
+
+
+def _call_and_scribble(node: Node, cases: list[Case]) -> None:
+    """Every rank makes the calls in turn; after each direct one it checks that its right neighbour answered
+    every message it sent (its head flag as last read, out_freed; a FIFO call returns with messages in the
+    slots), and after every call it keeps its output and scribbles over its
+    output and input (as the harness refills buffers between loops): a neighbour still reading or
+    writing either would leave the scribble or a wrong block in a later output. Fails on any."""
+    world, channels = node.n, max(c.channels for c in cases)
 
     def work(r):
         got, comm = [], node.comms[r]
@@ -79,7 +108,8 @@ def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype
         for case in cases:
             if node.host_call(case.calls[r]):
                 return K.describe(node.error(r), case.name)
-            for lane in range(0, K.TREES * channels, K.TREES):  # each channel's first lane
+            lanes = range(0, K.TREES * channels, K.TREES) if case.stride else ()  # each channel's first lane
+            for lane in lanes:
                 if comm.out_freed[lane][conn] < comm.out_seq[lane][conn]:
                     return f"returned with {comm.out_seq[lane][conn] - comm.out_freed[lane][conn]} messages not known read"
             got.append(case.outputs[r].copy())
@@ -89,8 +119,8 @@ def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype
     results = node.threads(work)
     for r, got in enumerate(results):
         assert not isinstance(got, str), f"rank {r}: {got}"
-        wrong = [i for i, (case, out) in enumerate(zip(cases, got)) if out.tobytes() != case.expected[r].tobytes()]
-        assert not wrong, f"rank {r}: calls {wrong} read an output its owner had returned"
+        wrong = [str(case) for case, out in zip(cases, got) if out.tobytes() != case.expected[r].tobytes()]
+        assert not wrong, f"rank {r}: wrong after a neighbour returned: {wrong}"
 
 
 @needs_compiler

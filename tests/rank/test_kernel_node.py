@@ -117,7 +117,8 @@ def test_a_calls_channels(fake_nodes):
 def test_small_calls_run_the_one_shot_schedule_on_one_channel(fake_nodes, monkeypatch):
     """Each peer's message up to ONESHOT_MAX (per collective) runs one-shot, whichever kernel was asked, on one
     channel whatever was asked; past it the kernel's own schedule; every one-shot message where the host's
-    ranks outnumber its cores; never on a GPU (unverified there) nor for one rank."""
+    ranks outnumber its cores (all-gather: blocks up to 512 B); never on a GPU (unverified there) nor for one
+    rank."""
     monkeypatch.setattr(kernel_abi.os, "cpu_count", lambda: 2)
     most = kernel_abi.ONESHOT_MAX["cpu"]
     k = NodeKernels(Comm(size=2), "cpu", 1.0, 4)
@@ -130,11 +131,13 @@ def test_small_calls_run_the_one_shot_schedule_on_one_channel(fake_nodes, monkey
         "cb_oneshot_reduce_scatter_int8_sum", 1)
     assert k.entry_and_channels("ring", "all_gather", None, None, most["all_gather"], 1, None) == ("cb_oneshot_all_gather", 1)
     assert k.entry_and_channels("ring", "all_gather", None, None, most["all_gather"] + 1, 1, None)[0] == "cb_ring_all_gather"
-    crowded = NodeKernels(Comm(size=4), "cpu", 1.0, 1)  # 4 ranks, 2 cores: every one-shot message
-    assert crowded.entry_and_channels("ring", "all_gather", None, None, kernel_abi.ONESHOT_BYTES, 1, None)[0] == (
-        "cb_oneshot_all_gather")
-    assert crowded.entry_and_channels("ring", "all_gather", None, None, kernel_abi.ONESHOT_BYTES + 1, 1, None)[0] == (
-        "cb_ring_all_gather")
+    crowded = NodeKernels(Comm(size=4), "cpu", 1.0, 1)  # 4 ranks, 2 cores: every one-shot message (all-gather 512 B)
+    assert crowded.entry_and_channels("tree", "all_reduce", "float32", "sum", kernel_abi.ONESHOT_BYTES, 8,
+                                      None)[0] == "cb_oneshot_all_reduce_float32_sum"
+    assert crowded.entry_and_channels("tree", "all_reduce", "float32", "sum", kernel_abi.ONESHOT_BYTES + 4, 8,
+                                      None)[0] == "cb_tree_all_reduce_float32_sum"
+    assert crowded.entry_and_channels("ring", "all_gather", None, None, 512, 1, None)[0] == "cb_oneshot_all_gather"
+    assert crowded.entry_and_channels("ring", "all_gather", None, None, 513, 1, None)[0] == "cb_ring_all_gather"
     assert kernel_abi.ONESHOT_BYTES == kernel_abi.ONESHOT_LINES * 56 and max(most.values()) <= kernel_abi.ONESHOT_BYTES
     gpu = NodeKernels(Comm(size=2), "cuda", 1.0, 1)
     assert gpu.entry_and_channels("ring", "all_reduce", "float32", "sum", 8, 8, 1)[0] == "cb_ring_all_reduce_float32_sum"
