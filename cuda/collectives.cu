@@ -307,7 +307,8 @@ struct Channel {  // one lane of a channel, as its schedule sees it
     long long* step;  // the channel's transfers so far in this call (all its lanes), for the error message
 
     // Until *flag >= value (acquire); the value seen then in *seen. False at the timeout. what: 0
-    // data, 1 a free slot, 2 the peer's reading of this rank's output (CbComm.error[5]).
+    // data, 1 a free slot, 2 the peer's reading of this rank's output, 3 the peer's entering the call
+    // (CbComm.error[5]).
     __device__ bool wait(const cb_u64* flag, cb_u64 value, int peer, int what, cb_u64* seen = nullptr) {
         int spins = 0;
         long long start = 0, looked = 0;
@@ -531,9 +532,9 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
 // step s > 1 block r-s out of the left's output once the left holds it. A message is "this chunk
 // of block q can be read from me": flags only, no slot. Blocks the right neighbour reads from this
 // rank's output are streamed past the caches (the other core reads them from memory, not out of
-// this one's cache: see cb_stream_line), and all of the node's outputs where they are too large
-// for the caches (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour
-// has read all it needs from its buffers, so the caller may reuse them.
+// this one's cache: see cb_stream_line; where the node's outputs are too large for the caches,
+// CB_CACHED_OUTPUT_BYTES, the all-gather pushes instead: below). Before it returns a rank waits until
+// its right neighbour has read all it needs from its buffers, so the caller may reuse them.
 __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
                                        int channels, long long reach) {
     const CbComm* c = h.c;
@@ -544,7 +545,6 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
                                                              : send + (long long)(left - r) * reach;
     const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes;
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
-    const bool huge = n * n * count > CB_CACHED_OUTPUT_BYTES;
     CB_SHARED int ok;
     // The blocks the neighbour reads at step 1 were written before this launch (the input, or the
     // own block in place), not by this block: one system-scope fence makes them visible before the
@@ -562,7 +562,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
                 if (!ok) return false;
             }
             if (dst != src)  // not local (streamed) where the right neighbour reads it
-                combine_any<unsigned char, SUM>(&src, 1, nullptr, &dst, 1, (s == 0 || s == n - 1) && !huge, m, true);
+                combine_any<unsigned char, SUM>(&src, 1, nullptr, &dst, 1, s == 0 || s == n - 1, m, true);
             cb_sync();
             if (cb_tid() == 0) {
                 if (s > 0) cb_store_release(head_flag(c, left, h.lane, c->peer_out_conn[left]), ++h.in_seq[in]);
@@ -603,7 +603,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
         ok = 1, heard = h.out_seq[out];
         if (messages) {  // my output may be written; then wait until the left's may
             cb_store_release(tail_flag(c, right, h.lane, c->peer_in_conn[right]), h.out_seq[out] += messages);
-            ok = h.wait(tail_flag(c, r, h.lane, in), h.in_seq[in] + messages, left, 1);
+            ok = h.wait(tail_flag(c, r, h.lane, in), h.in_seq[in] + messages, left, 3);
         }
     }
     cb_sync();
@@ -613,7 +613,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
         for (int s = 0; s < n; ++s) {
             const int q = (r + s) % n;  // the block this step passes on: own first, then the right's
             if (s > 0) {  // the right's step s-1 wrote block q into my output
-                if (cb_tid() == 0) ok = h.wait(head_flag(c, r, h.lane, out), ++heard, right, 0);
+                if (cb_tid() == 0) ok = h.wait(head_flag(c, r, h.lane, out), ++heard, right, 0, &h.out_freed[out]);
                 cb_sync();
                 if (!ok) return false;
             }
@@ -628,8 +628,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
             ++*h.step;
         }
     }
-    if (cb_tid() == 0) h.out_freed[out] = h.out_seq[out];  // every message of mine has been answered
-    return true;
+    return true;  // (the last wait read the head at out_seq: every message of mine answered)
 }
 
 // Ring all-gather (bytes): rank r's block is send; block q of recv is rank q's. Through the FIFOs,

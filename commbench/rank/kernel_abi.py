@@ -210,7 +210,8 @@ def describe(error, what: str) -> str:
     code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
     if code == -1:
         return f"{what}: a wait timed out (its record was still being written when read)"
-    waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}"}.get(kind, f"rank {peer} to read this rank's output")
+    waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}", 3: f"rank {peer} to start the call"}.get(
+        kind, f"rank {peer} to read this rank's output")
     return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
 
 

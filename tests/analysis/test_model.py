@@ -1,6 +1,7 @@
 """The cost model: its formulas, that a fit recovers known parameters, the CLI on a real sweep,
 and predictions in the results layout that the report reads."""
 
+import importlib
 import json
 import math
 
@@ -78,7 +79,7 @@ def test_fit_recovers_known_parameters():
         assert exact.params[name] == pytest.approx(value, rel=1e-3), name
 
 
-def test_a_point_measured_in_several_jobs_is_evaluated_once():
+def test_a_point_measured_in_several_jobs_is_evaluated_once(monkeypatch):
     truth = Params(2e-5, 5e-10, 8e-5, 8e-9, 3e-10)
     rows = _synthetic(truth, 0.0)
     jobs = pd.concat([rows, rows, rows], ignore_index=True)  # each point three times, as three jobs give it
@@ -86,7 +87,11 @@ def test_a_point_measured_in_several_jobs_is_evaluated_once():
     assert len(distinct) == len(rows) and len(of_row) == 3 * len(rows)
     one_by_one = [time_s(truth, r.algorithm, r.collective, Shape(r.nodes, r.ranks_per_node, r.placement, 1, 2),
                          r.size_bytes) for r in jobs.itertuples()]
+    evaluated = []
+    monkeypatch.setattr(importlib.import_module("commbench.analysis.model.fit"), "time_s",
+                        lambda *call: evaluated.append(call) or time_s(*call))
     assert np.array_equal(predicted_s(truth, jobs, 1, 2), np.array(one_by_one))
+    assert len(evaluated) == len(rows)  # once a point, not once a row
 
 
 def test_held_out_error_and_uninformed_parameters():

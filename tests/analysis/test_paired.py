@@ -30,11 +30,15 @@ def test_sign_p_values_are_the_binomial_tails():
 def test_tails_are_exact_integers_and_match_scipy(n):
     tail = paired.lower_tail(n)
     assert tail[-1] == 2**n and all(a < b for a, b in zip(tail, tail[1:]))
-    assert np.allclose(np.array(tail, dtype=float) / 2**n, stats.binom.cdf(np.arange(n + 1), n, 0.5), rtol=1e-12)
+    cdf = stats.binom.cdf(np.arange(n + 1), n, 0.5)
+    assert np.allclose(np.array(tail, dtype=float) / 2**n, cdf, rtol=1e-12, atol=0)
     d = np.linspace(-1.0, 1.0, n)
     for c in (-2.0, -0.5, 0.0, 0.3, 2.0):  # none above, some, all
         assert paired.p_above(d, c) == pytest.approx(stats.binom.sf(int(np.sum(d > c)) - 1, n, 0.5) if n else 1.0,
-                                                     rel=1e-12)
+                                                     rel=1e-12, abs=0)
+    for t in (0.005, 0.025, 0.1):  # the largest k (at most n) with P(X <= k - 1) <= t, from scipy's cdf
+        k = max([j + 1 for j in range(n) if cdf[j] <= t * (1 + 1e-12)], default=0)
+        assert paired.interval(np.arange(float(n)), t) == ((k - 1.0, n - k + 0.0) if k else (-math.inf, math.inf))
 
 
 def test_interval_is_order_statistics_and_infinite_when_too_few_pairs():

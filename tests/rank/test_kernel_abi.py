@@ -309,3 +309,5 @@ def test_kernel_fault_names_rank_step_and_peer():
                                                     "waiting for a free slot at rank 5 (code 1)")
     assert K.describe([1, 0, 0, 2, 1, 2], "ring_all_gather") == (  # a direct all-gather's last wait
         "ring_all_gather: rank 0 timed out at step 2 of channel 0 waiting for rank 1 to read this rank's output (code 1)")
+    assert K.describe([1, 1, 0, 0, 0, 3], "ring_all_gather") == (  # a pushed all-gather's first wait
+        "ring_all_gather: rank 1 timed out at step 0 of channel 0 waiting for rank 0 to start the call (code 1)")

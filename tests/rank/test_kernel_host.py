@@ -94,6 +94,21 @@ def test_a_direct_all_gather_too_large_for_the_caches_writes_into_its_left_neigh
     _call_and_scribble(node, cases)
 
 
+@needs_compiler
+def test_a_pushed_all_gather_alone_writes_nothing_and_names_the_neighbour_it_waits_to_start():
+    """Rank 1 of 2 makes a push-sized direct all-gather, rank 0 never calls: rank 1 times out at its
+    first wait, naming rank 0 as the one it waits for to start, and has written nothing into rank 0's
+    output (a push may write there only once its owner is in the call)."""
+    node = Node(2, channels=1, slot_bytes=16 * SLOT, timeout_s=0.2)
+    count = node.lib.cb_cached_output_bytes() // 4 + 1
+    case = Case(node, "ring_all_gather", "uint8", None, count, 1, False, np.random.default_rng(4), shared=True)
+    [code] = node.threads(lambda r: node.host_call(case.calls[r]), ranks=[1])
+    assert code == 1
+    assert K.describe(node.error(1), "ring_all_gather") == (
+        "ring_all_gather: rank 1 timed out at step 0 of channel 0 waiting for rank 0 to start the call (code 1)")
+    assert (case.outputs[0] == kt.SENTINEL).all()
+
+
 def _call_and_scribble(node: Node, cases: list[Case]) -> None:
     """Every rank makes the calls in turn; after each direct one it checks that its right neighbour answered
     every message it sent (its head flag as last read, out_freed; a FIFO call returns with messages in the
