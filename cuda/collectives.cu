@@ -636,7 +636,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
 __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
                                 int channels, long long reach) {
     Channel& h = lanes[0];
-    if (reach && h.c->nranks > 1 && h.c->nranks * h.c->nranks * count > CB_CACHED_OUTPUT_BYTES)
+    if (reach && h.c->nranks * h.c->nranks * count > CB_CACHED_OUTPUT_BYTES)  // (one rank never gets here)
         return ring_all_gather_push(h, send, recv, count, channels, reach);
     if (reach) return ring_all_gather_direct(h, send, recv, count, channels, reach);
     const int n = h.c->nranks, r = h.me;

@@ -43,6 +43,7 @@ one that may be faster is measured on, so that it can become an improvement.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -70,11 +71,7 @@ def pair_logs(a: dict, b: dict) -> np.ndarray:
 
 def lower_tail(n: int) -> list[int]:
     """2^n P(Binomial(n, 1/2) <= j) for j = 0 .. n, in integers: the sign test's tails, exactly."""
-    out, total = [], 0
-    for j in range(n + 1):
-        total += math.comb(n, j)
-        out.append(total)
-    return out
+    return list(itertools.accumulate(math.comb(n, j) for j in range(n + 1)))
 
 
 def p_above(d: np.ndarray, c: float) -> float:
@@ -94,7 +91,8 @@ def interval(d: np.ndarray, tail: float) -> tuple[float, float]:
     statistics d_(k) .. d_(n-k+1), k the largest with P(Binomial(n, 1/2) <= k - 1) <= tail
     (-inf .. inf when even k = 1 is too narrow: too few pairs)."""
     n = len(d)
-    k = sum(c <= Fraction(tail) * 2**n for c in lower_tail(n)[:n])  # the cdf rises: how many j < n have cdf(j) <= tail
+    most = Fraction(tail) * 2**n
+    k = sum(c <= most for c in lower_tail(n)[:n])  # the cdf rises: how many j < n have cdf(j) <= tail
     if k < 1:
         return -math.inf, math.inf
     s = np.sort(d)
