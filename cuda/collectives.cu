@@ -1051,7 +1051,7 @@ inline Pool* pool(const CbComm* comm) {
 }  // namespace cb_host
 
 // Run one call on this rank; 0, or the error code (details in comm->error).
-extern "C" int cb_host_call(const CbCall* call) {
+extern "C" CB_EXPORT int cb_host_call(const CbCall* call) {
     cb_host::Pool* p = call->channels > 1 ? cb_host::pool(call->comm) : nullptr;
     if (p) {
         p->grow((int)call->channels - 1);
@@ -1062,8 +1062,8 @@ extern "C" int cb_host_call(const CbCall* call) {
             ++p->generation;
         }
         p->wake.notify_all();
+        cb_host::channel = 0;  // (one channel reads none: a thread-local costs a call into the C library)
     }
-    cb_host::channel = 0;
     call->entry(call->comm, call->send, call->recv, call->count, call->stride, (int)call->channels,
                 call->stride != 0);
     if (p) {
@@ -1075,7 +1075,7 @@ extern "C" int cb_host_call(const CbCall* call) {
 }
 
 // `calls` back-to-back calls, timed in C: the seconds of each of `samples` batches of `batch` calls.
-extern "C" int cb_host_time(const CbCall* call, long long samples, long long batch, double* seconds) {
+extern "C" CB_EXPORT int cb_host_time(const CbCall* call, long long samples, long long batch, double* seconds) {
     for (long long s = 0; s < samples; ++s) {
         const long long t0 = cb_now_ns();
         for (long long b = 0; b < batch; ++b)
@@ -1085,7 +1085,7 @@ extern "C" int cb_host_time(const CbCall* call, long long samples, long long bat
     return 0;
 }
 
-extern "C" long long cb_comm_bytes() { return sizeof(CbComm); }
-extern "C" long long cb_fifo_offset() { return CB_FIFO_OFFSET; }
-extern "C" long long cb_cached_output_bytes() { return CB_CACHED_OUTPUT_BYTES; }  // for tests
+extern "C" CB_EXPORT long long cb_comm_bytes() { return sizeof(CbComm); }
+extern "C" CB_EXPORT long long cb_fifo_offset() { return CB_FIFO_OFFSET; }
+extern "C" CB_EXPORT long long cb_cached_output_bytes() { return CB_CACHED_OUTPUT_BYTES; }  // for tests
 #endif

@@ -40,8 +40,11 @@ typedef __nv_bfloat16 cb_bfloat16;
 #define __device__
 #endif
 #ifndef __global__
-#define __global__
+#define __global__ CB_EXPORT
 #endif
+// The host build hides every symbol but these (-fvisibility=hidden, commbench/rank/kernel_host.py): its calls
+// between functions are then direct, not through the PLT, and its thread-local is the library's own.
+#define CB_EXPORT __attribute__((visibility("default")))
 #ifndef __forceinline__
 #define __forceinline__ inline __attribute__((always_inline))
 #endif

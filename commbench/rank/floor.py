@@ -71,6 +71,8 @@ def _library() -> ctypes.CDLL:
         fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_int], ctypes.c_double
     lib.cb_floor_copy.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_int]
     lib.cb_floor_copy.restype = ctypes.c_double
+    lib.cb_floor_exchange_error.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong]
+    lib.cb_floor_exchange_error.restype = ctypes.c_double
     return lib
 
 

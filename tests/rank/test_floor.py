@@ -40,6 +40,16 @@ def test_the_probe_measures_cached_and_leaves_the_callers_cores_alone(cache):
     assert again["handoff_us"] <= found["handoff_us"] and again["copy_GBps"] >= found["copy_GBps"]  # the best kept
 
 
+@needs_compiler
+def test_the_exchange_adds_the_peers_value_of_its_own_iteration():
+    """Each add reads the peer's value of the same iteration (two lines a side, by parity); in one line a
+    side overwrote its value before the peer read it, and 98 % of the adds read the next one here."""
+    a, b = floor.cores()
+    if a < 0:
+        pytest.skip("the probe needs two cores")
+    assert floor._library().cb_floor_exchange_error(a, b, 200_000) == 0
+
+
 MEASURED = {"handoff_us": 1.0, "exchange_us": 2.0, "copy_GBps": 3.0, "cores": [0, 1], "cpu_model": "cpu",
             "host": "vm", "measured_at": "2026-11-28T00:00:00Z", "source": "probe"}
 
