@@ -141,8 +141,8 @@ static void* exchange_side(void* p) {
 }
 
 /* seconds of one batch of `iters` iterations, both threads running `side_fn` (timed by side 0, from the
- * moment both run), waiting with wait_for's pace */
-static double batch(void* (*side_fn)(void*), int cpu_a, int cpu_b, long long iters, int pace = 0) {
+ * moment both run), waiting with wait_for's pace; side 0's sum in *sum where asked */
+static double batch(void* (*side_fn)(void*), int cpu_a, int cpu_b, long long iters, int pace = 0, double* sum = NULL) {
     Lines* lines = (Lines*)aligned_alloc(64, sizeof(Lines));
     memset(lines, 0, sizeof(Lines));
     Arg a = {lines, cpu_a, 0, pace, iters, 0, 0}, b = {lines, cpu_b, 1, pace, iters, 0, 0};
@@ -152,6 +152,7 @@ static double batch(void* (*side_fn)(void*), int cpu_a, int cpu_b, long long ite
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     free(lines);
+    if (sum) *sum = a.sum;
     return a.seconds;
 }
 
@@ -213,17 +214,10 @@ double cb_floor_exchange(int cpu_a, int cpu_b, long long iters, int batches) {
 /* what side 0's adds came to in one batch of `iters`, less what an exact exchange adds (0: each add read
  * the peer's value of its own iteration); for tests */
 double cb_floor_exchange_error(int cpu_a, int cpu_b, long long iters) {
-    Lines* lines = (Lines*)aligned_alloc(64, sizeof(Lines));
-    memset(lines, 0, sizeof(Lines));
-    Arg a = {lines, cpu_a, 0, 0, iters, 0, 0}, b = {lines, cpu_b, 1, 0, iters, 0, 0};
-    pthread_t ta, tb;
-    pthread_create(&tb, NULL, exchange_side, &b);
-    pthread_create(&ta, NULL, exchange_side, &a);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    free(lines);
+    double sum = 0;
+    batch(exchange_side, cpu_a, cpu_b, iters, 0, &sum);
     const double n = (double)iters;
-    return a.sum - (3 * n + n * (n + 1));  /* the sum over i of (1 + i) + (2 + i) */
+    return sum - (3 * n + n * (n + 1));  /* the sum over i of (1 + i) + (2 + i) */
 }
 
 #ifdef __cplusplus
