@@ -35,7 +35,7 @@ SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "commbench-kernels-"
 ALIAS_BYTES = 4096  # addresses this far apart look alike to the CPU's store forwarding (see CB_SKEW)
 HOST_FLAGS = ("-std=c++17", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread",
-              "-fvisibility=hidden")  # (calls inside the library direct: CB_EXPORT in cuda/portable.h)
+              "-fvisibility=hidden")  # (calls to hidden functions direct: CB_EXPORT in cuda/portable.h)
 
 
 def host_flags() -> tuple[str, ...]:

@@ -20,7 +20,9 @@ extern "C" {
 CB_EXPORT void half_to_float(const uint16_t* in, float* out, long n) {
     for (long i = 0; i < n; ++i) { cb_half h; h.bits = in[i]; out[i] = float(h); }
 }
-CB_EXPORT void float_to_half(const float* in, uint16_t* out, long n) { for (long i = 0; i < n; ++i) out[i] = cb_half(in[i]).bits; }
+CB_EXPORT void float_to_half(const float* in, uint16_t* out, long n) {
+    for (long i = 0; i < n; ++i) out[i] = cb_half(in[i]).bits;
+}
 CB_EXPORT void bfloat16_to_float(const uint16_t* in, float* out, long n) {
     for (long i = 0; i < n; ++i) { cb_bfloat16 h; h.bits = in[i]; out[i] = float(h); }
 }
