@@ -885,24 +885,17 @@ __device__ bool oneshot_all_gather(Channel* lanes, const unsigned char* send, un
 }
 
 // --- entry points ------------------------------------------------------------------------------------
-// One block (channel) of one rank: load its lanes' counters, run the schedule, store them back. A one-shot
-// call (ONESHOT: its message no larger than CB_ONESHOT_BYTES) keeps its own number and touches no lane: it runs
-// with none loaded. (2 ranks, 8 B all-reduce, host, paired in alternating rounds: 3 % off the call; the
-// thread-local read of the channel, a call into the C library in a shared object, skipped at one channel: 5 %.)
-template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long),
-          bool ONESHOT = false>
-__device__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count, long long stride,
-                            int channels, int direct) {
+// One block (channel) of one rank: load its lanes' counters, run the schedule, store them back (run_lanes).
+// A one-shot call (ONESHOT: its message no larger than CB_ONESHOT_BYTES) keeps its own number and touches no
+// lane: it runs with none loaded. (2 ranks, 8 B all-reduce, host, paired in alternating rounds: 3 % off the
+// call; the thread-local read of the channel, a call into the C library in a shared object, skipped at one
+// channel: 5 %. run_lanes is a call of its own on the host: inlined, the compiler set up the lanes before the
+// one-shot test, and the 8 B calls took 1.04x their time, commbench ab, the host build's functions aligned.)
+template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long)>
+CB_HOST_NOINLINE __device__ void run_lanes(CbComm* c, const void* send, void* recv, long long count, long long stride,
+                                           int channels, int direct) {
     const long long y = cb_launch_rank();
-    CbComm* c = (CbComm*)comms + y;
     const int ch = channels == 1 ? 0 : cb_channel(), conns = (int)c->conns;  // one: no thread-local read (host)
-    if (ONESHOT && c->nranks > 1 && count * (long long)sizeof(T) <= CB_ONESHOT_BYTES) {
-        long long step = 0;
-        Channel h{c, (int)c->rank, ch, ch * CB_TREES, nullptr, nullptr, nullptr, &step};
-        SCHEDULE(&h, (const T*)((const char*)send + y * stride), (T*)((char*)recv + y * stride), count, channels,
-                 direct ? stride : 0);
-        return;
-    }
     CB_SHARED cb_u64 in_seq[LANES][CB_MAX_CONNS], out_seq[LANES][CB_MAX_CONNS], out_freed[LANES][CB_MAX_CONNS];
     for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
         const int t = i / conns, k = i % conns, lane = ch * CB_TREES + t;
@@ -929,6 +922,23 @@ __device__ void run_channel(const CbComm* comms, const void* send, void* recv, l
         const int t = i / conns, k = i % conns, lane = ch * CB_TREES + t;
         c->in_seq[lane][k] = in_seq[t][k], c->out_seq[lane][k] = out_seq[t][k], c->out_freed[lane][k] = out_freed[t][k];
     }
+}
+
+template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long),
+          bool ONESHOT = false>
+__device__ __forceinline__ void run_channel(const CbComm* comms, const void* send, void* recv, long long count,
+                                            long long stride, int channels, int direct) {
+    const long long y = cb_launch_rank();
+    CbComm* c = (CbComm*)comms + y;
+    if (ONESHOT && c->nranks > 1 && count * (long long)sizeof(T) <= CB_ONESHOT_BYTES) {
+        const int ch = channels == 1 ? 0 : cb_channel();
+        long long step = 0;
+        Channel h{c, (int)c->rank, ch, ch * CB_TREES, nullptr, nullptr, nullptr, &step};
+        SCHEDULE(&h, (const T*)((const char*)send + y * stride), (T*)((char*)recv + y * stride), count, channels,
+                 direct ? stride : 0);
+        return;
+    }
+    run_lanes<T, OP, LANES, SCHEDULE>(c, send, recv, count, stride, channels, direct);
 }
 
 #define CB_ARGS \

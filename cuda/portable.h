@@ -23,6 +23,7 @@ typedef __half cb_half;
 typedef __nv_bfloat16 cb_bfloat16;
 #define CB_SHARED __shared__
 #define CB_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
+#define CB_HOST_NOINLINE
 #else
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -51,6 +52,7 @@ typedef __nv_bfloat16 cb_bfloat16;
 #endif
 #define CB_SHARED
 #define CB_LAUNCH_BOUNDS(threads)
+#define CB_HOST_NOINLINE __attribute__((noinline))  // (a call on the host, inlined on a GPU)
 
 namespace cb_host {
 inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
