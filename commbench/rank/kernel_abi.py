@@ -32,8 +32,10 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # most this many bytes runs the one-shot schedule, whichever kernel was asked for (cuda/collectives.cu):
 # one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each cross between the
 # cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks, one-shot / ring
-# time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90, 2 KB 1.19; reduce-scatter 256 B messages
-# 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
+# time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is aligned, commbench
+# ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against the ring, 1.39
+# against the tree: the tree alone would go one-shot only below 512 B), 2 KB 1.19; reduce-scatter 256 B
+# messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
 # from a neighbour's input that stays in this core's cache). Where the host's ranks outnumber its cores
 # ("oversubscribed") every all-reduce or reduce-scatter message a one-shot call can carry (ONESHOT_BYTES)
 # goes one-shot: each hand-off of the ring may wait for a rank to get a core (4 ranks on 2 cores, one-shot /
@@ -45,7 +47,7 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
 # but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
 ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
-ONESHOT_MAX = {"cpu": {"all_reduce": 1024, "reduce_scatter": 256, "all_gather": LINE - 8},
+ONESHOT_MAX = {"cpu": {"all_reduce": 512, "reduce_scatter": 256, "all_gather": LINE - 8},
                "oversubscribed": {"all_reduce": ONESHOT_BYTES, "reduce_scatter": ONESHOT_BYTES, "all_gather": 512},
                "cuda": {}}
 # How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
