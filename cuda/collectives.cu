@@ -892,9 +892,8 @@ __device__ bool oneshot_all_gather(Channel* lanes, const unsigned char* send, un
 // channel: 5 %. run_lanes is a call of its own on the host: inlined, the compiler set up the lanes before the
 // one-shot test, and the 8 B calls took 1.04x their time, commbench ab, the host build's functions aligned.)
 template <typename T, int OP, int LANES, bool (*SCHEDULE)(Channel*, const T*, T*, long long, int, long long)>
-CB_HOST_NOINLINE __device__ void run_lanes(CbComm* c, const void* send, void* recv, long long count, long long stride,
-                                           int channels, int direct) {
-    const long long y = cb_launch_rank();
+CB_HOST_NOINLINE __device__ void run_lanes(CbComm* c, const T* s, T* d, long long count, long long stride, int channels,
+                                           int direct) {
     const int ch = channels == 1 ? 0 : cb_channel(), conns = (int)c->conns;  // one: no thread-local read (host)
     CB_SHARED cb_u64 in_seq[LANES][CB_MAX_CONNS], out_seq[LANES][CB_MAX_CONNS], out_freed[LANES][CB_MAX_CONNS];
     for (int i = cb_tid(); i < LANES * conns; i += cb_nthreads()) {
@@ -906,8 +905,6 @@ CB_HOST_NOINLINE __device__ void run_lanes(CbComm* c, const void* send, void* re
     Channel lanes[LANES];
     for (int t = 0; t < LANES; ++t)
         lanes[t] = Channel{c, (int)c->rank, ch, ch * CB_TREES + t, in_seq[t], out_seq[t], out_freed[t], &step};
-    const T* s = (const T*)((const char*)send + y * stride);
-    T* d = (T*)((char*)recv + y * stride);
     if (c->nranks == 1) {
         if (s != d) {
             const long long lo = part_at(count, ch, channels, CbAlign<T>::value);
@@ -930,15 +927,16 @@ __device__ __forceinline__ void run_channel(const CbComm* comms, const void* sen
                                             long long stride, int channels, int direct) {
     const long long y = cb_launch_rank();
     CbComm* c = (CbComm*)comms + y;
+    const T* s = (const T*)((const char*)send + y * stride);  // this rank's buffers
+    T* d = (T*)((char*)recv + y * stride);
     if (ONESHOT && c->nranks > 1 && count * (long long)sizeof(T) <= CB_ONESHOT_BYTES) {
         const int ch = channels == 1 ? 0 : cb_channel();
         long long step = 0;
         Channel h{c, (int)c->rank, ch, ch * CB_TREES, nullptr, nullptr, nullptr, &step};
-        SCHEDULE(&h, (const T*)((const char*)send + y * stride), (T*)((char*)recv + y * stride), count, channels,
-                 direct ? stride : 0);
+        SCHEDULE(&h, s, d, count, channels, direct ? stride : 0);
         return;
     }
-    run_lanes<T, OP, LANES, SCHEDULE>(c, send, recv, count, stride, channels, direct);
+    run_lanes<T, OP, LANES, SCHEDULE>(c, s, d, count, stride, channels, direct);
 }
 
 #define CB_ARGS \
