@@ -5,7 +5,7 @@ where the steps are; commbench/rank/kernel_node.py builds, maps and binds it). N
 through the communicator: the ranks' shared regions carry the data, sequence-number flags the
 synchronisation, so one call costs the data movement and 2(n-1) (ring) or 2·depth (tree) flag
 hand-offs, not a library call per step. A small call (each peer's message within
-kernel_abi.ONESHOT_MAX) runs the one-shot schedule whichever kernel was asked: every rank sends each
+kernel_abi.ONESHOT_MAX, for the kernel asked) runs the one-shot schedule instead: every rank sends each
 peer its message at once and reduces what arrives, one hand-off (on the CPU; NCCL too picks its
 protocol by size).
 

@@ -29,15 +29,16 @@ SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
 CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
 MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
 # A call whose message to each peer (all-reduce: the buffer; reduce-scatter and all-gather: a block) is at
-# most this many bytes runs the one-shot schedule, whichever kernel was asked for (cuda/collectives.cu):
-# one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each cross between the
-# cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks, one-shot / ring
-# time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is aligned, commbench
-# ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against the ring, 1.39
-# against the tree: the tree alone would go one-shot only below 512 B), 2 KB 1.19; reduce-scatter 256 B
-# messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct all-gather copies a block once,
-# from a neighbour's input that stays in this core's cache). Where the host's ranks outnumber its cores
-# ("oversubscribed") every all-reduce or reduce-scatter message a one-shot call can carry (ONESHOT_BYTES)
+# most this many bytes (all-reduce: per kernel) runs the one-shot schedule instead of the kernel's own
+# (cuda/collectives.cu): one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each
+# cross between the cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks,
+# one-shot / ring time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is
+# aligned, commbench ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against
+# the ring, 1.39 against the tree), 2 KB 1.19; so the tree's all-reduce goes one-shot up to 256 B only
+# (commbench ab, 48 rounds, its own schedule / one-shot: 8 B 2.35, 64 B 1.71, 128 B 1.60, 256 B 0.98, 512 B
+# 0.71); reduce-scatter 256 B messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct
+# all-gather copies a block once, from a neighbour's input that stays in this core's cache). Where the host's
+# ranks outnumber its cores ("oversubscribed") every all-reduce or reduce-scatter message a one-shot call can carry (ONESHOT_BYTES)
 # goes one-shot: each hand-off of the ring may wait for a rank to get a core (4 ranks on 2 cores, one-shot /
 # ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter blocks up to 2 KB 0.21-0.51); all-gather
 # blocks up to 512 B only, the direct ring copying each block once (4 ranks on 2 cores, 2026-11-29, three
@@ -47,7 +48,7 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
 # but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
 ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
-ONESHOT_MAX = {"cpu": {"all_reduce": 512, "reduce_scatter": 256, "all_gather": LINE - 8},
+ONESHOT_MAX = {"cpu": {"all_reduce": {"ring": 512, "tree": 256}, "reduce_scatter": 256, "all_gather": LINE - 8},
                "oversubscribed": {"all_reduce": ONESHOT_BYTES, "reduce_scatter": ONESHOT_BYTES, "all_gather": 512},
                "cuda": {}}
 # How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
@@ -183,10 +184,17 @@ def schedule(kernel: str, collective: str, device: str, nranks: int, message_byt
     """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
     (message_bytes) is small enough (ONESHOT_MAX: the device's, or "oversubscribed" where the host's ranks,
     host_ranks, outnumber its cores), else the kernel's own. One channel for a one-shot call."""
-    most = ONESHOT_MAX["oversubscribed" if oversubscribed(device, host_ranks) else device]
-    if nranks < 2 or message_bytes <= 0 or collective not in most:
+    most = oneshot_max("oversubscribed" if oversubscribed(device, host_ranks) else device, collective, kernel)
+    if nranks < 2 or message_bytes <= 0 or most is None:
         return kernel
-    return "oneshot" if message_bytes <= most[collective] else kernel
+    return "oneshot" if message_bytes <= most else kernel
+
+
+def oneshot_max(where: str, collective: str, kernel: str) -> int | None:
+    """ONESHOT_MAX's bound for a call of `kernel` ("ring" or "tree") where `where` is a device or
+    "oversubscribed" (a bound may be one per kernel); None: that call never goes one-shot."""
+    most = ONESHOT_MAX[where].get(collective)
+    return most.get(kernel) if isinstance(most, dict) else most
 
 
 def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:

@@ -115,18 +115,20 @@ def test_a_calls_channels(fake_nodes):
 
 
 def test_small_calls_run_the_one_shot_schedule_on_one_channel(fake_nodes, monkeypatch):
-    """Each peer's message up to ONESHOT_MAX (per collective) runs one-shot, whichever kernel was asked, on one
+    """Each peer's message up to ONESHOT_MAX (per collective; all-reduce per kernel) runs one-shot, on one
     channel whatever was asked; past it the kernel's own schedule; every one-shot message where the host's
     ranks outnumber its cores (all-gather: blocks up to 512 B); never on a GPU (unverified there) nor for one
     rank."""
     monkeypatch.setattr(kernel_abi.os, "cpu_count", lambda: 2)
-    most = kernel_abi.ONESHOT_MAX["cpu"]
+    most = {c: kernel_abi.oneshot_max("cpu", c, "ring") for c in ("all_reduce", "reduce_scatter", "all_gather")}
     k = NodeKernels(Comm(size=2), "cpu", 1.0, 4)
     for kernel in ("ring", "tree"):
-        assert k.entry_and_channels(kernel, "all_reduce", "float32", "max", most["all_reduce"], 1 << 30, 4) == (
+        limit = kernel_abi.oneshot_max("cpu", "all_reduce", kernel)
+        assert k.entry_and_channels(kernel, "all_reduce", "float32", "max", limit, 1 << 30, 4) == (
             "cb_oneshot_all_reduce_float32_max", 1)
-        assert k.entry_and_channels(kernel, "all_reduce", "float32", "max", most["all_reduce"] + 4, 1 << 30, 4) == (
+        assert k.entry_and_channels(kernel, "all_reduce", "float32", "max", limit + 4, 1 << 30, 4) == (
             f"cb_{kernel}_all_reduce_float32_max", 4)
+    assert kernel_abi.oneshot_max("cpu", "all_reduce", "tree") < most["all_reduce"]  # the tree's own schedule sooner
     assert k.entry_and_channels("ring", "reduce_scatter", "int8", "sum", most["reduce_scatter"], 1, None) == (
         "cb_oneshot_reduce_scatter_int8_sum", 1)
     assert k.entry_and_channels("ring", "all_gather", None, None, most["all_gather"], 1, None) == ("cb_oneshot_all_gather", 1)
