@@ -35,15 +35,16 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # one-shot / ring time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is
 # aligned, commbench ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against
 # the ring, 1.39 against the tree), 2 KB 1.19; so the tree's all-reduce goes one-shot up to 256 B only
-# (commbench ab, 48 rounds, its own schedule / one-shot: 8 B 2.35, 64 B 1.71, 128 B 1.60, 256 B 0.98, 512 B
-# 0.71); reduce-scatter 256 B messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28 (the direct
-# all-gather copies a block once, from a neighbour's input that stays in this core's cache). Where the host's
-# ranks outnumber its cores ("oversubscribed") every all-reduce or reduce-scatter message a one-shot call can carry (ONESHOT_BYTES)
-# goes one-shot: each hand-off of the ring may wait for a rank to get a core (4 ranks on 2 cores, one-shot /
-# ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter blocks up to 2 KB 0.21-0.51); all-gather
-# blocks up to 512 B only, the direct ring copying each block once (4 ranks on 2 cores, 2026-11-29, three
-# pairs of jobs, kernel / native, one-shot against the ring: 128 B blocks 0.65-0.83 against 1.05-1.62,
-# 512 B 0.52-0.86 against 0.57-0.91, 1 KB 0.90-1.54 against 0.61-0.91, 2 KB 0.87-1.92 against 0.51-0.83).
+# (commbench ab, 48 rounds, one-shot / the tree's own schedule: 8 B 0.43, 64 B 0.58, 128 B 0.62, 256 B 1.02,
+# level, 512 B 1.41); reduce-scatter 256 B messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28
+# (the direct all-gather copies a block once, from a neighbour's input that stays in this core's cache).
+# Where the host's ranks outnumber its cores ("oversubscribed") every all-reduce or reduce-scatter message a
+# one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may wait for a rank to
+# get a core (4 ranks on 2 cores, one-shot / ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter
+# blocks up to 2 KB 0.21-0.51); all-gather blocks up to 512 B only, the direct ring copying each block once
+# (4 ranks on 2 cores, 2026-11-29, three pairs of jobs, kernel / native, one-shot against the ring: 128 B
+# blocks 0.65-0.83 against 1.05-1.62, 512 B 0.52-0.86 against 0.57-0.91, 1 KB 0.90-1.54 against 0.61-0.91,
+# 2 KB 0.87-1.92 against 0.51-0.83).
 # Host only: on a GPU (H200, every rank in one launch, benchmarks/kernels_one_gpu.py) it was timed, not
 # checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
 # but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
