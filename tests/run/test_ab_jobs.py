@@ -93,7 +93,7 @@ def test_a_real_slowdown_of_side_b_is_a_regression_at_every_point(job, tmp_path,
 @needs_mpirun
 def test_junit_and_markdown_carry_the_verdicts(job, tmp_path, slow_mpi):
     """The formats, not the gate's reach: side B twice as slow (at 1.5x one point of two came out
-    "the launches disagree" in 2 of 6 runs on the 2-core VM, the cores changing state between launches)."""
+    "the launches disagree" in 2 of 6 runs on the 2-core VM)."""
     env = ["--env-a", f"LD_PRELOAD={slow_mpi}", "--env-b", f"LD_PRELOAD={slow_mpi}", "--env-b", "COMMBENCH_SLOW=1.0"]
     junit = tmp_path / "ab.xml"
     commbench("ab", *TINY, "-c", "all_reduce", *env, "--out", tmp_path / "j", "--format", "junit", "--output", junit,
