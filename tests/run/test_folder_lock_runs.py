@@ -82,18 +82,21 @@ def test_a_second_writer_is_refused_while_a_run_writes_its_folder(job, tmp_path)
 @needs_mpirun
 def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(job, tmp_path):
     suite = tmp_path / "s.yaml"
+    # r1 measures for 10 s or more (4 points, 2.5 s each): the four refusals below take about 1 s each here;
+    # at 4 s (1 s a point) a loaded CI machine once saw r1 complete before the last of them
     suite.write_text("name: tiny\ndefaults: {nprocs: 2, collective: all_reduce, mode: in-place, sizes: [64K, 128K, "
-                     "256K, 512K], min_time: 1, max_iters: 1000000}\nruns:\n  - {label: r1}\n  - {label: r2, "
+                     "256K, 512K], min_time: 2.5, max_iters: 1000000}\nruns:\n  - {label: r1}\n  - {label: r2, "
                      "sizes: [8]}\n")
     out = tmp_path / "sweep"
     first = _background("sweep", suite, "--out", out, "--quiet")
     try:
         _wait_for(out / "r1" / "run.json", first)
+        _refused(_cli("run", "--resume", out / "r1"))  # first: it needs r1 still measuring
         _refused(_cli("sweep", suite, "--out", out, "--quiet"))
         _refused(_cli("sweep", suite, "--out", out, "--resume", "--quiet"))
         _refused(_cli("run", "-n", "2", "-c", "all_reduce", "--sizes", "8", "--quiet", "--out", out / "r2"))
-        _refused(_cli("run", "--resume", out / "r1"))
-        assert not (out / "r2").exists() and first.poll() is None
+        assert first.poll() is None, "the sweep ended before the others were refused: the test proved nothing"
+        assert not (out / "r2").exists()
         _, stderr = first.communicate(timeout=180)
     finally:
         first.kill()
