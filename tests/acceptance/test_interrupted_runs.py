@@ -49,7 +49,7 @@ def status_matches(folder: str = "X"):
 ST = (status_matches("X"),)
 CASES = [
     case(7, "sigint-at-startup", RUN7, expect=(INTERRUPTED,), outputs=("X",), checks=ST,
-         sig=Sig(signal.SIGINT, after_s=0.15, group=True), note="during Python's imports"),
+         sig=Sig(signal.SIGINT, after_s=0.4, group=True), note="during the commands' imports (about 1 s)"),
     case(7, "sigint-while-launching", RUN7, expect=(INTERRUPTED,), outputs=("X",), checks=ST,
          sig=Sig(signal.SIGINT, after_s=2.5, group=True)),
     case(7, "sigint-after-first-row", RUN7, expect=(INTERRUPTED,), outputs=("X",), checks=ST,

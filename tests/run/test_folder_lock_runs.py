@@ -18,8 +18,9 @@ from conftest import ROOT, needs_mpirun
 from commbench.errors import BAD_INPUT, FAILED, OK
 from commbench.run.folder_lock import LOCK_NAME
 
-# several seconds of measuring (about 1 s a point): long enough for a second command to start meanwhile
-LONG = ["run", "-n", "2", "-c", "all_reduce", "--in-place", "--sizes", "64K,128K,256K,512K,1M,2M", "--min-time", "1",
+# 12 s of measuring (2 s a point): the two refusals after its first row take about 1 s each here, twice that
+# on a loaded CI machine, and must end before it does
+LONG = ["run", "-n", "2", "-c", "all_reduce", "--in-place", "--sizes", "64K,128K,256K,512K,1M,2M", "--min-time", "2",
         "--max-iters", "1000000", "--quiet"]
 TEMP_PREFIXES = (".run.json.", ".samples.", ".spec.json.")
 
@@ -82,21 +83,22 @@ def test_a_second_writer_is_refused_while_a_run_writes_its_folder(job, tmp_path)
 @needs_mpirun
 def test_a_second_sweep_or_a_run_into_a_running_sweep_is_refused(job, tmp_path):
     suite = tmp_path / "s.yaml"
-    # r1 measures for 10 s or more (4 points, 2.5 s each): the four refusals below take about 1 s each here;
-    # at 4 s (1 s a point) a loaded CI machine once saw r1 complete before the last of them
+    # r1 measures for 12 s (4 points, 3 s each); the refusals below take about 1 s each here, twice that on a
+    # loaded CI machine. The first two need r1 still measuring (the sweep makes r2 only when r1 ends), the
+    # last two only the sweep. At 1 s a point a loaded CI machine once saw r1 complete before the last one.
     suite.write_text("name: tiny\ndefaults: {nprocs: 2, collective: all_reduce, mode: in-place, sizes: [64K, 128K, "
-                     "256K, 512K], min_time: 2.5, max_iters: 1000000}\nruns:\n  - {label: r1}\n  - {label: r2, "
+                     "256K, 512K], min_time: 3, max_iters: 1000000}\nruns:\n  - {label: r1}\n  - {label: r2, "
                      "sizes: [8]}\n")
     out = tmp_path / "sweep"
     first = _background("sweep", suite, "--out", out, "--quiet")
     try:
         _wait_for(out / "r1" / "run.json", first)
-        _refused(_cli("run", "--resume", out / "r1"))  # first: it needs r1 still measuring
+        _refused(_cli("run", "--resume", out / "r1"))
+        _refused(_cli("run", "-n", "2", "-c", "all_reduce", "--sizes", "8", "--quiet", "--out", out / "r2"))
+        assert not (out / "r2").exists(), "r1 ended before the two runs were refused: the test proved nothing"
         _refused(_cli("sweep", suite, "--out", out, "--quiet"))
         _refused(_cli("sweep", suite, "--out", out, "--resume", "--quiet"))
-        _refused(_cli("run", "-n", "2", "-c", "all_reduce", "--sizes", "8", "--quiet", "--out", out / "r2"))
         assert first.poll() is None, "the sweep ended before the others were refused: the test proved nothing"
-        assert not (out / "r2").exists()
         _, stderr = first.communicate(timeout=180)
     finally:
         first.kill()
