@@ -2,15 +2,16 @@
 holds every entry point the Python side launches, flushes no subnormal to zero and spills no
 register (what a machine without a GPU can check)."""
 
+import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from commbench.rank import kernel_abi
 from commbench.rank.reducers import CUDA_DIR, CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
 from commbench.errors import OK
-
 
 
 def entry_points() -> dict[str, list[str]]:
@@ -22,19 +23,43 @@ SOURCES = sorted(CUDA_DIR.glob("*.cu"))
 ARCHS = ["sm_80", "sm_90"]
 
 
-@pytest.fixture(scope="module")
-def ptx(tmp_path_factory, nvcc):
-    """ptx(source, arch): the source's PTX, compiled once with the options NVRTC gets from
-    commbench and CuPy (nvcc spells them alike), without a warning."""
-    out_dir = tmp_path_factory.mktemp("ptx")
+def _compile(nvcc, source, arch, out_dir) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess | None]:
+    """nvcc -ptx with the options NVRTC gets from commbench and CuPy (nvcc spells them alike), then,
+    if that worked, ptxas -v on the PTX: (the PTX step, the ptxas step or None)."""
+    ptx_file = out_dir / f"{source.stem}-{arch}.ptx"
+    to_ptx = subprocess.run([nvcc, f"-arch={arch}", *NVRTC_OPTIONS, *CUPY_NVRTC_OPTIONS, "-ptx", str(source),
+                             "-o", str(ptx_file)], capture_output=True, text=True, timeout=900)
+    if to_ptx.returncode != OK:
+        return to_ptx, None
+    return to_ptx, subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx_file),
+                                   "-o", str(out_dir / f"{source.stem}-{arch}.cubin")],
+                                  capture_output=True, text=True, timeout=900)
 
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, nvcc):
+    """builds(source, arch): (its PTX file, the PTX step, the ptxas step). Every source and arch is
+    compiled at the first call, as many at once as there are cores (collectives.cu takes minutes
+    an arch, in nvcc's front end and in ptxas alike)."""
+    out_dir = tmp_path_factory.mktemp("cuda")
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    futures = {(source, arch): pool.submit(_compile, nvcc, source, arch, out_dir)
+               for source in sorted(SOURCES, key=lambda p: -p.stat().st_size) for arch in ARCHS}  # largest first
+
+    def build(source, arch):
+        return (out_dir / f"{source.stem}-{arch}.ptx", *futures[source, arch].result())
+
+    yield build
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def ptx(builds):
+    """ptx(source, arch): the source's PTX, compiled without a warning."""
     def compiled(source, arch):
-        out = out_dir / f"{source.stem}-{arch}.ptx"
-        if not out.exists():
-            proc = subprocess.run([nvcc, f"-arch={arch}", *NVRTC_OPTIONS, *CUPY_NVRTC_OPTIONS, "-ptx", str(source),
-                                   "-o", str(out)], capture_output=True, text=True, timeout=300)
-            assert proc.returncode == OK, proc.stderr
-            assert "warning" not in proc.stderr.lower(), proc.stderr
+        out, to_ptx, _ = builds(source, arch)
+        assert to_ptx.returncode == OK, to_ptx.stderr
+        assert "warning" not in to_ptx.stderr.lower(), to_ptx.stderr
         return out
 
     return compiled
@@ -62,15 +87,14 @@ def test_no_instruction_flushes_subnormals(ptx, source, arch):
 
 
 @pytest.fixture(scope="module")
-def ptxas(ptx, tmp_path_factory, nvcc):
+def ptxas(ptx, builds):
     """ptxas(source, arch): ptxas -v's report per entry function, {name: (registers, spill bytes)}."""
-    reports, out_dir = {}, tmp_path_factory.mktemp("cubin")
+    reports = {}
 
     def report(source, arch):
         if (source, arch) not in reports:
-            proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(ptx(source, arch)),
-                                   "-o", str(out_dir / f"{source.stem}-{arch}.cubin")],
-                                  capture_output=True, text=True, timeout=300)
+            ptx(source, arch)  # the PTX step's own checks first
+            proc = builds(source, arch)[2]
             assert proc.returncode == OK, proc.stderr
             found = {}
             for name, body in re.findall(r"Compiling entry function '(\w+)'(.*?)(?=Compiling entry function|\Z)",
