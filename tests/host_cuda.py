@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.rank.reducers import CUDA_DIR, CudaReducer
+from commbench.rank.reducers import CudaReducer
+from commbench.sources import CUDA_DIR
 
 HEADER = Path(__file__).resolve().parent / "host_cuda.h"
 _CTYPES = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32}

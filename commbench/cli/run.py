@@ -126,8 +126,10 @@ def _summarize(result, json_rows: bool, quiet: bool) -> None:
         from commbench.cli.reports import print_comparison
 
         print_comparison([str(result.out_dir)])
-    if result.wrong:
-        err.print(f"[bold red]FAILED[/]: {result.wrong} wrong elements; {escape(summary)}")
+    failures = [f"{result.wrong} wrong elements"] if result.wrong else []
+    failures += [f"{algorithm} measured no point ({reason})" for algorithm, reason in result.unmeasured().items()]
+    if failures:
+        err.print(f"[bold red]FAILED[/]: {escape('; '.join(failures))}; {escape(summary)}")
         raise typer.Exit(1)
     err.print(f"[green]OK[/]: {escape(summary)}")
 
@@ -223,6 +225,9 @@ def sweep(ctx: typer.Context, **values):
         renderer.close()
     failed = [(label, error) for label, _, error in outcomes if error]
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
+    for label, r, error in outcomes:  # a run whose asked-for algorithm measured nothing has failed (run's rule)
+        if r is not None and not error and r.unmeasured():
+            failed.append((label, "; ".join(f"{a} measured no point ({why})" for a, why in r.unmeasured().items())))
     for label, error in failed:
         err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")
     flagged = sum(r.unreliable for _, r, _ in outcomes if r is not None)

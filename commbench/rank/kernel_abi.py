@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from commbench.rank.reducers import CUDA_DIR
+from commbench.sources import CUDA_DIR
 
 SOURCE = CUDA_DIR / "collectives.cu"
 MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu

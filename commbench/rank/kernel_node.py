@@ -119,5 +119,6 @@ def unavailable(device: str) -> str | None:
         return str(exc)
     except Exception as exc:  # noqa: BLE001 - CuPy / NVRTC errors of any kind: the points are skipped
         first = (str(exc).strip().splitlines() or [""])[0]
-        return f"ring_kernel and tree_kernel did not build for the GPU ({type(exc).__name__}: {first})"
+        where = "the GPU" if device == "cuda" else "the CPU (the host build)"
+        return f"ring_kernel and tree_kernel did not build for {where} ({type(exc).__name__}: {first})"
     return None

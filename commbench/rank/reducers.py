@@ -12,13 +12,12 @@ tests/rank/test_reducers.py runs CudaReducer on CPU tensors with cuda/reduce.cu 
 from __future__ import annotations
 
 import functools
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 
-CUDA_DIR = Path(os.environ.get("COMMBENCH_CUDA_DIR", Path(__file__).resolve().parents[2] / "cuda"))
+from commbench.sources import CUDA_DIR
+
 REDUCE_SOURCE = CUDA_DIR / "reduce.cu"
 CUDA_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 CUDA_OPS = ("sum", "prod", "min", "max")

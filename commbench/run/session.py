@@ -34,6 +34,17 @@ class RunResult:
     status: str = "running"
     reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
+    def unmeasured(self) -> dict[str, str]:
+        """The run's algorithms that measured no point, every one of theirs skipped -> the first
+        reason: an asked-for algorithm that could not run (a kernel that did not build) has failed,
+        not been skipped (a gate on the exit code would silently lose it)."""
+        measured = {r.get("algorithm") for r in self.rows}
+        lost: dict[str, str] = {}
+        for s in self.skipped:
+            if s.get("algorithm") not in measured:
+                lost.setdefault(str(s.get("algorithm")), str(s.get("reason")))
+        return lost
+
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)

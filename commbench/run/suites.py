@@ -36,9 +36,9 @@ from pathlib import Path
 from commbench.errors import InputError
 from commbench.options import BY_NAME, SUITE_FIELDS, launcher_argv, spec_arguments
 from commbench.run.jobs import check_repeat
+from commbench.sources import SUITES_DIR
 from commbench.spec import SweepSpec
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a run's label and the suite's name: they name folders
 MAX_SUITE_BYTES = 64 * 1024  # the suite file (the bundled ones are under 2 KB; 1000 runs of one line fit)
 MAX_RUNS = 1000  # runs of one suite

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import InputError
+from commbench.sources import WORKLOADS_DIR
 
-WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "suites" / "workloads"
 DP_MODES = ("ddp", "zero1", "zero2", "zero3", "fsdp_full", "fsdp_grad_op", "hsdp")
 ARCHS = ("gpt", "llama")
 FSDP_UNITS = ("layer",)

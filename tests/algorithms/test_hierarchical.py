@@ -27,7 +27,7 @@ from commbench.analysis.model.predict import predict
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler
 from sweep_checks import check_sweep
-from commbench.errors import OK
+from commbench.errors import FAILED, OK
 
 COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather"}
 
@@ -195,7 +195,7 @@ def test_without_a_compiler_it_is_skipped_with_the_reason(job, tmp_path):
     env = {"CXX": "/nonexistent/c++", "COMMBENCH_CACHE": str(tmp_path / "cache")}
     proc = commbench("run", "-n", 2, "--ranks-per-node", 1, "--backend", "mpi", "-a", "ring,hierarchical_kernel",
                      "-c", "all_reduce", "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r",
-                     env=env, check_rc=OK, timeout=300)
+                     env=env, check_rc=FAILED, timeout=300)  # an asked-for algorithm that measured nothing
     mine, rows, _, meta = _rows(tmp_path / "r")
     assert mine.empty and list(rows.algorithm) == ["ring"] and (rows.wrong == 0).all()
     [skip] = meta["skipped"]
@@ -203,6 +203,7 @@ def test_without_a_compiler_it_is_skipped_with_the_reason(job, tmp_path):
     assert skip["reason"].startswith("hierarchical_kernel runs the ring kernel inside each node: "), skip
     assert "C++ compiler" in skip["reason"] and "CXX=/nonexistent/c++ is not a program" in skip["reason"]
     assert "\n" not in skip["reason"] and "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("FAILED: hierarchical_kernel measured no point (hierarchical_kernel runs")
 
 
 # --- an emulated cluster -----------------------------------------------------------------------------------------

@@ -207,6 +207,10 @@ def test_a_beta_the_fit_gave_gamma_all_the_bytes_of_asks_for_all_gather_not_larg
     assert "trades off against gamma" in u["why"] and "under 0.4 % of every point's time" in u["why"]
     assert u["needs"].startswith("points that copy and reduce in other proportions: all_gather")
     assert u["direction"] == weak  # what predict tries the predictions along (the test above)
+    # neither term shows (noise only: which took the bytes is the optimiser's accident, one CPU's BLAS or
+    # another's): the sizes where bytes show come first
+    both = verdict("beta_intra", 1e-12, math.inf, "gamma", 0.004, direction=weak, partner_share=0.001, **seen)
+    assert both["needs"].startswith("sizes spanning at least 2 decades above 2M") and "all_gather" in both["needs"]
     alone = verdict("beta_intra", 1e-12, math.inf, None, 0.004, **seen)
     assert "sizes spanning at least 2 decades above 2M" in alone["needs"]
 

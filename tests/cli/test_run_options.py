@@ -130,6 +130,15 @@ def test_the_summary_says_ok_or_failed(measured):
     assert failed.code == FAILED
     assert failed.stderr.splitlines()[-1] == (f"FAILED: 5 wrong elements; 2 points measured, 1 skipped; results in "
                                               f"{result['out_dir']}")
+    # an asked-for algorithm skipped at every point (a kernel that did not build) fails the run; one
+    # skipped at some points only (a size it cannot split) does not
+    result.update(wrong=0, rows=[{"algorithm": "native"}, {"algorithm": "ring_kernel"}],
+                  skipped=[{"algorithm": "tree_kernel", "reason": "no compiler"},
+                           {"algorithm": "tree_kernel", "reason": "no compiler"}, {"algorithm": "ring_kernel", "reason": "8 B"}])
+    lost = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8")
+    assert lost.code == FAILED
+    assert lost.stderr.splitlines()[-1] == (f"FAILED: tree_kernel measured no point (no compiler); 2 points measured, "
+                                            f"3 skipped; results in {result['out_dir']}")
 
 
 def test_the_default_backend_says_when_it_falls_back_to_gloo(measured, monkeypatch):

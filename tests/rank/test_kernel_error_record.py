@@ -11,7 +11,7 @@ import pytest
 
 from commbench.errors import OK
 from commbench.rank.kernel_host import compiler
-from commbench.rank.reducers import CUDA_DIR
+from commbench.sources import CUDA_DIR
 from kernel_threads import Case, Node, needs_compiler
 
 

@@ -194,6 +194,9 @@ def test_why_the_kernels_are_unavailable(monkeypatch):
 
     monkeypatch.setattr(kernel_node, "host_library", refuse)
     assert kernel_node.unavailable("cpu") == "ring_kernel and tree_kernel need a C++ compiler"
+    monkeypatch.setattr(kernel_node, "host_library", lambda: (_ for _ in ()).throw(FileNotFoundError("collectives.cu")))
+    assert kernel_node.unavailable("cpu") == ("ring_kernel and tree_kernel did not build for the CPU (the host build) "
+                                              "(FileNotFoundError: collectives.cu)")  # not "for the GPU" on a CPU run
     monkeypatch.setattr(kernel_node, "host_library", lambda: "built")
     assert kernel_node.unavailable("cpu") is None
     torch = pytest.importorskip("torch")

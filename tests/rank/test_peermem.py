@@ -11,7 +11,7 @@ import pytest
 
 import host_cuda
 from commbench.rank.peermem import FLAG_BYTES, raise_if_timed_out
-from commbench.rank.reducers import CUDA_DIR
+from commbench.sources import CUDA_DIR
 
 pytestmark = pytest.mark.skipif(host_cuda.missing() is not None, reason=str(host_cuda.missing()))
 WORDS = FLAG_BYTES // 8

@@ -138,6 +138,10 @@ def log_covariance(jac: np.ndarray, s2: float, keep: list[int]) -> np.ndarray:
     return cov[np.ix_(at, at)]
 
 
+def _bytes_sizes(span: tuple[float, float]) -> str:
+    return f"sizes spanning at least 2 decades above {_size(span[1])}, where bytes, not latency, set the time"
+
+
 def _needs_for_partner(name: str, other: str, span: tuple[float, float]) -> str:
     kinds = {name.split("_")[0], other.split("_")[0]}
     classes = {name.split("_")[-1], other.split("_")[-1]}
@@ -152,12 +156,13 @@ def _needs_for_partner(name: str, other: str, span: tuple[float, float]) -> str:
 
 
 def verdict(name: str, value: float, sigma: float, partner: str | None, share: float, *, points: int,
-            fitted: int, span: tuple[float, float], median_error: float, direction: dict | None = None) -> dict | None:
+            fitted: int, span: tuple[float, float], median_error: float, direction: dict | None = None,
+            partner_share: float = 1.0) -> dict | None:
     """None where the fitted value is determined; else {"estimate", "why", "needs"}, and where it
     trades off against another parameter "direction" (log parameter -> change) along which the
     points do not move: a prediction that does not move along it either does not depend on the
     split (commbench.analysis.model.predict.undetermined). share: the largest share of any point's
-    modelled time that the parameter's term has."""
+    modelled time that the parameter's term has; partner_share: the same of the partner's term."""
     low, high = RANGES[name]
     why, needs, trade = [], None, {}
     if not (math.isfinite(value) and low <= value <= high):
@@ -178,13 +183,15 @@ def verdict(name: str, value: float, sigma: float, partner: str | None, share: f
             if partner and {name, partner} == {"beta_intra", "gamma"}:  # the fit gave the other one every byte
                 why[-1] += f" (it trades off against {partner}, which took the time they share)"
                 needs = _needs_for_partner(name, partner, span)
+                if partner_share < SMALL_SHARE:  # neither term shows: which took the bytes is the optimiser's
+                    needs = f"{_bytes_sizes(span)}, and {needs}"  # accident; first sizes where bytes show at all
                 trade = {"direction": direction} if direction else {}
             elif name.startswith("alpha"):
                 needs = f"smaller sizes, where latency sets the time (8 B to 1 KB; the smallest here is {_size(span[0])})"
             elif name in MEMORY:
                 needs = f"sizes whose buffers on a node exceed its cache several times (above {_size(span[1])})"
             else:
-                needs = f"sizes spanning at least 2 decades above {_size(span[1])}, where bytes, not latency, set the time"
+                needs = _bytes_sizes(span)
         elif partner:
             why.append(f"{what}: it trades off against {partner}")
             needs = _needs_for_partner(name, partner, span)

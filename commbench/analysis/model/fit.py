@@ -203,6 +203,7 @@ def fit_backend(rows: pd.DataFrame, group: str, links_per_node: int = 1, lanes: 
         if k in fitted:
             u = verdict(k, fitted[k], float(sigma[i]), None if partner[i] is None else active[partner[i]],
                         float(share[i]), points=len(rows), fitted=len(active), span=sizes,
+                        partner_share=1.0 if partner[i] is None else float(share[partner[i]]),
                         median_error=float(np.median(errors)),
                         direction=None if direction[i] is None else
                         {a: float(d) for a, d in zip(active, direction[i]) if abs(d) > 1e-6})

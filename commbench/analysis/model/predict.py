@@ -166,7 +166,7 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
         two), unless the other is replaced (then as above);
       - with a finite but wide interval: where it moves more than SPREAD across the interval.
     Returns notes, and the (collective, algorithm) pairs to leave out -> why."""
-    from commbench.analysis.model.determined import Z95, bounded
+    from commbench.analysis.model.determined import RANGES, Z95, bounded
 
     notes, dropped = [], {}
     for engine, f in fits.items():
@@ -178,6 +178,9 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
             if name in given or name not in Params.__dataclass_fields__ or (
                     name not in MEMORY and not needed(name, shape, collectives)):
                 continue
+            low, high = RANGES[name]
+            if u.get("estimate") is not None and not low <= u["estimate"] <= high:
+                u = u | {"estimate": None}  # a value no machine has: nothing a prediction can rest on
             sigma = f.rel_std.get(name)
             if u.get("direction") and u.get("estimate") is not None and not set(u["direction"]) & given:
                 changes, limit = along(u["direction"])
