@@ -28,6 +28,20 @@ def commbench(*args, env=None, timeout=600, check_rc=None):
     return proc
 
 
+INJECTED = ROOT / "tests" / "injected"  # its sitecustomize.py injects the faults fault_env names
+
+
+def fault_env(wrong: int | None = None, hang: int | None = None) -> dict:
+    """The environment that makes a rank leave one wrong element (wrong=rank) or stop answering before
+    its first timed loop (hang=rank), for commbench(env=...): tests/injected/sitecustomize.py patches
+    the ranks' timing loop from outside the product."""
+    from injected.sitecustomize import HANG_ENV, WRONG_ENV
+
+    env = {"PYTHONPATH": os.pathsep.join([str(INJECTED), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env |= {WRONG_ENV: str(wrong)} if wrong is not None else {}
+    return env | ({HANG_ENV: str(hang)} if hang is not None else {})
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -227,7 +241,7 @@ def start_hung_emulated_run(backend: str, out) -> tuple[subprocess.Popen, list[s
     proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "--backend", backend, "--emulate", "2x1",
                              "--sizes", "1K", "-w", "1", "--timeout", "60", "--out", str(out)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, COMMBENCH_INJECT_HANG_RANK="0"))
+                            env=dict(os.environ, **fault_env(hang=0)))
     seen = []
     for line in proc.stdout:
         seen.append(line)

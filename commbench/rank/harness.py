@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,10 +25,6 @@ from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Lo
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
 LINK_WINDOWS = 3  # counts of one point's link bytes; the smallest is kept (see link_bytes)
-# test-only fault injection: this rank corrupts one output element before the check,
-# or stops answering before its first timed loop
-INJECT_WRONG_ENV = "COMMBENCH_INJECT_WRONG_RANK"
-INJECT_HANG_ENV = "COMMBENCH_INJECT_HANG_RANK"
 
 
 @dataclass
@@ -153,8 +147,6 @@ class Prepared:
         self.comm.barrier()
         self.fn()
         self.comm.synchronize()
-        if os.environ.get(INJECT_WRONG_ENV) == str(self.comm.rank) and self.counts.out_count:
-            self.comm.write(self.out, 0, np.array([float(self.dtype.sentinel)]))
         wrong = count_wrong(self.comm, self.coll, self.pattern, self.counts, self.out)
         return int(self.comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
 
@@ -180,8 +172,6 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         iters = choose_iterations(per_call, min_time, min_iters, max_iters)
     n_samples, batch, note = sample_plan(iters, batch, per_call, adaptive, min_iters, max_iters)
 
-    if os.environ.get(INJECT_HANG_ENV) == str(comm.rank):
-        time.sleep(1e6)
     samples = point.time(n_samples, batch)
     traffic = None if link_counter is None else link_bytes(comm, point.fn, link_counter, batch)
     energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))

@@ -271,6 +271,10 @@ class Job:
             else:
                 out.append(item)
 
+    def streams_open(self) -> bool:
+        """Has a stream of the job's output not yet been read to its end (ready_lines or lines)?"""
+        return self._open > 0
+
     def exited(self) -> bool:
         """Has every process of the job ended?"""
         return all(p.poll() is not None for p in self.procs)

@@ -216,7 +216,7 @@ class TurnServer:
             for j in jobs:
                 j.follow()
                 if len(j.conns) < j.world and j.job.exited():  # no rank that has not connected yet ever will
-                    time.sleep(0.2)  # its last lines (the launcher's own error) reach the output first
+                    j.drain()  # its last lines (the launcher's own error) reach the output first
                     j.fail(f"its launcher ended (exit code {j.job.wait()}) with {len(j.conns)} of {j.world} ranks "
                            "connected")
             if time.monotonic() > deadline:
@@ -288,6 +288,15 @@ class TurnJob:
                 self.relay(launch.Line(f"[{self.name}] {line.text}", line.stream))
             else:
                 self.monitor.observe(event)
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """Relay the output of a job that exited up to its streams' end (a process it left behind that
+        holds them open: up to timeout)."""
+        end = time.monotonic() + timeout
+        while self.job.streams_open() and time.monotonic() < end:
+            self.follow()
+            time.sleep(0.01)
+        self.follow()
 
     def fail(self, why: str) -> None:
         """Kill the job and raise the JobError that says what happened, where."""

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from browser import render
-from conftest import DATA, commbench, needs_mpirun
+from conftest import DATA, commbench, fault_env, needs_mpirun
 from commbench.errors import BAD_INPUT, OK
 
 PAYLOAD = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"><script>document.body.setAttribute('data-pwned','2')</script>"
@@ -120,7 +120,7 @@ def test_console_error_detection_works(chromium, tmp_path):
 def test_wrong_points_are_red(job, tmp_path):
     out = tmp_path / "bad"
     commbench("run", "-n", 2, "--sizes", "1K", "-c", "all_reduce", "--in-place", "--iters", 2, "--out", out,
-              env={"COMMBENCH_INJECT_WRONG_RANK": "1"})
+              env=fault_env(wrong=1))
     commbench("report", out, "-o", tmp_path / "r.html", check_rc=OK)
     page = (tmp_path / "r.html").read_text()
     assert '<tr class="wrong">' in page and "1 of 1 points have wrong results" in page

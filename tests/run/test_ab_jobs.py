@@ -18,7 +18,7 @@ import pytest
 
 from commbench.errors import BAD_INPUT, FAILED, OK
 from commbench.analysis.load import read_samples
-from conftest import ROOT, commbench, needs_mpirun
+from conftest import ROOT, commbench, fault_env, needs_mpirun
 
 TINY = ["-n", "2", "--sizes", "64,64K", "--out-of-place", "--quiet"]
 ARENAS = Path("/dev/shm")
@@ -28,10 +28,10 @@ def _arenas() -> set[str]:
     return {p.name for p in ARENAS.glob("commbench-ab-*")} if ARENAS.is_dir() else set()
 
 
-def _ab(tmp_path, *args, rc=None, name="ab"):
+def _ab(tmp_path, *args, rc=None, name="ab", env=None):
     out = tmp_path / name
     verdicts = tmp_path / f"{name}.json"
-    proc = commbench("ab", *args, "--out", out, "--format", "json", "--output", verdicts, check_rc=rc)
+    proc = commbench("ab", *args, "--out", out, "--format", "json", "--output", verdicts, check_rc=rc, env=env)
     doc = json.loads(verdicts.read_text()) if verdicts.exists() else None
     return proc, out, doc
 
@@ -146,8 +146,10 @@ def test_python_b_runs_side_b_in_a_second_virtual_environment(job, tmp_path):
 
 @needs_mpirun
 def test_wrong_results_on_one_side_fail(job, tmp_path):
-    proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--env-b", "COMMBENCH_INJECT_WRONG_RANK=1",
-                         "--rounds", "1", rc=FAILED)
+    injected = fault_env(wrong=1)  # both sides load the injection; only side B's rank 1 has the variable
+    (variable, rank), = ((k, v) for k, v in injected.items() if k != "PYTHONPATH")
+    proc, out, doc = _ab(tmp_path, *TINY, "-c", "all_reduce", "--env-b", f"{variable}={rank}",
+                         "--rounds", "1", rc=FAILED, env={"PYTHONPATH": injected["PYTHONPATH"]})
     rows, _, _ = _folder(out)
     assert (rows[rows.side == "A"].wrong == 0).all() and (rows[rows.side == "B"].wrong > 0).all()
     assert "FAILED" in proc.stderr and "wrong elements" in proc.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from commbench.rank.kernel_host import compiler
 from commbench.run import emulate
-from conftest import commbench, load_run, start_hung_emulated_run
+from conftest import commbench, fault_env, load_run, start_hung_emulated_run
 from sweep_checks import check_sweep
 from commbench.errors import BAD_INPUT, FAILED, OK
 
@@ -97,7 +97,7 @@ def test_ab_pairs_two_algorithms_across_the_emulated_nodes(netns, tmp_path, no_l
 
 def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):
     proc, out = _emulated(tmp_path, "--emulate", "2x1", "--sizes", "1K", "--timeout", 1, "-w", 1,
-                          env={"COMMBENCH_INJECT_HANG_RANK": "1"})
+                          env=fault_env(hang=1))
     assert proc.returncode == FAILED, proc.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 

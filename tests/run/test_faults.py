@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, commbench, load_run, needs_mpirun
+from conftest import ROOT, commbench, fault_env, load_run, needs_mpirun
 from commbench.errors import BAD_INPUT, FAILED, OK
 
 
@@ -41,7 +41,7 @@ def test_corrupted_element_is_caught(job, tmp_path, backend):
     if backend == "gloo":
         pytest.importorskip("torch")
     proc = commbench("run", "-n", 3, "--backend", backend, "--sizes", "1K,4K", "-c", "all_reduce,reduce_scatter",
-                     "--in-place", "--iters", 2, "--out", tmp_path / "r", env={"COMMBENCH_INJECT_WRONG_RANK": "1"})
+                     "--in-place", "--iters", 2, "--out", tmp_path / "r", env=fault_env(wrong=1))
     assert proc.returncode == FAILED
     assert "FAILED" in proc.stderr
     rows, _, _ = load_run(tmp_path / "r")
@@ -56,7 +56,7 @@ def test_hung_rank_is_killed_after_timeout(job, tmp_path, backend, launcher):
     start = time.monotonic()
     proc = commbench("run", "-n", 3, "--backend", backend, "--launcher", launcher, "--sizes", "1K",
                      "-c", "all_reduce", "--in-place", "--timeout", 4, "--out", tmp_path / "r",
-                     env={"COMMBENCH_INJECT_HANG_RANK": "2"})
+                     env=fault_env(hang=2))
     elapsed = time.monotonic() - start
     assert proc.returncode == FAILED
     assert "timed out after 4 s in all_reduce native" in proc.stderr
