@@ -11,6 +11,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from commbench.machine_facts import facts
 import commbench
 from commbench import slurm
 
@@ -83,7 +84,7 @@ def software_versions(libraries: dict) -> dict:
         "commbench": commbench.__version__,
         "numpy": numpy.__version__,
         "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": facts().cpus,
     }
     versions.update(libraries)
     torch = sys.modules.get("torch")  # imported by a run that uses it (gloo, nccl, cuda); else not imported

@@ -42,6 +42,24 @@ def fault_env(wrong: int | None = None, hang: int | None = None) -> dict:
     return env | ({HANG_ENV: str(hang)} if hang is not None else {})
 
 
+def pretend_machine(monkeypatch, **changes) -> None:
+    """This process sees a machine with these facts changed (commbench.machine_facts), for the test."""
+    import dataclasses
+
+    from commbench import machine_facts
+
+    monkeypatch.setattr(machine_facts, "_pretended", dataclasses.replace(machine_facts.facts(), **changes))
+
+
+# --machine: the whole session sees another machine (the fast tier's in-process tests must pass on any)
+MACHINES = {"1-core": {"cpus": 1, "usable_cpus": 1},
+            "64-core": {"cpus": 64, "usable_cpus": 64},
+            "300MB-L3": {"llc_bytes": 300 << 20, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz",
+                         "cpu_flags": frozenset({"sse2", "avx", "avx2", "avx512f"})},
+            "4MB-L3": {"llc_bytes": 4 << 20, "cpu_model": "Intel(R) Celeron(R) N4020 CPU @ 1.10GHz",
+                       "cpu_flags": frozenset({"sse2"})}}
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -63,6 +81,9 @@ RECORD_ENV = "COMMBENCH_TEST_RECORD_LAUNCHES"  # a file: note unmarked launches 
 
 
 def pytest_addoption(parser):
+    parser.addoption("--machine", choices=sorted(MACHINES), default=None,
+                     help="run as if on another machine (commbench.machine_facts.pretend): its cores, CPU model and "
+                          "flags, last-level cache; leaves out the tests that start ranks (their launchers meet this one)")
     parser.addoption("--tier", choices=("fast", "all"), default="all",
                      help="fast: leave out real jobs (but the `smoke` ones), Slurm, the browser, network namespaces, "
                           "nvcc, fuzzing and the acceptance suite; all: everything (default)")
@@ -88,7 +109,9 @@ def pytest_collection_modifyitems(config, items):
         for marker in _tier_markers(item):
             item.add_marker(marker)
         slow = any(m in item.keywords for m in FULL_ONLY) and "smoke" not in item.keywords
-        (dropped if config.getoption("--tier") == "fast" and slow else kept).append(item)
+        launches = bool({"job", "slurm", "netns"} & set(getattr(item, "fixturenames", ())))
+        (dropped if (config.getoption("--tier") == "fast" and slow) or (config.getoption("--machine") and launches)
+         else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -124,6 +147,12 @@ def pytest_runtest_teardown(item):
 def pytest_configure(config):
     """A test that starts ranks must say so by asking for `job` (or slurm, netns), which puts it in the
     full tier: a launch from any other test fails it (under RECORD_ENV: is noted in that file)."""
+    if config.getoption("--machine"):
+        import dataclasses
+
+        from commbench import machine_facts
+
+        machine_facts.pretend(dataclasses.replace(machine_facts.facts(), **MACHINES[config.getoption("--machine")]))
     real = subprocess.Popen.__init__
 
     def guarded(self, args, *rest, **kwargs):

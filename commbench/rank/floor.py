@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from commbench.machine_facts import facts
 from commbench.rank.load import machine_id
 from commbench.rank.native_build import BuildFailed, build, cache_dir, first_line
 
@@ -115,17 +116,11 @@ def _cpu_list() -> list[int]:
             continue
         if found:
             return sorted(found)
-    return list(range(os.cpu_count() or 1))
+    return list(range(facts().cpus))
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return facts().cpu_model
 
 
 def measure(iters: int = 20000, batches: int = 7) -> dict:

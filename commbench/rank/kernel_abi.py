@@ -8,11 +8,11 @@ kernel_node.py (one communicator's kernels, bound to the harness' buffers).
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
 from commbench.sources import CUDA_DIR
+from commbench.machine_facts import facts
 
 SOURCE = CUDA_DIR / "collectives.cu"
 MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
@@ -249,13 +249,13 @@ def nap_time(device: str, backend: str) -> float:
 
 def oversubscribed(device: str, local_ranks: int) -> bool:
     """The host's ranks outnumber its cores (on the CPU: they take turns on them)."""
-    return device == "cpu" and local_ranks > (os.cpu_count() or 1)
+    return device == "cpu" and local_ranks > facts().cpus
 
 
 def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:
     cap = MAX_AUTO_CHANNELS[device]
     if device == "cpu":
-        cap = min(cap, max(1, (os.cpu_count() or 1) // max(local_ranks, 1)))
+        cap = min(cap, max(1, facts().cpus // max(local_ranks, 1)))
     return max(1, min(cap, nbytes // CHANNEL_BYTES[device]))
 
 

@@ -21,10 +21,10 @@ import re
 import shutil
 import uuid
 import weakref
-from pathlib import Path
 
 import numpy as np
 
+from commbench.machine_facts import facts
 from commbench.rank.kernel_abi import (ERROR_WORDS, FIFO_OFFSET, SOURCE, CbCall, CbComm, KernelFault, KernelUnavailable,
                                     address, describe, what)
 from commbench.rank.native_build import BuildFailed, build, first_line
@@ -54,15 +54,9 @@ def arch_flags() -> tuple[str, ...]:
     return ("-mavx2",) if "avx2" in cpu_flags() else ()
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags as Linux lists them (/proc/cpuinfo), or none."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return frozenset(line.partition(":")[2].split())
+    return facts().cpu_flags
 
 
 def compiler() -> str | None:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commbench.machine_facts import facts
+
 BUSY_CORES = 0.25  # other work, in cores, that can flag a point (a spinning process beside 2 spinning ranks on 2 cores reads 0.5)
 MIN_WINDOW_S = 0.25  # the shortest window read (shorter points are read with the points before them)
 ANCHORS = 32  # point starts kept to reach back that far
@@ -113,7 +115,7 @@ class LoadMeter:
 
 def open_meter(comm) -> LoadMeter:
     """Every rank's meter; the lowest rank on each machine reads its /proc/stat. Collective."""
-    seen = comm.allgather_object((machine_id(), os.cpu_count() or 1))
+    seen = comm.allgather_object((machine_id(), facts().cpus))
     ids = [m for m, _ in seen]
     machines = list(dict.fromkeys(ids))
     mine = ids[comm.rank]

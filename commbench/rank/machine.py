@@ -8,9 +8,10 @@ Without NVML or a GPU the GPU part is empty and says why; the rest is read from 
 
 from __future__ import annotations
 
-import os
 import platform
 from pathlib import Path
+
+from commbench.machine_facts import facts
 
 SYS_NET = Path("/sys/class/net")
 SYS_NODES = Path("/sys/devices/system/node")
@@ -18,7 +19,9 @@ SYS_NODES = Path("/sys/devices/system/node")
 
 def cpus() -> dict:
     nodes = sorted(p.name for p in SYS_NODES.glob("node[0-9]*")) if SYS_NODES.exists() else []
-    return {"cores": os.cpu_count(), "numa_nodes": len(nodes) or 1, "machine": platform.machine()}
+    found = facts()
+    return {"cores": found.cpus, "numa_nodes": len(nodes) or 1, "machine": platform.machine(), "cpu_model": found.cpu_model,
+            "llc_bytes": found.llc_bytes}
 
 
 def nics() -> list[dict]:

@@ -41,6 +41,7 @@ from pathlib import Path
 from commbench import interrupts
 from commbench.backends import emulated_launcher
 from commbench.errors import InputError
+from commbench.machine_facts import facts
 from commbench.rank.topology import PLACEMENT_ENV
 from commbench.rank.traffic import LINK_IFACE_ENV
 from commbench.run import processes
@@ -204,7 +205,7 @@ def mpirun_command(spec: SweepSpec, mpirun: list[str], extra: list[str], worker:
             "--mca", "plm_ssh_agent", f"{shutil.which('sh') or '/bin/sh'} {AGENT}",
             "--mca", "plm_ssh_no_tree_spawn", "1",  # every daemon started from the bridge, by the agent
             "--mca", "oob_tcp_if_include", f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", IFACE, "-x", LINK_IFACE_ENV]
-    if spec.nprocs > (os.cpu_count() or 1):  # Open MPI counts each node's slots, not the one machine's cores
+    if spec.nprocs > facts().cpus:  # Open MPI counts each node's slots, not the one machine's cores
         args += ["--mca", "mpi_yield_when_idle", "1"]
     return [(args + extra + worker, env)]
 

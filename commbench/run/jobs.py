@@ -28,7 +28,6 @@ Costs one launcher start per block and job (about 2-3 s for mpirun on a small ma
 from __future__ import annotations
 
 import itertools
-import os
 import platform
 import resource
 import sys
@@ -37,6 +36,7 @@ from typing import Callable
 
 from commbench import runinfo
 from commbench.errors import InputError
+from commbench.machine_facts import facts
 from commbench.options import MAX_REPEAT
 from commbench.plan import Point, build_plan
 from commbench.run import launch, session
@@ -171,7 +171,7 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 total.skipped += [s for s in result.skipped if s["index"] not in {t["index"] for t in total.skipped}]
                 log.append({"job": k, "block": b, "points": todo, "hosts": folder.hosts, "start": start,
                             "end": runinfo.utc_now(), "background_cores": background,
-                            "measured_on": platform.node(), "cpu_count": os.cpu_count()})
+                            "measured_on": platform.node(), "cpu_count": facts().cpus})
                 folder.update({"jobs": log})
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # the launch under way marked nothing final: cut short
         folder.final = True

@@ -22,6 +22,7 @@ from commbench import slurm
 from commbench.backends import emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
+from commbench.machine_facts import facts
 from commbench.options import LOCAL_RANKS_PER_CORE
 from commbench.plugins import PLUGINS_ENV
 from commbench.rank import topology
@@ -115,10 +116,7 @@ def ranks_here(launcher: str, extra: list[str], env=None) -> bool:
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return facts().usable_cpus
 
 
 def _memory_bytes() -> int | None:
@@ -204,7 +202,7 @@ def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:
     if _mpirun_flavor(mpirun) == "openmpi":
         if os.geteuid() == 0:
             args.append("--allow-run-as-root")
-        if n > (os.cpu_count() or 1):
+        if n > facts().cpus:
             args.append("--oversubscribe")
         for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + sorted(ranks_env):
             args += ["-x", name]  # Open MPI passes variables to other hosts only when told

@@ -10,6 +10,7 @@ from commbench.dtypes import DTYPES
 from commbench.rank import kernel_node, kernel_abi
 from commbench.rank.kernel_node import NodeKernels
 from commbench.rank.kernel_abi import KernelUnavailable
+from conftest import pretend_machine
 from kernel_threads import needs_compiler
 from nccl_semantics import World
 
@@ -119,7 +120,7 @@ def test_small_calls_run_the_one_shot_schedule_on_one_channel(fake_nodes, monkey
     channel whatever was asked; past it the kernel's own schedule; every one-shot message where the host's
     ranks outnumber its cores (all-gather: blocks up to 512 B); never on a GPU (unverified there) nor for one
     rank."""
-    monkeypatch.setattr(kernel_abi.os, "cpu_count", lambda: 2)
+    pretend_machine(monkeypatch, cpus=2)
     most = {c: kernel_abi.oneshot_max("cpu", c, "ring") for c in ("all_reduce", "reduce_scatter", "all_gather")}
     k = NodeKernels(Comm(size=2), "cpu", 1.0, 4)
     for kernel in ("ring", "tree"):

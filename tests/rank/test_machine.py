@@ -1,10 +1,10 @@
 """`commbench topo`: what the kernel says about this machine, and why there are no GPUs here."""
 
 import json
-import os
 import subprocess
 
 from commbench.cli import app
+from commbench.machine_facts import facts
 
 
 def _topo(capsys, *args) -> str:
@@ -16,7 +16,7 @@ def _topo(capsys, *args) -> str:
 
 def test_topo_json_matches_the_kernel(capsys):
     info = json.loads(_topo(capsys, "--json"))
-    assert info["cpu"]["cores"] == os.cpu_count()
+    assert info["cpu"]["cores"] == facts().cpus and info["cpu"]["llc_bytes"] == facts().llc_bytes
     up = subprocess.run(["ip", "-o", "link", "show", "up"], capture_output=True, text=True, check=True).stdout
     names = {line.split(":")[1].strip().split("@")[0] for line in up.splitlines()} - {"lo"}
     assert {n["name"] for n in info["nics"]} <= names and info["nics"]
@@ -28,4 +28,4 @@ def test_topo_json_matches_the_kernel(capsys):
 
 def test_topo_text(capsys):
     out = _topo(capsys)
-    assert f"{os.cpu_count()} cores" in out and ("GPUs: none" in out or "gpu 0:" in out)
+    assert f"{facts().cpus} cores" in out and ("GPUs: none" in out or "gpu 0:" in out)

@@ -6,7 +6,6 @@ the ranks skip not launched again, and a resume measuring exactly the missing (p
 import csv
 import io
 import json
-import os
 import platform
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +19,7 @@ from commbench.rank import backends
 from commbench.plan import build_plan
 from commbench.run import api, jobs, launch
 from commbench.run.jobs import JobFolder, blocks
+from commbench.machine_facts import facts
 from fake_ranks import rank0_events, scripted, spec_of
 
 
@@ -119,7 +119,7 @@ def test_jobs_run_job_after_job_and_skips_are_not_launched_again(tmp_path, launc
     meta = _meta(d)
     assert [(j["job"], j["block"], j["points"]) for j in meta["jobs"]] == [
         (1, 1, [0, 1]), (1, 2, [2, 3]), (2, 1, [0, 1]), (2, 2, [3]), (3, 1, [0, 1]), (3, 2, [3])]
-    assert all(j["hosts"] == ["h1", "h2"] and j["measured_on"] == platform.node() and j["cpu_count"] == os.cpu_count()
+    assert all(j["hosts"] == ["h1", "h2"] and j["measured_on"] == platform.node() and j["cpu_count"] == facts().cpus
                and (j["background_cores"] is None or j["background_cores"] >= 0) for j in meta["jobs"])
     assert _pairs(d) == [(p, j) for p in (0, 1, 3) for j in (1, 2, 3)]
     assert (meta["status"], meta["repeat"], meta["points_measured"]) == ("completed", 3, 9)
