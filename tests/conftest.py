@@ -48,7 +48,7 @@ def pretend_machine(monkeypatch, **changes) -> None:
 
     from commbench import machine_facts
 
-    monkeypatch.setattr(machine_facts, "_pretended", dataclasses.replace(machine_facts.facts(), **changes))
+    monkeypatch.setattr(machine_facts, "_pretended", dataclasses.replace(current_facts(), **changes))
 
 
 # --machine: the whole session sees another machine (the fast tier's in-process tests must pass on any)
@@ -84,6 +84,9 @@ def pytest_addoption(parser):
     parser.addoption("--machine", choices=sorted(MACHINES), default=None,
                      help="run as if on another machine (commbench.machine_facts.pretend): its cores, CPU model and "
                           "flags, last-level cache; leaves out the tests that start ranks (their launchers meet this one)")
+    parser.addoption("--facts-users", metavar="FILE", default=None,
+                     help="without --machine: write to FILE the tests that read a machine fact; with --machine: run only "
+                          "the tests FILE names (a test that reads no fact cannot see the pretended machine)")
     parser.addoption("--tier", choices=("fast", "all"), default="all",
                      help="fast: leave out real jobs (but the `smoke` ones), Slurm, the browser, network namespaces, "
                           "nvcc, fuzzing and the acceptance suite; all: everything (default)")
@@ -104,8 +107,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+    users = _facts_users_to_run(config)
     kept, dropped = [], []
     for item in items:
+        if users is not None and item.nodeid.split("::")[0] not in users:
+            dropped.append(item)
+            continue
         for marker in _tier_markers(item):
             item.add_marker(marker)
         slow = any(m in item.keywords for m in FULL_ONLY) and "smoke" not in item.keywords
@@ -144,15 +151,48 @@ def pytest_runtest_teardown(item):
     _LAUNCHES.update(allowed=True, test=None)
 
 
+class _RecordedFacts:
+    """This machine's facts, noting which test reads one (--facts-users without --machine)."""
+
+    def __init__(self, real, readers: set):
+        self.real, self.readers = real, readers
+
+    def __getattr__(self, name):
+        self.readers.add(_LAUNCHES["test"] or "")  # "": read outside a test (collection): every test may see it
+        return getattr(self.real, name)
+
+
+def current_facts():
+    """The facts this process sees (the pretended machine's under --machine), as commbench.machine_facts.Facts."""
+    from commbench import machine_facts
+
+    found = machine_facts.facts()
+    return found.real if isinstance(found, _RecordedFacts) else found
+
+
+def _facts_users_to_run(config) -> set | None:
+    """Under --machine with --facts-users: the files of the recorded tests, whole (a module's fixture may hand a
+    fact to its other tests); None: every test, where there is no record or a fact was read outside any test."""
+    path = config.getoption("--facts-users")
+    if not (config.getoption("--machine") and path and os.path.exists(path)):
+        return None
+    users = set(Path(path).read_text().splitlines())
+    return None if "" in users else {u.split("::")[0] for u in users}
+
+
 def pytest_configure(config):
     """A test that starts ranks must say so by asking for `job` (or slurm, netns), which puts it in the
-    full tier: a launch from any other test fails it (under RECORD_ENV: is noted in that file)."""
+    full tier: a launch from any other test fails it (under RECORD_ENV: is noted in that file).
+    --machine: the process sees another machine's facts; --facts-users alone: the tests that read one are noted."""
+    from commbench import machine_facts
+
     if config.getoption("--machine"):
         import dataclasses
 
-        from commbench import machine_facts
-
         machine_facts.pretend(dataclasses.replace(machine_facts.facts(), **MACHINES[config.getoption("--machine")]))
+    elif config.getoption("--facts-users"):
+        config._facts_readers = set()
+        machine_facts.pretend(_RecordedFacts(machine_facts.facts(), config._facts_readers))
     real = subprocess.Popen.__init__
 
     def guarded(self, args, *rest, **kwargs):
@@ -277,3 +317,9 @@ def start_hung_emulated_run(backend: str, out) -> tuple[subprocess.Popen, list[s
         if " points" in line:
             break
     return proc, seen
+
+
+def pytest_sessionfinish(session):
+    readers = getattr(session.config, "_facts_readers", None)
+    if readers is not None:
+        Path(session.config.getoption("--facts-users")).write_text("".join(f"{t}\n" for t in sorted(readers)))

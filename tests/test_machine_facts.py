@@ -42,8 +42,8 @@ def test_unreadable_files_leave_facts_unknown_not_a_crash(other_machine):
 
 
 def test_pretend_replaces_every_fact_until_undone(monkeypatch):
-    own = machine_facts.facts()
-    monkeypatch.setattr(machine_facts, "_pretended", None)  # restored after the test
+    own = machine_facts._real()
+    monkeypatch.setattr(machine_facts, "_pretended", None)  # restored after the test (the session's --machine)
     machine_facts.pretend(dataclasses.replace(own, cpus=64, usable_cpus=64))
     assert machine_facts.facts().cpus == 64 and machine_facts.facts().cpu_model == own.cpu_model
     machine_facts.pretend(None)
