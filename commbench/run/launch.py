@@ -173,6 +173,10 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
         return [(_mpirun(n, env, ranks_env) + extra + worker, env)]
     if launcher == "srun":
         return [srun.command(_which("srun"), spec, extra, worker, env)]
+    placing = [a for a in extra if a in HOST_FLAGS or a.split("=", 1)[0] in HOST_FLAGS]
+    if launcher == "emulated" and placing:  # else mpirun's hosts win over the emulated layout, silently
+        raise InputError(f"--launcher-args {placing[0]} places ranks on hosts, which --emulate lays out itself "
+                         "(its nodes, --ranks-per-node, --placement): leave it out")
     if launcher == "emulated" and emulated_launcher(spec.backends) == "mpirun":
         mpirun = _mpirun(n, env, ranks_env)
         if (_open_mpi_major(mpirun[0]) or 0) < 5:

@@ -102,6 +102,17 @@ def test_failed_run_leaves_nothing(netns, tmp_path, no_leftovers):
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.parametrize("hosts", ["--host a,b", "--hostfile=/etc/hosts", "-H a"])
+def test_launcher_arguments_that_place_ranks_are_refused_beside_emulate(netns, tmp_path, no_leftovers, hosts):
+    """Issue 66: `--launcher-args '--host a,b'` won over `--emulate 3x1` (3 ranks on 2 nodes, exit 0)."""
+    proc, out = _emulated(tmp_path, "--emulate", "3x1", "--sizes", "1K", "--launcher-args", hosts)
+    assert proc.returncode == BAD_INPUT, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"commbench: error: --launcher-args {hosts.split()[0]} places ranks on hosts, which --emulate lays out itself "
+        "(its nodes, --ranks-per-node, --placement): leave it out"]
+    assert not out.exists()
+
+
 def test_sigterm_tears_down(netns, tmp_path, no_leftovers):
     out = tmp_path / "run"
     proc, seen = start_hung_emulated_run("gloo", out)
