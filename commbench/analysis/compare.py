@@ -162,7 +162,10 @@ class Comparison:
                 f"candidate {span([v.jobs[1] for v in self.verdicts])}")
 
     def counts_text(self) -> str:
-        return (f"{self.count('regression')} regressions, {self.count('improvement')} improvements, "
+        def many(kind):
+            n = self.count(kind)
+            return f"{n} {kind}{'' if n == 1 else 's'}"
+        return (f"{many('regression')}, {many('improvement')}, "
                 f"{self.count('unchanged')} unchanged, {self.count('inconclusive')} inconclusive")
 
     def threshold_text(self) -> str:

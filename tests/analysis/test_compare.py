@@ -250,3 +250,14 @@ def test_the_threshold_is_said_as_given():
 
     said = [Comparison.threshold_text(SimpleNamespace(threshold=t)) for t in (0.05, 0.0005, 0.125, 1 / 3)]
     assert said == ["5%", "0.05%", "12.5%", "33.3%"]
+
+
+def test_the_counts_are_said_in_the_singular_for_one():
+    """Issue 66: "1 improvements"."""
+    from types import SimpleNamespace
+
+    from commbench.analysis.compare import Comparison
+
+    said = Comparison("a", "b", 0.05, verdicts=[SimpleNamespace(verdict=v) for v in
+                                                ("regression", "improvement", "improvement", "unchanged")])
+    assert said.counts_text() == "1 regression, 2 improvements, 1 unchanged, 0 inconclusive"
