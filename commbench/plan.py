@@ -29,8 +29,7 @@ class Point:
 def build_plan(spec: SweepSpec) -> list[Point]:
     points = []
     for backend, coll, algo, dtype in product(spec.backends, spec.collectives, spec.algorithms, spec.dtypes):
-        ops = spec.ops if COLLECTIVES[coll].reduces else [None]
-        for op, in_place, size in product(ops, spec.in_place, spec.sizes):
+        for op, in_place, size in product(spec.ops_of(coll), spec.in_place, spec.sizes):
             points.append(Point(len(points), backend, coll, algo, dtype, op, in_place, size))
     return points
 

@@ -261,12 +261,21 @@ class SweepSpec:
         if self.nccl_tuning and "nccl" not in self.backends:
             raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
         self._validate_emulation()
-        points = math.prod(map(len, (self.sizes, self.collectives, self.backends, self.algorithms, self.dtypes,
-                                     self.ops, self.in_place)))
+        points = self.point_count()
         if points > MAX_POINTS:
             raise InputError(f"{points} points (sizes x collectives x backends x algorithms x dtypes x ops x "
                              f"buffer modes) is more than a run takes (at most {MAX_POINTS}): split it into several runs")
         return self
+
+    def ops_of(self, collective: str) -> list:
+        """The ops a collective runs with: every --op where it reduces, else none ([None])."""
+        return list(self.ops) if COLLECTIVES[collective].reduces else [None]
+
+    def point_count(self) -> int:
+        """The points of the run (commbench.plan.build_plan's, counted without building them: a huge request is
+        refused before it is laid out): ops only where a collective reduces."""
+        per_collective = sum(len(self.ops_of(c)) for c in self.collectives)
+        return math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes, self.in_place))) * per_collective
 
     def _validate_sizes(self) -> None:
         """Sizes as the CLI takes them: ints, or text such as '1K' (a list, or comma text)."""

@@ -41,6 +41,20 @@ def test_ops_only_for_reducing_collectives():
     assert (len(per["all_gather"]), len(per["all_reduce"]), len(per["reduce_scatter"])) == (one_op, 2 * one_op, 2 * one_op)
 
 
+def test_the_point_count_is_the_plans_without_building_it():
+    """Issue 64: the count multiplied ops for collectives that do not reduce (--dry-run listed 4 combinations of
+    all_reduce, all_gather x sum, max where 3 run; the point cap counted them too)."""
+    for spec in (_spec(), _spec(collectives=["all_gather"]), _spec(collectives=["all_reduce", "all_gather"], dtypes=["float32"])):
+        assert spec.point_count() == len(build_plan(spec))
+    from commbench.cli.points import spec_lines
+
+    lines = spec_lines(_spec(collectives=["all_reduce", "all_gather"], algorithms=["native"], dtypes=["float32"],
+                             in_place=[True]))
+    assert [line.split()[:5] for line in lines] == [["all_reduce", "mpi", "native", "float32", "sum"],
+                                                     ["all_reduce", "mpi", "native", "float32", "max"],
+                                                     ["all_gather", "mpi", "native", "float32", "none"]]
+
+
 def test_a_registered_collective_that_does_not_reduce_gets_no_op(monkeypatch):
     """The op axis follows the collective's own `reduces`, not a list of names."""
     class Toy(Collective):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import shlex
 
 from commbench.options import MODES
@@ -21,13 +20,9 @@ def spec_lines(spec) -> list[str]:
     from commbench.spec import format_size
 
     sizes = " ".join(format_size(s) for s in spec.sizes)
-    combos = itertools.product(spec.collectives, spec.backends, spec.algorithms, spec.dtypes, spec.ops, spec.in_place)
-    return [f"  {c:15} {b:5} {a:22} {d:9} {o:5} {_mode(m):12} {sizes}" for c, b, a, d, o, m in combos]
-
-
-def points(spec) -> int:
-    return math.prod(map(len, (spec.sizes, spec.collectives, spec.backends, spec.algorithms, spec.dtypes, spec.ops,
-                               spec.in_place)))
+    combos = [(c, b, a, d, o, m) for c in spec.collectives for b, a, d in itertools.product(
+        spec.backends, spec.algorithms, spec.dtypes) for o, m in itertools.product(spec.ops_of(c), spec.in_place)]
+    return [f"  {c:15} {b:5} {a:22} {d:9} {o or 'none':5} {_mode(m):12} {sizes}" for c, b, a, d, o, m in combos]
 
 
 def print_suite(suite) -> None:
@@ -36,7 +31,7 @@ def print_suite(suite) -> None:
     print(f"suite {suite.name} ({suite.path}): {len(suite.runs)} runs; nothing is run (--dry-run)")
     for run in suite.runs:
         s = run.spec
-        n = points(s)
+        n = s.point_count()
         total += n * run.repeat
         timing = f"{s.iters} iterations" if s.iters is not None else f"{s.min_time:g} s per point (<= {s.max_iters})"
         extra = [f"emulate {s.emulate}"] if s.emulate else []
