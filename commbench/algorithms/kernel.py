@@ -100,8 +100,8 @@ def ring_on(ctx, comm, key: str) -> RingOn:
 def unavailable(name: str, ctx, ranks: int) -> str | None:
     """Why an algorithm running kernels on `ranks` ranks of a node cannot run here, or None (on a
     GPU collective: the ranks compare their GPUs, kernel_node.gpu_refusal)."""
-    if ranks > kernel_abi.MAX_RANKS:
-        return f"{name} runs at most {kernel_abi.MAX_RANKS} ranks on a node"
+    if ranks > kernel_abi.MAX_NODE_RANKS:
+        return f"{name} runs at most {kernel_abi.MAX_NODE_RANKS} ranks on a node"
     built = kernel_node.unavailable(ctx.comm.device)
     gpu = kernel_node.gpu_refusal(ctx, built) if ctx.comm.device == "cuda" else None
     return built or gpu

@@ -15,13 +15,13 @@ from commbench.sources import CUDA_DIR
 from commbench.machine_facts import facts
 
 SOURCE = CUDA_DIR / "collectives.cu"
-MAX_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu
+MAX_NODE_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu (CB_MAX_RANKS: the ranks of one node)
 TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
 MAX_LANES = MAX_CHANNELS * TREES
 LINE = 64  # CB_LINE: a flag's line; each FIFO slot's line for a small message and its number
 ONESHOT_LINES = 64  # CB_ONESHOT_LINES: a one-shot message's lines, each with LINE - 8 bytes of data
 ONESHOT_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
-FIFO_OFFSET = ONESHOT_OFFSET + MAX_RANKS * 2 * ONESHOT_LINES * LINE
+FIFO_OFFSET = ONESHOT_OFFSET + MAX_NODE_RANKS * 2 * ONESHOT_LINES * LINE
 SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
 GPU_THREADS = 512  # CB_THREADS
 SLOTS = 8  # FIFO depth per connection and lane
@@ -85,9 +85,9 @@ class CbComm(ctypes.Structure):
     _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
                                                   "timeout_ns", "spin_ns", "nap_ns")] + [
         ("error", ctypes.c_void_p),
-        ("region", ctypes.c_void_p * MAX_RANKS),
-        ("in_conn", ctypes.c_int * MAX_RANKS), ("out_conn", ctypes.c_int * MAX_RANKS),
-        ("peer_in_conn", ctypes.c_int * MAX_RANKS), ("peer_out_conn", ctypes.c_int * MAX_RANKS),
+        ("region", ctypes.c_void_p * MAX_NODE_RANKS),
+        ("in_conn", ctypes.c_int * MAX_NODE_RANKS), ("out_conn", ctypes.c_int * MAX_NODE_RANKS),
+        ("peer_in_conn", ctypes.c_int * MAX_NODE_RANKS), ("peer_out_conn", ctypes.c_int * MAX_NODE_RANKS),
         ("tree_parent", ctypes.c_int * TREES), ("tree_child", (ctypes.c_int * 2) * TREES),
         ("tree_depth", ctypes.c_int * TREES),
         ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
@@ -134,7 +134,7 @@ def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: lis
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
                conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9),
                nap_ns=int(nap_s * 1e9))
-    for p in range(MAX_RANKS):
+    for p in range(MAX_NODE_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):
         c.region[p] = regions[p]

@@ -121,8 +121,8 @@ def test_unsupported_reasons(monkeypatch):
     assert TREE_K.unsupported(_ctx(), "reduce_scatter") == "tree_kernel has no reduce-scatter (it runs all-reduce)"
     assert RING_K.unsupported(_ctx(4, nodes=[0, 0, 1, 1]), "all_reduce") == (
         "ring_kernel runs the ranks of one node (these ranks are on 2 nodes)")
-    big = kernel_abi.MAX_RANKS + 1
-    assert TREE_K.unsupported(_ctx(big), "all_reduce") == f"tree_kernel runs at most {kernel_abi.MAX_RANKS} ranks on a node"
+    big = kernel_abi.MAX_NODE_RANKS + 1
+    assert TREE_K.unsupported(_ctx(big), "all_reduce") == f"tree_kernel runs at most {kernel_abi.MAX_NODE_RANKS} ranks on a node"
     monkeypatch.setattr(K.kernel_node, "unavailable", lambda device: f"no build for {device}")
     assert RING_K.unsupported(_ctx(), "all_gather") == "no build for cpu"
 
@@ -138,9 +138,9 @@ def test_no_sends_so_a_backend_without_device_sends_is_fine(monkeypatch):
 def test_unavailable_checks_the_rank_limit_before_building(monkeypatch):
     built = []
     monkeypatch.setattr(K.kernel_node, "unavailable", lambda device: built.append(device))
-    assert K.unavailable("hierarchical_kernel", _ctx(), kernel_abi.MAX_RANKS + 1).startswith("hierarchical_kernel runs")
+    assert K.unavailable("hierarchical_kernel", _ctx(), kernel_abi.MAX_NODE_RANKS + 1).startswith("hierarchical_kernel runs")
     assert built == []
-    assert K.unavailable("x", _ctx(), kernel_abi.MAX_RANKS) is None and built == ["cpu"]
+    assert K.unavailable("x", _ctx(), kernel_abi.MAX_NODE_RANKS) is None and built == ["cpu"]
 
 
 # --- allocator and the node's kernels --------------------------------------------------------------------------
