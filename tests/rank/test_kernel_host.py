@@ -5,9 +5,9 @@ themselves: tests/rank/test_kernel_abi.py."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ from commbench.algorithms.base import Context
 from commbench.algorithms.kernel import NODE_KEY
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers
-from commbench.rank.reducers import cuda_source
+from conftest import pretend_machine
 from kernel_threads import DTYPES, KINDS, SLOT, Alone, Case, Node, needs_compiler
 
 
@@ -199,13 +199,16 @@ def test_the_host_build_streams_in_32_byte_stores_only_where_the_cpu_has_avx2(mo
 
 
 @needs_compiler
-@pytest.mark.parametrize("arch", [(), ("-mavx2",)])
-def test_the_kernels_compile_with_and_without_avx2(tmp_path, arch):
-    """Both sides of cb_stream_line (cuda/portable.h) compile, whatever this machine's CPU: the one the
-    tests run on takes only one of them."""
-    source = tmp_path / "collectives.cc"
-    source.write_text(cuda_source(K.SOURCE.name))
-    proc = subprocess.run([kernel_host.compiler(), *kernel_host.HOST_FLAGS, *arch, "-c", str(source), "-o",
-                           str(tmp_path / "collectives.o")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.parametrize("flags", [{"sse2"}, {"sse2", "avx2"}], ids=["no-avx2", "avx2"])
+def test_the_kernels_build_and_load_with_and_without_avx2(monkeypatch, flags):
+    """Both sides of cb_stream_line (cuda/portable.h) build, load and match the ABI, whatever this machine's
+    CPU: the product's own build (kernel_host.host_library) for a CPU with and one without AVX2 (the
+    machine's own flags: the build the other tests made, from the cache)."""
+    pretend_machine(monkeypatch, cpu_flags=frozenset(flags))
+    kernel_host.host_library.cache_clear()
+    try:
+        lib = kernel_host.host_library()
+        assert lib.cb_comm_bytes() == ctypes.sizeof(K.CbComm)
+        assert ("-mavx2" in kernel_host.host_flags()) == ("avx2" in flags)
+    finally:
+        kernel_host.host_library.cache_clear()

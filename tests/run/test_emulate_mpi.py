@@ -138,7 +138,7 @@ def test_ab_pairs_two_algorithms_on_one_emulated_cluster(netns, tmp_path, no_lef
 def test_ab_sigterm_tears_down_the_cluster(netns, tmp_path, no_leftovers):
     out = tmp_path / "ab"
     proc = subprocess.Popen([sys.executable, "-m", "commbench", "ab", "--emulate", "2x1", "--backend", "mpi", "-c",
-                             "all_reduce", "--sizes", "64M", "--args-a", "-a ring", "--args-b", "-a native",
+                             "all_reduce", "--sizes", "4M", "--args-a", "-a ring", "--args-b", "-a native",
                              "--rounds", "32", "--budget", "10m", "--out", str(out)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
