@@ -10,7 +10,6 @@ import pytest
 import typer
 
 from commbench import options
-from commbench.cli.points import points
 from commbench.errors import InputError
 from commbench.spec import SweepSpec
 
@@ -36,8 +35,8 @@ def test_each_default_comes_from_the_table():
 
 def test_the_readme_api_example_measures_both_buffer_modes():
     spec = SweepSpec(backends=["mpi"], nprocs=4, collectives=["all_reduce"], sizes=[8, 1 << 20]).validate()
-    assert points(spec) == 4
-    assert points(_cli_spec("--backend", "mpi", "-n", "4", "-c", "all_reduce", "--sizes", "8,1M")) == 4
+    assert spec.point_count() == 4
+    assert _cli_spec("--backend", "mpi", "-n", "4", "-c", "all_reduce", "--sizes", "8,1M").point_count() == 4
 
 
 @pytest.mark.parametrize("sizes,expected", [(["1K"], [1024]), (["1K", 8], [8, 1024]), ("8,1K", [8, 1024]),
