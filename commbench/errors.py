@@ -3,6 +3,12 @@
 OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # FAILED: a regression, a failed or wrong measurement
 
 
+class Unavailable(str):
+    """A point's skip reason that is a failure, not a combination that cannot exist: an asked-for algorithm
+    could not be built, loaded or run here (a kernel without its compiler, a GPU without peer access). A
+    run with such a skip fails (exit 1), naming it."""
+
+
 class InputError(ValueError):
     """Bad user input: reported as one line, exit code 2, before anything is written."""
 

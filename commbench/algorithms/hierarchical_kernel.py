@@ -52,7 +52,7 @@ class HierarchicalKernel(Hierarchical):
         if reason:
             return reason
         why = unavailable(self.name, ctx, max(ctx.node_of_rank.count(j) for j in set(ctx.node_of_rank)))
-        return None if why is None else f"{self.name} runs the ring kernel inside each node: {why}"
+        return None if why is None else type(why)(f"{self.name} runs the ring kernel inside each node: {why}")
 
     def ring(self, ctx):
         """The ring kernel on the node's sub-communicator, built once per job, collectively (the

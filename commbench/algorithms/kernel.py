@@ -19,6 +19,7 @@ sub-communicator (RingOn, below) and the backend's point-to-point ring between t
 
 from __future__ import annotations
 
+from commbench.errors import Unavailable
 from commbench.rank import kernel_abi, kernel_node
 from commbench.rank.load import machine_id
 from commbench.rank.peermem import itemsize
@@ -104,7 +105,7 @@ def unavailable(name: str, ctx, ranks: int) -> str | None:
         return f"{name} runs at most {kernel_abi.MAX_NODE_RANKS} ranks on a node"
     built = kernel_node.unavailable(ctx.comm.device)
     gpu = kernel_node.gpu_refusal(ctx, built) if ctx.comm.device == "cuda" else None
-    return built or gpu
+    return None if not (built or gpu) else Unavailable(built or gpu)
 
 
 class _Kernel(Algorithm):

@@ -127,7 +127,7 @@ def _summarize(result, json_rows: bool, quiet: bool) -> None:
 
         print_comparison([str(result.out_dir)])
     failures = [f"{result.wrong} wrong elements"] if result.wrong else []
-    failures += [f"{algorithm} measured no point ({reason})" for algorithm, reason in result.unmeasured().items()]
+    failures += [f"{algorithm} could not run ({reason})" for algorithm, reason in result.failed_skips().items()]
     if failures:
         err.print(f"[bold red]FAILED[/]: {escape('; '.join(failures))}; {escape(summary)}")
         raise typer.Exit(1)
@@ -225,9 +225,9 @@ def sweep(ctx: typer.Context, **values):
         renderer.close()
     failed = [(label, error) for label, _, error in outcomes if error]
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
-    for label, r, error in outcomes:  # a run whose asked-for algorithm measured nothing has failed (run's rule)
-        if r is not None and not error and r.unmeasured():
-            failed.append((label, "; ".join(f"{a} measured no point ({why})" for a, why in r.unmeasured().items())))
+    for label, r, error in outcomes:  # a run whose asked-for algorithm could not run has failed (run's rule)
+        if r is not None and not error and r.failed_skips():
+            failed.append((label, "; ".join(f"{a} could not run ({why})" for a, why in r.failed_skips().items())))
     for label, error in failed:
         err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")
     flagged = sum(r.unreliable for _, r, _ in outcomes if r is not None)

@@ -23,6 +23,7 @@ from typing import Callable
 
 from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
+from commbench.errors import Unavailable
 from commbench.events import emit_stdout
 from commbench.metrics import summarize
 from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
@@ -265,7 +266,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     bound = bind_point(s, spec, point, s.twins)
     if isinstance(bound, str):
         if s.rank == 0:
-            emit("skip", point=point.as_dict(), reason=bound)
+            emit("skip", point=point.as_dict(), reason=bound, **({"failed": True} if isinstance(bound, Unavailable) else {}))
         return None
     comm, counts, dtype = bound.comm, bound.counts, bound.dtype
     progress("enter", rank=s.rank, point=point.as_dict())

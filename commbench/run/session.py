@@ -34,14 +34,14 @@ class RunResult:
     status: str = "running"
     reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
-    def unmeasured(self) -> dict[str, str]:
-        """The run's algorithms that measured no point, every one of theirs skipped -> the first
-        reason: an asked-for algorithm that could not run (a kernel that did not build) has failed,
-        not been skipped (a gate on the exit code would silently lose it)."""
-        measured = {r.get("algorithm") for r in self.rows}
+    def failed_skips(self) -> dict[str, str]:
+        """The algorithms with points skipped as failures (commbench.errors.Unavailable: a kernel that
+        did not build), each -> its first reason: an asked-for algorithm that could not run has failed,
+        not been skipped (a gate on the exit code would silently lose it). A combination that cannot
+        exist (an algorithm without that collective, less than one element per rank) is no failure."""
         lost: dict[str, str] = {}
         for s in self.skipped:
-            if s.get("algorithm") not in measured:
+            if s.get("failed"):
                 lost.setdefault(str(s.get("algorithm")), str(s.get("reason")))
         return lost
 
@@ -167,7 +167,7 @@ def collect(result: RunResult, folder: RunFolder, event: dict) -> None:
         if kind == "row" and written:
             result.rows.append(event["row"])
         elif kind == "skip":
-            result.skipped.append(event["point"] | {"reason": event["reason"]})
+            result.skipped.append(event["point"] | {"reason": event["reason"]} | ({"failed": True} if event.get("failed") else {}))
         elif kind == "done":
             result.status = "done"
     if kind == "done":

@@ -220,14 +220,15 @@ def test_stale_segment_is_removed_and_a_live_ones_kept(job, tmp_path):
 def test_without_a_compiler_the_points_are_skipped(job, tmp_path, cxx, says):
     cache = tmp_path / "cache"
     proc = commbench("run", "-n", 2, "--backend", "mpi", "-a", "native,ring_kernel,tree_kernel", "-c", "all_reduce",
-                     "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", check_rc=OK,
-                     timeout=300, env={"CXX": cxx, "COMMBENCH_CACHE": str(cache)})
+                     "--in-place", "--sizes", "8", "--iters", 1, "-w", 0, "--out", tmp_path / "r", check_rc=FAILED,
+                     timeout=300, env={"CXX": cxx, "COMMBENCH_CACHE": str(cache)})  # asked for, could not run: a failure
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("FAILED: ring_kernel could not run (")
     rows, _, meta = load_run(tmp_path / "r")
     assert list(rows.algorithm) == ["native"] and (rows.wrong == 0).all()
     skipped = _skipped(meta, "ring_kernel") + _skipped(meta, "tree_kernel")
     assert len(skipped) == 2
     for s in skipped:
-        assert s["reason"].startswith(says) and "\n" not in s["reason"], s["reason"]
+        assert s["reason"].startswith(says) and "\n" not in s["reason"] and s["failed"] is True, s["reason"]
         assert f"skipped all_reduce · mpi · {s['algorithm']} · float32 · sum · in-place: {s['reason']}\n" in proc.stdout
     assert not list(cache.rglob("collectives-*.so"))  # (the MPI timing loop's mpi_loop-*.so has its own compiler)

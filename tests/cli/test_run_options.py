@@ -130,14 +130,15 @@ def test_the_summary_says_ok_or_failed(measured):
     assert failed.code == FAILED
     assert failed.stderr.splitlines()[-1] == (f"FAILED: 5 wrong elements; 2 points measured, 1 skipped; results in "
                                               f"{result['out_dir']}")
-    # an asked-for algorithm skipped at every point (a kernel that did not build) fails the run; one
-    # skipped at some points only (a size it cannot split) does not
+    # an asked-for algorithm that could not run (a kernel that did not build: a skip the ranks mark failed)
+    # fails the run; a combination that cannot exist (a collective an algorithm lacks) does not
     result.update(wrong=0, rows=[{"algorithm": "native"}, {"algorithm": "ring_kernel"}],
-                  skipped=[{"algorithm": "tree_kernel", "reason": "no compiler"},
-                           {"algorithm": "tree_kernel", "reason": "no compiler"}, {"algorithm": "ring_kernel", "reason": "8 B"}])
+                  skipped=[{"algorithm": "tree_kernel", "reason": "no compiler", "failed": True},
+                           {"algorithm": "tree_kernel", "reason": "no compiler", "failed": True},
+                           {"algorithm": "chain", "reason": "chain has no all-reduce"}])
     lost = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8")
     assert lost.code == FAILED
-    assert lost.stderr.splitlines()[-1] == (f"FAILED: tree_kernel measured no point (no compiler); 2 points measured, "
+    assert lost.stderr.splitlines()[-1] == (f"FAILED: tree_kernel could not run (no compiler); 2 points measured, "
                                             f"3 skipped; results in {result['out_dir']}")
 
 
