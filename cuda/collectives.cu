@@ -77,6 +77,7 @@
 
 #include "portable.h"
 #include "arith.h"
+#include "error_record.h"
 
 #define CB_MAX_RANKS 64
 #define CB_MAX_CHANNELS 32
@@ -284,20 +285,6 @@ __device__ void combine_any(const T* const* in, int nin, const T* own, T* const*
 }
 
 // --- the primitive -------------------------------------------------------------------------------
-// The error record, CbComm.error[ERROR_WORDS]: code (1: a wait timed out), rank, channel, step, peer,
-// what it waited for. One record per CbComm (per launch of every rank on one GPU): the first wait
-// that times out claims it (code ~0 while its details are written), writes the details, then
-// releases code 1 after them; any later one leaves it alone. Every other wait polls the code (an
-// acquire, system scope: never a stale cached copy) and gives up as soon as it is set, so one
-// timeout ends the whole call promptly and the record names the rank and step that timed out first.
-#define CB_ERROR_TIMEOUT 1
-__device__ __forceinline__ void record_error(long long* error, long long rank, long long ch, long long step,
-                                             long long peer, long long what) {
-    if (cb_compare_swap((cb_u64*)error, 0, ~0ull) != 0) return;  // someone else's record
-    error[1] = rank, error[2] = ch, error[3] = step, error[4] = peer, error[5] = what;
-    cb_store_release((cb_u64*)error, CB_ERROR_TIMEOUT);
-}
-
 struct Channel {  // one lane of a channel, as its schedule sees it
     const CbComm* c;
     int me, ch, lane;

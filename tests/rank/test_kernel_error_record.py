@@ -1,7 +1,7 @@
-"""cuda/collectives.cu's error record under concurrent writers, on its host build: the first wait
-that times out claims the record and writes it whole (code last, released after the details);
-every other wait that times out leaves it alone, and every wait still spinning gives up once the
-code is set, so one timeout ends every channel of the call."""
+"""cuda/collectives.cu's error record (cuda/error_record.h) under concurrent writers, on its host
+build: the first wait that times out claims the record and writes it whole (code last, released
+after the details); every other wait that times out leaves it alone, and every wait still spinning
+gives up once the code is set, so one timeout ends every channel of the call."""
 
 import subprocess
 import time
@@ -16,8 +16,10 @@ from kernel_threads import Case, Node, needs_compiler
 
 
 RACE = r"""
-#include "collectives.cu"
+#include "error_record.h"
+#include <atomic>
 #include <cstdio>
+#include <thread>
 // A writer on every core, released together round after round (a spin barrier), each recording its
 // own number in every field of a fresh record; the last line: torn records, records without code 1.
 int main() {
