@@ -47,17 +47,15 @@ def _real() -> Facts:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = cpus
-    model, flags = platform.processor() or platform.machine(), frozenset()
+    first: dict[str, str] = {}  # the first CPU's "model name" and "flags"
     try:
         for line in CPUINFO.read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and model == (platform.processor() or platform.machine()):
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = frozenset(value.split())
+            first.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return Facts(cpus, usable, model, flags, _llc_bytes())
+    model = first.get("model name") or platform.processor() or platform.machine()
+    return Facts(cpus, usable, model, frozenset(first.get("flags", "").split()), _llc_bytes())
 
 
 def _llc_bytes() -> int | None:

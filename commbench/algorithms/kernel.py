@@ -80,7 +80,7 @@ class RingOn:
     def _call(self, collective, send, recv, op, count, elems):
         key = (collective, recv.dtype, op, kernel_abi.address(send), kernel_abi.address(recv), count, self.ctx.channels)
         run = self.bound.get(key)
-        if run is None:  # (the channels are chosen here: a cached call, not per call)
+        if run is None:  # (the channels are chosen here, once per bound call, never in the timed call)
             if len(self.bound) >= MAX_BOUND:
                 self.bound.clear()
             dtype = str(recv.dtype).replace("torch.", "")
