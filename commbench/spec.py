@@ -275,7 +275,8 @@ class SweepSpec:
         """The points of the run (commbench.plan.build_plan's, counted without building them: a huge request is
         refused before it is laid out): ops only where a collective reduces."""
         per_collective = sum(len(self.ops_of(c)) for c in self.collectives)
-        return math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes, self.in_place))) * per_collective
+        return per_collective * math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes,
+                                                    self.in_place)))
 
     def _validate_sizes(self) -> None:
         """Sizes as the CLI takes them: ints, or text such as '1K' (a list, or comma text)."""

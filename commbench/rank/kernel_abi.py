@@ -11,8 +11,8 @@ import ctypes
 
 import numpy as np
 
-from commbench.sources import CUDA_DIR
 from commbench.machine_facts import facts
+from commbench.sources import CUDA_DIR
 
 SOURCE = CUDA_DIR / "collectives.cu"
 MAX_NODE_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu (CB_MAX_RANKS: the ranks of one node)

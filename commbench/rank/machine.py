@@ -20,8 +20,8 @@ SYS_NODES = Path("/sys/devices/system/node")
 def cpus() -> dict:
     nodes = sorted(p.name for p in SYS_NODES.glob("node[0-9]*")) if SYS_NODES.exists() else []
     found = facts()
-    return {"cores": found.cpus, "numa_nodes": len(nodes) or 1, "machine": platform.machine(), "cpu_model": found.cpu_model,
-            "llc_bytes": found.llc_bytes}
+    return {"cores": found.cpus, "numa_nodes": len(nodes) or 1, "machine": platform.machine(),
+            "cpu_model": found.cpu_model, "llc_bytes": found.llc_bytes}
 
 
 def nics() -> list[dict]:

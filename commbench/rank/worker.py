@@ -266,7 +266,8 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     bound = bind_point(s, spec, point, s.twins)
     if isinstance(bound, str):
         if s.rank == 0:
-            emit("skip", point=point.as_dict(), reason=bound, **({"failed": True} if isinstance(bound, Unavailable) else {}))
+            failed = {"failed": True} if isinstance(bound, Unavailable) else {}  # not a combination that cannot exist
+            emit("skip", point=point.as_dict(), reason=bound, **failed)
         return None
     comm, counts, dtype = bound.comm, bound.counts, bound.dtype
     progress("enter", rank=s.rank, point=point.as_dict())

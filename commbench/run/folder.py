@@ -253,7 +253,8 @@ class RunFolder:
             self.update(event["run"])
             self.has_facts = True
         elif kind == "skip":
-            self.skipped.append(event["point"] | {"reason": event["reason"]} | ({"failed": True} if event.get("failed") else {}))
+            self.skipped.append(event["point"] | {"reason": event["reason"]}
+                                 | ({"failed": True} if event.get("failed") else {}))
         elif kind == "warning":
             self.warnings.append(event["text"])
             self.update({"warnings": self.warnings})

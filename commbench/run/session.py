@@ -167,7 +167,8 @@ def collect(result: RunResult, folder: RunFolder, event: dict) -> None:
         if kind == "row" and written:
             result.rows.append(event["row"])
         elif kind == "skip":
-            result.skipped.append(event["point"] | {"reason": event["reason"]} | ({"failed": True} if event.get("failed") else {}))
+            result.skipped.append(event["point"] | {"reason": event["reason"]}
+                                 | ({"failed": True} if event.get("failed") else {}))
         elif kind == "done":
             result.status = "done"
     if kind == "done":
