@@ -127,6 +127,12 @@ def _plain(value):
     return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
+def full_row(row: dict) -> dict:
+    """Every column of the schema (and the ab columns a row has), in order, None where the row has no
+    value (results.csv's empty cell): what `run --json` prints, one schema for both."""
+    return {c: row.get(c) for c in (AB_COLUMNS if "side" in row else COLUMNS)}
+
+
 def build_row(**fields) -> dict:
     """One results.csv row, in column order. Fills bus_factor, algbw_gbps and busbw_gbps (from
     collective, world_size, size_bytes and time_us; given values are replaced), op "none" and the

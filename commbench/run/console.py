@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from commbench.run import tables
+from commbench.schema import full_row
 from commbench.run.tables import MODES
 from commbench.terminal import Console, printable
 
@@ -110,7 +111,7 @@ class Renderer:
             self._advance()
         elif kind == "row":
             if self.json_rows:
-                print(json.dumps(event["row"]), flush=True)
+                print(json.dumps(full_row(event["row"])), flush=True)
             self._row(event["row"])
             self._advance()
         elif kind == "warning":
