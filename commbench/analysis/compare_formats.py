@@ -31,8 +31,13 @@ def _fmt(x, spec=".3f"):
 
 
 def in_order(cmp: Comparison) -> list[Verdict]:
-    """The verdicts as every format lists them: regressions first, then by name."""
-    return sorted(cmp.verdicts, key=lambda v: (ORDER[v.verdict], v.name()))
+    """The verdicts as every format lists them: regressions first, then by name, its numbers as numbers
+    (64 B before 1024 B, x2 before x16)."""
+    return sorted(cmp.verdicts, key=lambda v: (ORDER[v.verdict], _natural(v.name())))
+
+
+def _natural(text: str) -> list:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]
 
 
 def _trend(v: Verdict) -> str:

@@ -261,3 +261,19 @@ def test_the_counts_are_said_in_the_singular_for_one():
     said = Comparison("a", "b", 0.05, verdicts=[SimpleNamespace(verdict=v) for v in
                                                 ("regression", "improvement", "improvement", "unchanged")])
     assert said.counts_text() == "1 regression, 2 improvements, 1 unchanged, 0 inconclusive"
+
+
+def test_points_are_listed_by_size_as_numbers():
+    """Issue 66: ab listed 1024, 1048576, 65536."""
+    from types import SimpleNamespace
+
+    from commbench.analysis.compare import Comparison
+    from commbench.analysis.compare_formats import in_order
+
+    def verdict(size, world=2, kind="unchanged"):
+        return SimpleNamespace(verdict=kind, name=lambda: f"all_reduce native mpi float32 sum in-place {size} B x{world}")
+
+    listed = in_order(Comparison("a", "b", 0.05, verdicts=[verdict(1024), verdict(1048576), verdict(65536),
+                                                           verdict(8, 16), verdict(8, 2), verdict(1 << 30, 2, "regression")]))
+    assert [v.name().split()[-3:] for v in listed] == [["1073741824", "B", "x2"], ["8", "B", "x2"], ["8", "B", "x16"],
+                                                        ["1024", "B", "x2"], ["65536", "B", "x2"], ["1048576", "B", "x2"]]
