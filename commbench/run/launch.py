@@ -37,6 +37,9 @@ HOST_FLAGS = ("-H", "--host", "-host", "--hosts", "-hosts", "--hostfile", "-host
               "-machinefile", "--default-hostfile", "-f")
 HOST_VARIABLES = ("SLURM_JOB_ID", "PBS_NODEFILE", "LSB_HOSTS", "HYDRA_HOST_FILE", "OMPI_MCA_orte_default_hostfile",
                   "PRTE_MCA_prte_default_hostfile")
+# python -m puts the current folder first on sys.path: never for the ranks (a numpy.py where the user types
+# commbench run, or in a received folder resumed from inside, would run in every rank). Python 3.11+ honours it.
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}
 BUFFERS_PER_RANK = 2  # a rank's buffers at the largest size, at least: send and receive (commbench.rank.harness)
 
 
@@ -159,7 +162,7 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str], worker: lis
     first item is the Python that torchrun runs under too); ranks_env: variables for every rank."""
     check_local_ranks(spec, launcher, extra)
     worker = worker or [sys.executable, "-m", "commbench.rank.worker", "--spec", str(spec_path(spec))]
-    commands = _commands(spec, launcher, extra, worker, ranks_env or {})
+    commands = _commands(spec, launcher, extra, worker, {**SAFE_PATH, **(ranks_env or {})})
     if worker[2:3] == ["commbench.rank.worker"]:
         encode_spec(spec)
     return commands

@@ -38,7 +38,7 @@ EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is
 STALE_S = 60.0  # a socket folder unchanged this long and unserved was left by a killed ab (_stale)
 
 
-SAFE_PATH = {"PYTHONSAFEPATH": "1"}  # python -m puts the current folder first on sys.path: not for the ranks
+SAFE_PATH = launch.SAFE_PATH
 
 
 def check_python(python: str, flag: str, emulated: bool = False) -> dict:

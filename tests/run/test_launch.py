@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,25 @@ def test_mpirun_argv(job, tmp_path):
     assert decode_spec(argv[-1]) == spec  # the spec travels intact, whatever its strings hold
     if os.geteuid() == 0:
         assert "--allow-run-as-root" in argv
-    assert "-x" not in argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-x"] == ["PYTHONSAFEPATH"]  # to other hosts too
+    assert env["PYTHONSAFEPATH"] == "1"  # python -m puts the current folder on sys.path: not in a rank
+
+
+@needs_mpirun
+@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+def test_a_module_in_the_current_folder_runs_in_no_rank(job, tmp_path, backend):
+    """Issue 67, H1: a numpy.py where the user types `commbench run` ran in every rank (python -m puts the
+    current folder first on sys.path). The console script, as a user types it, from that folder."""
+    if backend == "gloo":
+        pytest.importorskip("torch")
+    planted = tmp_path / "here"
+    planted.mkdir()
+    (planted / "numpy.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'a').write('imported\\n')\n")
+    proc = subprocess.run([str(Path(sys.executable).parent / "commbench"), "run", "-n", "2", "--backend", backend,
+                           "-c", "all_reduce", "--sizes", "8", "--iters", "1", "-w", "0", "--quiet", "--out",
+                           str(tmp_path / "r")], cwd=planted, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == OK, proc.stderr[-2000:]
+    assert not (tmp_path / "PWNED").exists()
 
 
 @needs_mpirun
