@@ -32,6 +32,7 @@ import math
 import os
 import platform
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -228,17 +229,35 @@ def node_floors(comm, device: str = "cpu", wait_s: float = 120.0) -> dict[str, d
         except FloorUnavailable as exc:
             mine = str(exc)
         finally:
-            ended.touch()
+            _mark(ended)
     elif probing:  # sleep until the cache holds it, or the measuring rank says it ended without
         deadline = time.monotonic() + wait_s
-        while (mine := cached()) is None and not ended.exists() and time.monotonic() < deadline:
+        while (mine := cached()) is None and not _marked(ended) and time.monotonic() < deadline:
             time.sleep(0.01)
     if first and device == "cuda" and isinstance(mine, dict):
         mine = {**mine, "device_copy_GBps": device_copy_gbps()}
     measured = {ranks[r][0]: f for r, f in enumerate(comm.allgather_object(mine if first else None)) if f is not None}
-    if first:
-        ended.unlink(missing_ok=True)  # (every rank is past its wait: the allgather)
+    if first and _marked(ended):
+        ended.unlink()  # (every rank is past its wait: the allgather)
     return {host: measured[m] for m, host, _ in ranks if m in measured}
+
+
+def _mark(path: Path) -> None:
+    """Create the hand-off marker in the shared temporary folder: a new file of this user's, never through
+    a link another user planted there (a name taken already: the waiting ranks wait for the cache instead)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        pass
+
+
+def _marked(path: Path) -> bool:
+    """Is the marker there, a regular file of this user's (not anything another user put at its name)?"""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid()
 
 
 def device_copy_gbps(nbytes: int = 256 << 20, batches: int = 5) -> float | None:

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,29 @@ def test_hosts_of_one_machine_share_one_measurement(cache, monkeypatch):
         t.join(60)
     assert calls == [1] and out[0] == out[1] == out[2] == out[3]
     assert set(out[0]) == {"vm-n0", "vm-n1"} and out[0]["vm-n0"] is not None and out[0]["vm-n1"]["exchange_us"] == 0.07
+
+
+@pytest.mark.parametrize("planted", ["link", "directory"])
+def test_a_name_planted_at_the_hand_off_marker_is_neither_followed_nor_fatal(cache, monkeypatch, tmp_path, planted):
+    """Issue 67, H4 and M1: another user's dangling link at $TMPDIR/commbench-floor-<pid> made root create its
+    target; a directory there failed the run (IsADirectoryError). The marker is made new (O_EXCL, no link
+    followed) and read only as this user's regular file: the waiting rank waits for the cache instead."""
+    import tempfile
+    import threading
+
+    marker = Path(tempfile.gettempdir()) / f"commbench-floor-{os.getpid()}"  # thread ranks: one pid
+    target = tmp_path / "created-by-root"
+    marker.symlink_to(target) if planted == "link" else marker.mkdir()
+    try:
+        monkeypatch.setattr(floor, "measure", lambda: (_ for _ in ()).throw(floor.FloorUnavailable("no probe here")))
+        world, out = ThreadRanks(2), {}
+        threads = [threading.Thread(target=lambda r: out.update({r: floor.node_floors(world.comm(r), wait_s=1)}),
+                                    args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert out[0] == out[1] == {socket.gethostname(): "no probe here"}
+        assert not target.exists() and (marker.is_symlink() if planted == "link" else marker.is_dir())
+    finally:
+        marker.unlink() if planted == "link" else marker.rmdir()
