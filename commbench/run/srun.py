@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -60,11 +61,9 @@ def mpi_plugin(srun: str, alloc: slurm.Allocation) -> str | None:
         return "none"
     cache = Path(tempfile.gettempdir()) / (f"commbench-srun-mpi-{alloc.job_id}-"
                                            f"{hashlib.sha1(sys.executable.encode()).hexdigest()[:12]}")
-    try:
-        found = cache.read_text().strip()
-        return found or None
-    except OSError:
-        pass
+    remembered = _remembered(cache)
+    if remembered is not None:
+        return remembered or None
     found, timed_out, listed = None, False, offered(srun)
     for plugin in (p for p in PLUGINS if p in listed):
         works = _forms_world(srun, plugin, alloc)
@@ -76,11 +75,26 @@ def mpi_plugin(srun: str, alloc: slurm.Allocation) -> str | None:
         return None  # a probe timed out (the step waited for busy resources): ask again next time
     try:
         tmp = cache.with_name(f"{cache.name}.{os.getpid()}")
-        tmp.write_text(found or "")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # new, no link
+        with open(fd, "w") as f:
+            f.write(found or "")
         os.replace(tmp, cache)  # a reader sees the whole answer or none
     except OSError:
         pass
     return found
+
+
+def _remembered(cache: Path) -> str | None:
+    """The plugin a probe of this job remembered ("" for none), or None: nothing remembered, or a file
+    this user did not write (the temp folder is shared: its name is predictable), or not an answer."""
+    try:
+        fd = os.open(cache, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(fd, errors="replace") as f:
+        found = os.fstat(f.fileno())
+        text = f.read(64).strip() if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() else None
+    return text if text in ("", *PLUGINS) else None
 
 
 def offered(srun: str) -> list[str]:
