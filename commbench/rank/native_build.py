@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,9 +21,36 @@ class BuildFailed(Exception):
 
 
 def cache_dir() -> Path:
+    """$COMMBENCH_CACHE, else $XDG_CACHE_HOME/commbench, else ~/.cache/commbench; where none of them is an
+    absolute path (no HOME, a uid without a passwd entry: "~" stays "~"), this user's own folder in the
+    temporary folder, never one under the current folder."""
     root = os.environ.get("COMMBENCH_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commbench")
+    if not os.path.isabs(root):
+        root = os.path.join(tempfile.gettempdir(), f"commbench-cache-{os.getuid()}")
     return Path(root) / "kernels"
+
+
+def _private(folder: Path) -> None:
+    """Make the folder (and the cache's folder above it) this user's alone: made 0700; one of this user's
+    that others may write to is made 0700; one of another user's is refused (a library loaded from it
+    would run whatever they put there)."""
+    for level in (folder.parent, folder):
+        level.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = os.lstat(level)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            raise BuildFailed(f"the build cache {level} is not this user's folder: remove it, or set COMMBENCH_CACHE")
+        if found.st_mode & 0o022:
+            os.chmod(level, 0o700)
+
+
+def _checked(lib: Path) -> Path:
+    """The library, if it is a regular file of this user's that only this user can write; else BuildFailed."""
+    found = os.lstat(lib)
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        raise BuildFailed(f"{lib} is not a library this user built (another owner, a link, or writable by "
+                          "others): remove it, or set COMMBENCH_CACHE")
+    return lib
 
 
 def first_line(program: Sequence[str]) -> str:
@@ -44,14 +72,17 @@ def build(stem: str, text: str, suffix: str, command: Callable[[Path, Path], lis
     folder = cache_dir()
     lib = folder / f"{stem}-{digest}.so"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{stem}-{digest}.lock", "w") as lock:
+        _private(folder)
+        lock = os.open(folder / f"{stem}-{digest}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not lib.exists():
+            if not os.path.lexists(lib):
                 _compile(text, suffix, lib, command, what)
+            return _checked(lib)
+        finally:
+            os.close(lock)
     except OSError as exc:
         raise BuildFailed(f"{what} cannot be written to {folder}: {exc.strerror or exc}") from None
-    return lib
 
 
 def _compile(text: str, suffix: str, lib: Path, command, what: str) -> None:
@@ -68,4 +99,5 @@ def _compile(text: str, suffix: str, lib: Path, command, what: str) -> None:
             first = next((ln for ln in message.splitlines() if "error" in ln.lower()), message.strip()[:200])
             raise BuildFailed(f"{what} failed ({Path(argv[0]).name} exited {proc.returncode}"
                               f"{': ' + first.strip() if first.strip() else ', printing nothing'})")
+        os.chmod(out, 0o755)  # whatever the umask: only this user writes it
         os.replace(out, lib)

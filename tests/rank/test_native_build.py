@@ -131,3 +131,52 @@ def test_a_timeout_is_one_line(cc, monkeypatch):
     with pytest.raises(BuildFailed, match=r"the test build failed \(fakecc: Command .* timed out after 600 seconds\)"):
         _build(cc)
     assert os.listdir(cache_dir()) == [p for p in os.listdir(cache_dir()) if p.endswith(".lock")]
+
+
+def test_without_a_home_the_cache_is_this_users_in_the_temporary_folder(monkeypatch, tmp_path):
+    """Issue 67, H2: HOME unset and a uid missing from passwd put the cache in ./~/.cache/commbench."""
+    for name in ("COMMBENCH_CACHE", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(native_build.os.path, "expanduser", lambda path: path)  # no passwd entry: "~" stays
+    monkeypatch.setattr(native_build.tempfile, "gettempdir", lambda: str(tmp_path))
+    assert cache_dir() == tmp_path / f"commbench-cache-{os.getuid()}" / "kernels"
+
+
+def test_the_cache_is_this_users_alone_whatever_the_umask(cc):
+    """Issue 67, H2: under umask 000 the folders and libraries were 0777 and another user's library ran."""
+    old = os.umask(0)
+    try:
+        lib = _build(cc)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(lib.stat().st_mode) == 0o755
+    assert stat.S_IMODE(lib.parent.stat().st_mode) == stat.S_IMODE(lib.parent.parent.stat().st_mode) == 0o700
+    lib.parent.chmod(0o777)  # opened up since: made private again, not trusted as it is
+    assert _build(cc) == lib and stat.S_IMODE(lib.parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("planted", ["writable by others", "a link", "another user's"])
+def test_a_library_this_user_did_not_build_is_not_loaded(cc, tmp_path, planted):
+    lib = _build(cc)
+    if planted == "writable by others":
+        lib.chmod(0o777)
+    elif planted == "a link":
+        (tmp_path / "theirs.so").write_text("x")
+        lib.unlink()
+        lib.symlink_to(tmp_path / "theirs.so")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(lib, 12345, 12345)
+    with pytest.raises(BuildFailed, match="is not a library this user built"):
+        _build(cc)
+    assert len(_runs(cc)) == 1  # nothing built over it either
+
+
+def test_a_cache_folder_of_another_users_is_refused(cc, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    (tmp_path / "cache" / "kernels").mkdir(parents=True)
+    os.chown(tmp_path / "cache" / "kernels", 12345, 12345)
+    with pytest.raises(BuildFailed, match="is not this user's folder"):
+        _build(cc)
