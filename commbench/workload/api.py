@@ -18,7 +18,7 @@ from pathlib import Path
 from commbench import options
 from commbench.errors import InputError
 from commbench.workload import measure, predict, report
-from commbench.workload.config import WorkloadConfig, load_workload
+from commbench.workload.config import WorkloadConfig, find_workload, load_workload
 from commbench.workload.mix import Entry, derive
 from commbench.workload.param_trace import check_size, from_param, read_param_trace
 
@@ -156,8 +156,9 @@ def check(r: Request) -> Checked:
     algorithms = tuple(_algorithms(r))
     targets = [(e, measure.target(e, nprocs, scale, dtype, forced, algorithms)) for e in entries]
     out = _out(r, name)
-    if r.param_out is not None:
-        output_file(r.param_out, "--param-out")
+    if r.param_out is not None:  # never one of the command's own inputs (it would overwrite it)
+        given = [p for p in (r.trace, r.model) if p] + ([find_workload(r.source)] if r.source else [])
+        output_file(r.param_out, "--param-out", inputs=given)
     if not r.measure and r.model is None:
         raise InputError("--no-measure needs --model FILE (a model from `commbench model fit`): nothing is measured "
                          "to fit one from")

@@ -213,3 +213,20 @@ def test_a_trace_exported_and_read_back_is_the_same_mix(tmp_path, model):
     for column in ("predicted_here_us", "predicted_us"):
         assert a[column].equals(b[column])
     assert json.loads((second / "workload.json").read_text())["source"]["trace"] == str(first / "param_trace.json")
+
+
+@pytest.mark.parametrize("which", ["model", "config"])
+def test_the_param_trace_is_never_one_of_the_inputs(tmp_path, model, which):
+    """Issue 67, H5: --param-out naming the --model file or the workload YAML overwrote it, exit 0."""
+    import shutil
+
+    path = write_doc(tmp_path / "w.yaml", parallel={"world": 8, "gpus_per_node": 4, "dp_mode": "ddp"},
+                     batch={"global": 8})
+    mine = tmp_path / "model.json"
+    shutil.copyfile(model, mine)
+    before = {p: p.read_bytes() for p in (path, mine)}
+    target = mine if which == "model" else path
+    outcome = workload(path, "--no-measure", "--model", mine, "-n", 4, "--out", tmp_path / "out", "--param-out", target)
+    assert outcome.code == BAD_INPUT and outcome.stderr == (
+        f"commbench: error: --param-out {str(target)!r} is one of the inputs; write somewhere else\n")
+    assert {p: p.read_bytes() for p in (path, mine)} == before and not (tmp_path / "out").exists()
