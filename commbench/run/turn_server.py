@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import secrets
+import selectors
 import shutil
 import socket
 import subprocess
@@ -35,6 +36,8 @@ STARTUP_TIMEOUT_S = watchdog.STARTUP_TIMEOUT_S
 UNIX_PATH_MAX = 108  # sockaddr_un's sun_path (Linux), its terminating NUL included
 SOCKET_NAME = "turns"
 EXIT_GRACE_S = 10.0  # after "end": how long a job may take to exit before it is killed
+HELLO_S = 5.0  # a connection's hello must come within this (a rank sends it as it connects)
+HELLO_BYTES = 1 << 16  # and within this many bytes
 STALE_S = 60.0  # a socket folder unchanged this long and unserved was left by a killed ab (_stale)
 
 
@@ -209,9 +212,25 @@ class TurnServer:
                                        "arena": self.arena})}
 
     def accept(self, jobs: list["TurnJob"], deadline: float) -> None:
-        """Take every rank's connection and hello, then every rank's ready, for all of `jobs`."""
+        """Take every rank's connection and hello, then every rank's ready, for all of `jobs`. Hellos are
+        read side by side (a selector), each within HELLO_S and HELLO_BYTES: a connection that says
+        nothing, or too much, is closed, never waited on (another user's idle connections to the
+        port stalled the start-up 30 s each)."""
         by_name = {j.name: j for j in jobs}
-        self.sock.settimeout(0.5)
+        pending: dict[socket.socket, tuple[_Conn, float]] = {}  # connections whose hello has not come yet
+        with selectors.DefaultSelector() as ready:
+            self.sock.setblocking(False)
+            ready.register(self.sock, selectors.EVENT_READ)
+            try:
+                self._hellos(jobs, by_name, deadline, ready, pending)
+            finally:
+                for sock in pending:
+                    sock.close()
+                self.sock.setblocking(True)
+        for j in jobs:
+            j.ready(deadline)
+
+    def _hellos(self, jobs, by_name, deadline, ready, pending) -> None:
         while any(len(j.conns) < j.world for j in jobs):
             for j in jobs:
                 j.follow()
@@ -223,23 +242,39 @@ class TurnServer:
                 late = next(j for j in jobs if len(j.conns) < j.world)
                 late.fail(f"timed out after {STARTUP_TIMEOUT_S:g} s waiting for its ranks to connect "
                           f"({len(late.conns)} of {late.world} did)")
-            try:
-                sock, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            conn = _Conn(sock)
-            try:
-                hello = conn.read(time.monotonic() + 30)
-            except TimeoutError:
-                hello = None
-            if not hello or not hmac.compare_digest(str(hello.get("secret", "")), self.secret):
-                sock.close()  # not one of ours
-                continue
-            job = by_name.get(hello.get("job"))
-            if job is not None:
-                job.hello(conn, hello)
-        for j in jobs:
-            j.ready(deadline)
+            now = time.monotonic()
+            for sock in [s for s, (_, by) in pending.items() if by < now]:  # said nothing in time: not ours
+                ready.unregister(sock)
+                pending.pop(sock)
+                sock.close()
+            for key, _ in ready.select(timeout=0.5):
+                if key.fileobj is self.sock:
+                    try:
+                        sock, _ = self.sock.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    sock.setblocking(True)
+                    pending[sock] = (_Conn(sock), time.monotonic() + HELLO_S)
+                    ready.register(sock, selectors.EVENT_READ)
+                    continue
+                sock = key.fileobj
+                conn, _ = pending[sock]
+                try:
+                    chunk = sock.recv(HELLO_BYTES)
+                except OSError:
+                    chunk = b""
+                conn.buf += chunk
+                if chunk and b"\n" not in conn.buf and len(conn.buf) < HELLO_BYTES:
+                    continue  # more of the hello to come
+                ready.unregister(sock)
+                pending.pop(sock)
+                hello = conn.read(time.monotonic()) if b"\n" in conn.buf else None
+                if not isinstance(hello, dict) or not hmac.compare_digest(str(hello.get("secret", "")), self.secret):
+                    sock.close()  # not one of ours
+                    continue
+                job = by_name.get(hello.get("job"))
+                if job is not None:
+                    job.hello(conn, hello)
 
     def close(self) -> None:
         self.sock.close()
