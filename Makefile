@@ -39,12 +39,12 @@ test: install-all
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier fast
 
 test-all: install-all
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier all --facts-users $(FACTS_USERS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier all --facts-users=$(FACTS_USERS)
 
 # the tests that read a machine fact, as test-all noted them (without its note: every in-process test)
 test-machines: install-all
-	for m in $(MACHINES); do PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier fast --machine $$m \
-	  --facts-users $(FACTS_USERS) || exit 1; done
+	for m in $(MACHINES); do PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier=fast --machine=$$m \
+	  --facts-users=$(FACTS_USERS) tests || exit 1; done
 
 wheel-check:
 	bash .ci/wheel_check.sh $(PYTHON)

@@ -158,7 +158,8 @@ class _RecordedFacts:
         self.real, self.readers = real, readers
 
     def __getattr__(self, name):
-        self.readers.add(_LAUNCHES["test"] or "")  # "": read outside a test (collection): every test may see it
+        if _LAUNCHES["test"]:  # (collection reads none; a fixture's teardown after its test may, harmlessly)
+            self.readers.add(_LAUNCHES["test"])
         return getattr(self.real, name)
 
 
@@ -172,12 +173,11 @@ def current_facts():
 
 def _facts_users_to_run(config) -> set | None:
     """Under --machine with --facts-users: the files of the recorded tests, whole (a module's fixture may hand a
-    fact to its other tests); None: every test, where there is no record or a fact was read outside any test."""
+    fact to its other tests); None: every test, where there is no record."""
     path = config.getoption("--facts-users")
     if not (config.getoption("--machine") and path and os.path.exists(path)):
         return None
-    users = set(Path(path).read_text().splitlines())
-    return None if "" in users else {u.split("::")[0] for u in users}
+    return {u.split("::")[0] for u in Path(path).read_text().splitlines() if u}
 
 
 def pytest_configure(config):
