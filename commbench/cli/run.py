@@ -226,8 +226,9 @@ def sweep(ctx: typer.Context, **values):
     failed = [(label, error) for label, _, error in outcomes if error]
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
     for label, r, error in outcomes:  # a run whose asked-for algorithm could not run has failed (run's rule)
-        if r is not None and not error and r.failed_skips():
-            failed.append((label, "; ".join(f"{a} could not run ({why})" for a, why in r.failed_skips().items())))
+        lost = r.failed_skips() if r is not None and not error else {}
+        if lost:
+            failed.append((label, "; ".join(f"{a} could not run ({why})" for a, why in lost.items())))
     for label, error in failed:
         err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")
     flagged = sum(r.unreliable for _, r, _ in outcomes if r is not None)

@@ -54,7 +54,8 @@ from commbench.run import emulate, launch
 from commbench.run.ab_rounds import PAIRS_PER_ROUND, SAMPLES_PER_TURN, AbFolder, Measure, rounds_until_settled, shared_arena
 from commbench.run.ab_sides import (GRAINS, LAUNCH_PAIRS, AbSide, Compared, arena_layout, choose_grain, match,
                                     prepare_sides)
-from commbench.run.turn_server import check_python, relay_stderr
+from commbench.run.side_python import check_python
+from commbench.run.turn_server import relay_stderr
 
 __all__ = ["GRAINS", "AbComparison", "AbResult", "AbSide", "arena_layout", "choose_grain", "match", "run_ab"]
 

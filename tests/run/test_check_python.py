@@ -1,4 +1,4 @@
-"""commbench.run.turn_server.check_python: which Python may serve an ab side (its --python-a/-b),
+"""commbench.run.side_python.check_python: which Python may serve an ab side (its --python-a/-b),
 on fake Pythons (shell scripts answering the probe) and the real one."""
 
 import sys
@@ -8,7 +8,7 @@ import pytest
 import commbench
 from commbench.errors import InputError
 from commbench.rank.turns import PROTOCOL
-from commbench.run.turn_server import check_python
+from commbench.run.side_python import check_python
 
 
 def _python(tmp_path, body: str):

@@ -19,7 +19,8 @@ from commbench.events import PREFIX
 from commbench.rank.turns import PROTOCOL, TURNS_ENV, connect
 from commbench.rank.spec_file import SIDE_SPEC_FILES, decode_spec
 from commbench.run import launch, turn_server
-from commbench.run.turn_server import SAFE_PATH, TurnJob, TurnServer, _Conn
+from commbench.run.launch import SAFE_PATH
+from commbench.run.turn_server import TurnJob, TurnServer, _Conn
 from commbench.spec import SweepSpec
 
 
