@@ -7,6 +7,7 @@ import json
 import sys
 
 PREFIX = "@@commbench "
+SAMPLES_PER_EVENT = 256  # samples a "samples" or "ranks" event carries at most (each line under 4 KB)
 
 
 def emit_stdout(kind: str, **data) -> None:

@@ -41,6 +41,7 @@ MAX_POINTS = 100_000  # points of one run: sizes x collectives x backends x algo
 MAX_ITERS = 1_000_000  # --warmup, --iters, --max-iters and --batch: calls per point
 MAX_RANKS = 16_384  # `model predict`: nodes x ranks per node (commbench.analysis.model.predict)
 MAX_RANK_SIZES = 16 * MAX_RANKS  # `model predict`: ranks x sizes, the work of one prediction
+MAX_DELAY_FRACTION = 10.0  # --inject-delay: the most a rank's injected wait is, in calls' times
 MAX_LABEL_CHARS = 256  # --label, stored in every row
 COMPARE_FORMATS = ("text", "markdown", "json", "junit")  # `compare --format` (commbench.analysis.compare writes them)
 MIN_JOBS = 3  # jobs a side before `compare` gives a verdict other than inconclusive (commbench.analysis.verdicts)
@@ -161,7 +162,12 @@ OPTIONS: tuple[Option, ...] = (
            "Slurm allocation without -n: its tasks per node)."),
     Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; mpi or gloo)."),
     Option("link_rate", str, "1gbit", "Each emulated node's link rate (tc units: 1gbit, 800mbit, ...)."),
+    Option("node_link_rate", str, None, "Rehearse a slow node: NODE=RATE[,NODE=RATE...] gives those emulated nodes "
+           "(0-based) their own link rate, e.g. 3=600mbit (recorded in run.json)."),
     Option("placement", str, "block", "Emulated ranks: block (node by node) or round-robin over the nodes."),
+    Option("inject_delay", str, None, "Rehearse a straggler: RANK=FRACTION[,RANK=FRACTION...] makes each such rank "
+           f"busy-wait FRACTION (0-{MAX_DELAY_FRACTION:g}) of the call's warm-up time before every timed call (recorded in "
+           "run.json; `commbench stragglers` should name it)."),
     Option("power", bool, False, "Power and energy per point: GPUs (NVML) and CPU packages and DRAM (RAPL: "
                                  "powercap or perf); windows of >= 1 s."),
     Option("nccl_tuning", bool, False, "Record NCCL's algorithm/protocol per point from its TUNING log "

@@ -2,7 +2,9 @@
 version, and the one row builder (used by the ranks, `model predict` and the importers).
 
 A run folder holds results.csv (one row per point), samples.csv then samples.parquet (every
-timing sample) and run.json (how the run was made and how it ended). The parent writes it
+timing sample: the maximum over ranks of a batch's seconds per call), ranks.csv (every rank's own
+seconds per call and seconds outside the calls of each sample, bounded: commbench.rank.harness
+RANK_CELLS) and run.json (how the run was made and how it ended). The parent writes it
 (commbench.run.folder); readers load it through commbench.analysis.load.
 
 Format versions: 1, folders without `format_version` in run.json (written before it was
@@ -19,6 +21,7 @@ FORMAT_VERSION = 2
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 SAMPLES_PARQUET = "samples.parquet"
+RANKS_CSV = "ranks.csv"
 RUN_JSON = "run.json"
 
 _STATS = {
@@ -79,6 +82,10 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("cpu_energy_j_per_byte", "--power: the CPUs' joules per byte of size_bytes"),
     ("cpu_power_domains", "--power: each RAPL domain's power, summed over nodes (\"package-0 41.2 W, dram-0 6.1 W\")"),
     ("placement", "emulated runs: block or round-robin"),
+    ("check_scope", "`commbench check`: what the row measured: node (its all-reduce), path (two of a node's ranks' "
+                    "exchange), link (two nodes' exchange) or cluster (an all-reduce across every node)"),
+    ("check_nodes", "`commbench check`: the node (0-based; a path's), the two nodes of a link (A-B), or all"),
+    ("check_ranks", "`commbench check`: a path's two ranks (A-B)"),
     ("internode_bytes_measured", "bytes per call across node links, from the link counters"),
     ("internode_bytes_expected", "bytes per call across node links, from the algorithm's message pattern"),
     ("predicted", "1 on rows written by `commbench model predict`"),
@@ -94,6 +101,18 @@ AB_COLUMN_DOCS: tuple[tuple[str, str], ...] = (
 AB_COLUMNS = COLUMNS + tuple(name for name, _ in AB_COLUMN_DOCS)
 SAMPLE_COLUMNS = ("run_id", "point", "iteration", "time_us", "job")
 AB_SAMPLE_COLUMNS = SAMPLE_COLUMNS + ("side", "round", "pair")
+# ranks.csv: per sample (iteration, as in the samples file) and rank, the rank's own µs per call (from the
+# batch's start on it to its last call's return) and its µs per call outside the calls (before entering
+# them: an injected delay; empty where the source does not say, an nccl-tests import)
+RANK_COLUMN_DOCS: tuple[tuple[str, str], ...] = (
+    ("run_id", "the run"), ("point", "the point (results.csv's)"), ("job", "the job (--repeat)"),
+    ("iteration", "the sample (samples file's iteration)"), ("rank", "the rank"),
+    ("time_us", "the rank's own µs per call of the sample"),
+    ("late_us", "the rank's µs per call outside the calls, before entering them (empty: not recorded)"),
+)
+RANK_COLUMNS = tuple(name for name, _ in RANK_COLUMN_DOCS)
+# `run --json` adds these to each row: per rank, the median of the rank's samples (ranks.csv)
+RANK_SUMMARY = ("rank_time_us", "rank_late_us")
 # what every reader relies on: a folder without one of these is refused
 REQUIRED = ("run_id", "point", "collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size",
             "size_bytes", "time_us", "busbw_gbps", "wrong")
@@ -120,6 +139,8 @@ KINDS = {
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")
+RANK_KINDS = {"point": COUNT, "job": POSITIVE, "iteration": COUNT, "rank": COUNT, "time_us": TIME, "late_us": AMOUNT}
+
 
 
 def _plain(value):
@@ -127,10 +148,12 @@ def _plain(value):
     return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
-def full_row(row: dict) -> dict:
+def full_row(row: dict, ranks: dict | None = None) -> dict:
     """Every column of the schema (and the ab columns a row has), in order, None where the row has no
-    value (results.csv's empty cell): what `run --json` prints, one schema for both."""
-    return {c: row.get(c) for c in (AB_COLUMNS if "side" in row else COLUMNS)}
+    value (results.csv's empty cell), then RANK_SUMMARY from `ranks` (None without): what `run --json`
+    prints, one schema for both."""
+    return {c: row.get(c) for c in (AB_COLUMNS if "side" in row else COLUMNS)} | {
+        c: (ranks or {}).get(c) for c in RANK_SUMMARY}
 
 
 def build_row(**fields) -> dict:

@@ -21,7 +21,7 @@ from commbench.collectives import COLLECTIVES
 from commbench.rank.kernel_abi import MAX_CHANNELS
 from commbench.rank.timers import TIMER_CHOICES
 from commbench.backends import emulated_launcher
-from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_ITERS,
+from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_DELAY_FRACTION, MAX_ITERS,
                                MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MAX_SIZES, MODES, PLACEMENTS,
                                RING_ORDERS, SPEC_DEFAULTS, default_backend)
 
@@ -138,7 +138,7 @@ def resolve_names(kind: str, values, accepted, aliases: dict[str, str] | None = 
 
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
-CLUSTER = ("emulate", "link_rate", "placement")  # the fields that say what emulated cluster a run needs
+CLUSTER = ("emulate", "link_rate", "placement", "node_link_rate")  # the fields that say what emulated cluster a run needs
 
 
 def check_label(label: str) -> None:
@@ -183,14 +183,19 @@ class SweepSpec:
     ring_order: str = _D["ring_order"]  # "topology": the older spelling of algorithm ring_topology
     emulate: str | None = _D["emulate"]  # "NODESxRANKS": an emulated cluster on this machine (commbench.run.emulate)
     link_rate: str = _D["link_rate"]  # each emulated node's link, in tc's units
+    node_link_rate: str | None = _D["node_link_rate"]  # "NODE=RATE,...": emulated nodes with a link of their own rate
     placement: str = _D["placement"]  # emulated ranks: node by node, or round-robin over the nodes
     power: bool = _D["power"]  # GPU power and energy per point (commbench.rank.power)
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
     channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernel_abi)
     root: int = _D["root"]  # where broadcast, reduce, gather and scatter start or end (Counts.root)
+    inject_delay: str | None = _D["inject_delay"]  # "RANK=FRACTION,...": ranks made late on purpose (delays())
     oversubscribe: bool = _D["oversubscribe"]  # more ranks on this machine than its cores allow (commbench.run.launch)
     done_points: list[int] = field(default_factory=list)  # measured before (--resume): not run again
+    check: bool = False  # `commbench check`: the ranks measure the fabric (commbench.rank.fabric), not a sweep
+    check_peers: int | None = None  # check: each node meets this many others (sampled), None: every other
+    check_budget: float = 150.0  # check: seconds of repetitions before verdicts still undecided are given
 
     def point_timeout(self, size_bytes: int) -> float:
         """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
@@ -261,11 +266,52 @@ class SweepSpec:
         if self.nccl_tuning and "nccl" not in self.backends:
             raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
         self._validate_emulation()
+        self.delays()
+        if self.check:
+            self._validate_check()
         points = self.point_count()
         if points > MAX_POINTS:
             raise InputError(f"{points} points (sizes x collectives x backends x algorithms x dtypes x ops x "
                              f"buffer modes) is more than a run takes (at most {MAX_POINTS}): split it into several runs")
         return self
+
+    def _validate_check(self) -> None:
+        layout = self.emulated_layout()
+        if layout is not None and layout[0] < 2:
+            raise InputError(f"check measures the links between nodes: --emulate {self.emulate} has one node "
+                             "(give 2 or more)")
+        if self.nprocs < 2:
+            raise InputError(f"check measures the links between nodes: -n {self.nprocs} is one rank")
+        if len(self.sizes) != 1:
+            raise InputError("check measures one message size (--size)")
+        if self.check_peers is not None and self.check_peers < 1:
+            raise InputError(f"invalid --peers {self.check_peers}: at least 1")
+        if not (self.check_budget > 0 and math.isfinite(self.check_budget)):
+            raise InputError(f"invalid --budget {self.check_budget}: a positive number of seconds")
+        if self.inject_delay:
+            raise InputError("--inject-delay rehearses a straggler of `commbench run`; check judges links and nodes")
+
+    def delays(self) -> dict[int, float]:
+        """--inject-delay as {rank: fraction of a call's time busy-waited before each timed call}."""
+        if not self.inject_delay:
+            return {}
+        out: dict[int, float] = {}
+        for item in split_list(self.inject_delay):
+            rank, _, fraction = item.partition("=")
+            try:
+                r, f = int(rank), float(fraction)
+            except ValueError:
+                raise InputError(f"invalid --inject-delay {item[:40]!r} (expected RANK=FRACTION, e.g. 1=0.3)") from None
+            if not 0 <= r < max(self.nprocs, 1):
+                raise InputError(f"invalid --inject-delay {item[:40]!r}: rank {r} is not a rank of the run "
+                                 f"(0 to {max(self.nprocs, 1) - 1})")
+            if not (0 < f <= MAX_DELAY_FRACTION):
+                raise InputError(f"invalid --inject-delay {item[:40]!r}: the fraction must be above 0 and at most "
+                                 f"{MAX_DELAY_FRACTION:g}")
+            if r in out:
+                raise InputError(f"--inject-delay names rank {r} twice")
+            out[r] = f
+        return out
 
     def ops_of(self, collective: str) -> list:
         """The ops a collective runs with: every --op where it reduces, else none ([None])."""
@@ -337,6 +383,28 @@ class SweepSpec:
             raise InputError("--ranks-per-node and --emulate both set the node layout; give one")
         if not _RATE_RE.match(self.link_rate):
             raise InputError(f"invalid --link-rate {self.link_rate!r} (a tc rate such as 1gbit, 800mbit or 100mbps)")
+        self.node_rates()
+
+    def node_rates(self) -> dict[int, str]:
+        """Each emulated node's link rate: --link-rate, or its own from --node-link-rate."""
+        layout = self.emulated_layout()
+        nodes = layout[0] if layout else 0
+        rates = {i: self.link_rate for i in range(nodes)}
+        seen = set()
+        for item in split_list(self.node_link_rate) if self.node_link_rate else []:
+            node, _, rate = item.partition("=")
+            if not node.strip().isdigit() or not _RATE_RE.match(rate.strip()):
+                raise InputError(f"invalid --node-link-rate {item[:40]!r} (expected NODE=RATE, e.g. 3=600mbit: a node "
+                                 "of --emulate and a tc rate)")
+            k = int(node)
+            if k >= nodes:
+                raise InputError(f"invalid --node-link-rate {item[:40]!r}: node {k} is not a node of --emulate "
+                                 f"{self.emulate} (0 to {nodes - 1})")
+            if k in seen:
+                raise InputError(f"--node-link-rate names node {k} twice")
+            seen.add(k)
+            rates[k] = rate.strip()
+        return rates
 
     @classmethod
     def from_options(cls, **given) -> "SweepSpec":

@@ -1069,13 +1069,26 @@ extern "C" CB_EXPORT int cb_host_call(const CbCall* call) {
     return (int)call->comm->error[0];
 }
 
-// `calls` back-to-back calls, timed in C: the seconds of each of `samples` batches of `batch` calls.
-extern "C" CB_EXPORT int cb_host_time(const CbCall* call, long long samples, long long batch, double* seconds) {
+// `calls` back-to-back calls, timed in C: the seconds of each of `samples` batches of `batch` calls. With
+// `delay_ns` > 0 (--inject-delay) each call is preceded by that long a busy wait, counted in the batch's
+// seconds; `late` (when not null) gets each batch's seconds spun (the rank's time outside the calls).
+extern "C" CB_EXPORT int cb_host_time(const CbCall* call, long long samples, long long batch, long long delay_ns,
+                                      double* seconds, double* late) {
     for (long long s = 0; s < samples; ++s) {
         const long long t0 = cb_now_ns();
-        for (long long b = 0; b < batch; ++b)
+        long long spun = 0;
+        for (long long b = 0; b < batch; ++b) {
+            if (delay_ns > 0) {
+                const long long start = cb_now_ns();
+                long long t = start;
+                while ((t = cb_now_ns()) < start + delay_ns) {
+                }
+                spun += t - start;
+            }
             if (int err = cb_host_call(call)) return err;
+        }
         seconds[s] = (cb_now_ns() - t0) * 1e-9;
+        if (late) late[s] = spun * 1e-9;
     }
     return 0;
 }

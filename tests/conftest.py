@@ -75,7 +75,7 @@ def has_gpu() -> bool:
 # The markers come from what a test uses, never by hand: the fixture it asks for, hypothesis, its folder.
 FIXTURE_MARKERS = {"job": "job", "slurm": "slurm", "chromium": "browser", "netns": "netns", "nvcc": "nvcc"}
 FULL_ONLY = ("job", "slurm", "browser", "netns", "nvcc", "fuzz", "acceptance")
-LAUNCHING = ("run", "sweep", "ab", "workload")  # commbench commands that start ranks
+LAUNCHING = ("run", "sweep", "ab", "workload", "check")  # commbench commands that start ranks
 LAUNCHERS = ("mpirun", "mpiexec", "srun", "salloc", "sbatch", "torchrun")
 RECORD_ENV = "COMMBENCH_TEST_RECORD_LAUNCHES"  # a file: note unmarked launches there instead of failing
 

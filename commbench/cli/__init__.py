@@ -17,7 +17,7 @@ if os.path.basename(sys.argv[0]) == "commbench" or sys.argv[0].endswith(os.path.
         signal.signal(_signal, _interrupted_while_starting)
 
 # registers the commands (--help lists them in registration order)
-from commbench.cli import run, ab, reports, topo, model, imports, workload  # noqa: F401, E402, I001
+from commbench.cli import run, ab, check, reports, stragglers, topo, model, imports, workload  # noqa: F401, E402, I001
 from commbench.cli.app import app, main  # noqa: E402
 from commbench.cli.examples import attach  # noqa: E402
 

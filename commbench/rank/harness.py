@@ -24,6 +24,7 @@ from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Lo
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
 CHUNK = 1 << 22  # elements per fill/check step, bounding host memory for huge buffers
+RANK_CELLS = 1 << 20  # ranks x samples of one point's per-rank times kept (the first samples of every rank)
 LINK_WINDOWS = 3  # counts of one point's link bytes; the smallest is kept (see link_bytes)
 
 
@@ -38,6 +39,8 @@ class Measurement:
     timer: str = "python"  # the loop that timed it (commbench.rank.timers)
     notes: tuple[str, ...] = ()  # one-line notes for the user (a loop that could not be used)
     schedule: str | None = None  # what the bound call runs, where it says (the kernels: ring, tree, oneshot)
+    rank_s: np.ndarray | None = None  # ranks x samples: each rank's own seconds per call (see per_rank)
+    late_s: np.ndarray | None = None  # ranks x samples: each rank's seconds per call outside the calls
 
     @property
     def iterations(self) -> int:
@@ -122,6 +125,7 @@ class Prepared:
         self.fn, self.out = bind(self.bufs.send, self.bufs.recv)
         self.loop, self.notes = agree(comm, loop_for(self.fn, comm.device, timer, graph))
         self._graph_batch = None  # the batch a CUDA graph was captured for
+        self.own = self.late = None  # this rank's seconds per call, and outside the calls, of the last time()
 
     def warm(self, calls: int) -> tuple[float, int]:
         """Fill the inputs and run `calls` untimed calls (at least one): the per-call time every
@@ -131,15 +135,28 @@ class Prepared:
         probe = (CUDA_EVENTS if self.loop is CUDA_GRAPH else self.loop)(self.fn, max(calls, 1))
         return float(self.comm.reduce_host(np.array([np.median(probe)]), "max")[0]), len(probe)
 
-    def time(self, samples: int, batch: int) -> np.ndarray:
+    def time(self, samples: int, batch: int, delay_s: float = 0.0) -> np.ndarray:
         """`samples` timed batches of `batch` calls, all ranks starting together: seconds per call of
-        each batch, the maximum over ranks."""
+        each batch, the maximum over ranks (this rank's own in self.own, its time outside the calls in
+        self.late). delay_s: this rank's busy wait before each call (--inject-delay), counted in its time."""
         if self.loop is CUDA_GRAPH or (self._graph_batch not in (None, batch)):  # a graph holds one batch
             self.loop, notes = graph_loop(self.comm, self.fn, batch)
             self._graph_batch = batch if self.loop.name == "cuda-graph" else None
             self.notes = tuple(dict.fromkeys(self.notes + notes))
         self.comm.barrier()
-        return self.comm.reduce_host(self.loop(self.fn, samples, batch), "max")
+        self.own, self.late = self.loop.stamped(self.fn, samples, batch, delay_s)
+        return self.comm.reduce_host(self.own, "max")
+
+    def per_rank(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every rank's own seconds per call and seconds outside the calls, of the last time(), as two
+        ranks x samples arrays on every rank (collective); at most RANK_CELLS cells each: the first
+        samples of every rank. A rank's own time runs from the batch's start on it to its last call's
+        return, so the ranks' times differ where their calls return at different moments."""
+        size, kept = self.comm.size, min(len(self.own), max(1, RANK_CELLS // self.comm.size))
+        both = np.zeros((2, size, kept))
+        both[0, self.comm.rank], both[1, self.comm.rank] = self.own[:kept], self.late[:kept]
+        both = self.comm.reduce_host(both.ravel(), "sum").reshape(2, size, kept)
+        return both[0], both[1]
 
     def check(self) -> int:
         """Fill again, run one call and count the wrong output elements, summed over the ranks."""
@@ -155,7 +172,7 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
             max_iters: int, batch: int | None = None, bind: Bind | None = None,
             link_counter: Callable[[], int] | None = None, meter=None, timer: str = "auto",
-            graph: bool = False) -> Measurement:
+            graph: bool = False, delay: float = 0.0) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
     batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
     bind: makes the callable to time from (send, recv), default the library's own collective (its
@@ -163,7 +180,9 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
     meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window;
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
-    device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph."""
+    device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph;
+    delay: this rank's injected delay (--inject-delay), a fraction of the warm-up's per-call time busy-waited
+    before each timed call."""
     point = Prepared(comm, coll, counts, dtype, op, in_place, bind, timer, graph)
     # warm-up, and the per-call estimate all ranks agree on
     per_call, warmed = point.warm(warmup)
@@ -172,13 +191,14 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
         iters = choose_iterations(per_call, min_time, min_iters, max_iters)
     n_samples, batch, note = sample_plan(iters, batch, per_call, adaptive, min_iters, max_iters)
 
-    samples = point.time(n_samples, batch)
+    samples = point.time(n_samples, batch, delay * per_call)
+    rank_s, late_s = point.per_rank()
     traffic = None if link_counter is None else link_bytes(comm, point.fn, link_counter, batch)
     energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))
     wrong = point.check()
     notes = point.notes + ((note,) if note else ())
     return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, notes,
-                       getattr(point.fn, "schedule", None))
+                       getattr(point.fn, "schedule", None), rank_s, late_s)
 
 
 def sample_plan(iters: int, batch: int | None, per_call: float, adaptive: bool, min_iters: int,
@@ -225,7 +245,7 @@ def graph_loop(comm: Communicator, fn: Callable[[], Any], batch: int) -> tuple[L
     except GraphUnavailable as exc:
         captured, why = None, str(exc)
     if comm.reduce_host(np.array([1.0 if why else 0.0]), "max")[0] == 0:
-        return Loop("cuda-graph", lambda fn, samples, batch: replay_graph(captured, samples, batch)), ()
+        return Loop("cuda-graph", lambda fn, samples, batch, delay_s=0.0: replay_graph(captured, samples, batch, delay_s)), ()
     note = f"torch could not capture the call in a CUDA graph ({why or 'on another rank'}): timed with CUDA events"
     return CUDA_EVENTS, (note,)
 

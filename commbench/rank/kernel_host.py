@@ -87,8 +87,8 @@ def host_library() -> ctypes.CDLL:
 
 def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cb_host_call.argtypes, lib.cb_host_call.restype = [ctypes.POINTER(CbCall)], ctypes.c_int
-    lib.cb_host_time.argtypes = [ctypes.POINTER(CbCall), ctypes.c_longlong, ctypes.c_longlong,
-                                 ctypes.POINTER(ctypes.c_double)]
+    lib.cb_host_time.argtypes = [ctypes.POINTER(CbCall), ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong,
+                                 ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
     lib.cb_host_time.restype = ctypes.c_int
     lib.cb_comm_bytes.restype = lib.cb_fifo_offset.restype = ctypes.c_longlong
     if lib.cb_comm_bytes() != ctypes.sizeof(CbComm) or lib.cb_fifo_offset() != FIFO_OFFSET:
@@ -218,11 +218,12 @@ class HostNode:
             if run_host(call):
                 raise KernelFault(describe(error(), what(name)))
 
-        def timer(fn, samples: int, batch: int = 1):
-            out = (ctypes.c_double * samples)()
-            if lib.cb_host_time(call, samples, batch, out):
+        def timer(fn, samples: int, batch: int = 1, delay_s: float = 0.0):
+            out, late = (ctypes.c_double * samples)(), (ctypes.c_double * samples)()
+            if lib.cb_host_time(call, samples, batch, round(delay_s * 1e9), out, late):
                 raise KernelFault(describe(error(), what(name)))
-            return np.frombuffer(out, dtype=np.float64).copy() / batch
+            return (np.frombuffer(out, dtype=np.float64).copy() / batch,
+                    np.frombuffer(late, dtype=np.float64).copy() / batch)
         run.timer = Loop("native", timer)
         return run
 

@@ -4,7 +4,9 @@
  * The loop is harness.measure's Python loop without Python: one clock read per batch of `batch`
  * back-to-back calls, `samples` batches, each sample the batch's seconds (the caller divides by
  * the batch, takes the maximum over ranks and the statistics). CLOCK_MONOTONIC is the clock of
- * Python's time.perf_counter, so both loops read the same clock.
+ * Python's time.perf_counter, so both loops read the same clock. With `delay` > 0 (--inject-delay)
+ * each call is preceded by that many seconds of busy waiting, counted in the batch's seconds, and
+ * `late` (when not NULL) gets each batch's seconds spun (the rank's time outside the calls).
  *
  * One entry per mpi4py function a collective declares (Collective.native["mpi"]), named
  * cb_time_<function>; a collective without one here keeps the Python loop. Handles arrive as
@@ -38,16 +40,28 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int loop(Call call, const Args *a, long long samples, long long batch, double *out) {
+static double spin(double seconds) {
+    const double start = now(), end = start + seconds;
+    double t;
+    while ((t = now()) < end) {
+    }
+    return t - start;
+}
+
+static int loop(Call call, const Args *a, long long samples, long long batch, double delay, double *out,
+                double *late) {
     Call volatile fn = call;  /* called through the pointer: the empty call (the floor) is not optimised away */
     double t = now();
     for (long long s = 0; s < samples; s++) {
+        double spun = 0.0;
         for (long long b = 0; b < batch; b++) {
+            if (delay > 0.0) spun += spin(delay);
             int rc = fn(a);
             if (rc != MPI_SUCCESS) return rc;
         }
         double u = now();
         out[s] = u - t;
+        if (late) late[s] = spun;
         t = u;
     }
     return MPI_SUCCESS;
@@ -112,17 +126,19 @@ static int nothing(const Args *a) {
 }
 
 static int timed(Call call, const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,
-                 MPI_Fint comm, int root, long long samples, long long batch, double *out) {
+                 MPI_Fint comm, int root, long long samples, long long batch, double delay, double *out,
+                 double *late) {
     Args a = {send, recv, whole, count, MPI_Type_f2c(type), MPI_Op_f2c(op), MPI_Comm_f2c(comm), root, 0, 1};
     MPI_Comm_rank(a.comm, &a.rank);
     MPI_Comm_size(a.comm, &a.size);
-    return loop(call, &a, samples, batch, out);
+    return loop(call, &a, samples, batch, delay, out, late);
 }
 
-#define ENTRY(function, call)                                                                           \
-    int cb_time_##function(const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op, \
-                           MPI_Fint comm, int root, long long samples, long long batch, double *out) {     \
-        return timed(call, send, recv, whole, count, type, op, comm, root, samples, batch, out);           \
+#define ENTRY(function, call)                                                                                 \
+    int cb_time_##function(const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,   \
+                           MPI_Fint comm, int root, long long samples, long long batch, double delay,         \
+                           double *out, double *late) {                                                       \
+        return timed(call, send, recv, whole, count, type, op, comm, root, samples, batch, delay, out, late); \
     }
 
 ENTRY(Allreduce, allreduce)
@@ -139,7 +155,7 @@ ENTRY(Sendrecv, sendrecv)
 int cb_time_floor(long long samples, long long batch, double *out) {
     Args a;
     memset(&a, 0, sizeof a);
-    return loop(nothing, &a, samples, batch, out);
+    return loop(nothing, &a, samples, batch, 0.0, out, NULL);
 }
 
 /* Which MPI this library calls: 1 with its version in `version` when that MPI is initialised (it

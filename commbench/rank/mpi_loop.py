@@ -86,7 +86,8 @@ def entry(function: str):
     fn = getattr(library(), f"cb_time_{function}", None)
     if fn is not None:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, _double_p]
+                       ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_double, _double_p,
+                       _double_p]
         fn.restype = ctypes.c_int
     return fn
 
@@ -105,12 +106,12 @@ def bind_loop(comm: MPI.Comm, function: str, send: np.ndarray, recv: np.ndarray,
     handles = (datatype.py2f(), (op or MPI.OP_NULL).py2f(), comm.py2f())
     keep = (send, recv)  # the buffers live as long as the loop
 
-    def run(fn, samples: int, batch: int = 1) -> np.ndarray:
-        out = (ctypes.c_double * samples)()
-        rc = call(sendp, recvp, whole, count, *handles, root, samples, batch, out)
+    def run(fn, samples: int, batch: int = 1, delay_s: float = 0.0):
+        out, late = (ctypes.c_double * samples)(), (ctypes.c_double * samples)()
+        rc = call(sendp, recvp, whole, count, *handles, root, samples, batch, delay_s, out, late)
         if rc:
             raise MPI.Exception(rc)
-        return np.frombuffer(out, dtype=np.float64).copy() / batch
+        return (np.frombuffer(out, dtype=np.float64).copy() / batch, np.frombuffer(late, dtype=np.float64).copy() / batch)
 
     run.buffers = keep
     return Loop("native", run)

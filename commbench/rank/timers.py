@@ -1,8 +1,12 @@
 """Timers inside a rank: the timed loops, which loop times a point, and the iteration-count and
 batch policy. The statistics of a point are in commbench.metrics.
 
-A loop takes (fn, samples, batch) and gives seconds per call for each batch. Its name is the
-`timer` column of the row it timed:
+A loop takes (fn, samples, batch) and gives seconds per call for each batch (this rank's own: the
+harness takes the maximum over ranks). `Loop.stamped` also takes an injected delay (--inject-delay:
+seconds of busy waiting before each call, counted in the batch's time) and gives, beside each batch's
+seconds per call, the rank's time per call outside the library's calls (`late`: what it spent before
+entering them; a benchmark loop spends nothing there unless a delay is injected, so a late rank is one
+that was made late). Its name is the `timer` column of the row it timed:
   python       this module's loop of Python calls, perf_counter per batch (CPU)
   cuda-events  the same loop between CUDA events on the current stream (GPU)
   native       a loop in C: the MPI loop (commbench.rank.mpi_loop) or a kernel's own (kernel_host)
@@ -23,45 +27,81 @@ TIMER_CHOICES = ("auto", "python")  # --timer: auto, the call's own loop where i
 LOOP_NAMES = ("native", "python", "cuda-graph", "cuda-events")  # the `timer` column's values
 
 
+Timed = tuple[np.ndarray, np.ndarray]  # (seconds per call of each batch, seconds per call outside the calls)
+
+
 @dataclass(frozen=True)
 class Loop:
     name: str  # the row's `timer`, one of LOOP_NAMES
-    run: Callable[[Callable[[], object], int, int], np.ndarray]
+    run: Callable[..., Timed | np.ndarray]  # (fn, samples, batch[, delay_s]): Timed, or the seconds alone
 
     def __post_init__(self):
         if self.name not in LOOP_NAMES:
             raise ValueError(f"unknown loop name {self.name!r}")
 
     def __call__(self, fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
-        return self.run(fn, samples, batch)
+        return self.stamped(fn, samples, batch)[0]
+
+    def stamped(self, fn: Callable[[], object], samples: int, batch: int = 1, delay_s: float = 0.0) -> Timed:
+        """(seconds per call of each batch, seconds per call this rank spent outside the calls) with
+        `delay_s` of busy waiting before each call (0: none, and the loop is called without one)."""
+        out = self.run(fn, samples, batch, delay_s) if delay_s > 0 else self.run(fn, samples, batch)
+        if isinstance(out, tuple):
+            return out
+        return out, np.zeros(len(out))
 
 
-def time_cpu(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
+def spin(seconds: float, clock=time.perf_counter) -> float:
+    """Busy-wait `seconds` (no sleep: the core stays busy, as a rank computing would): the seconds spun."""
+    start = clock()
+    end = start + seconds
+    while (now := clock()) < end:
+        pass
+    return now - start
+
+
+def time_cpu(fn: Callable[[], object], samples: int, batch: int = 1, delay_s: float = 0.0) -> Timed:
     """Seconds per call for each of `samples` batches of `batch` back-to-back calls: one clock
-    read per batch, so the loop adds only that read to what it measures."""
+    read per batch, so the loop adds only that read to what it measures (with a delay: the spins'
+    own reads too, and their seconds are the time outside the calls)."""
     clock = time.perf_counter
     stamps = [0.0] * (samples + 1)
+    late = [0.0] * samples
     inner = range(batch)
     stamps[0] = clock()
-    for i in range(1, samples + 1):
-        for _ in inner:
-            fn()
-        stamps[i] = clock()
-    return np.diff(np.asarray(stamps)) / batch
+    if delay_s > 0:
+        for i in range(1, samples + 1):
+            spun = 0.0
+            for _ in inner:
+                spun += spin(delay_s, clock)
+                fn()
+            stamps[i] = clock()
+            late[i - 1] = spun
+    else:
+        for i in range(1, samples + 1):
+            for _ in inner:
+                fn()
+            stamps[i] = clock()
+    return np.diff(np.asarray(stamps)) / batch, np.asarray(late) / batch
 
 
-def time_cuda(fn: Callable[[], object], samples: int, batch: int = 1) -> np.ndarray:
-    """Seconds per call for each batch, between CUDA events recorded on the current stream."""
+def time_cuda(fn: Callable[[], object], samples: int, batch: int = 1, delay_s: float = 0.0) -> Timed:
+    """Seconds per call for each batch, between CUDA events recorded on the current stream; a delay
+    is spun on the host before each call is queued (the GPU idles once the queue drains)."""
     import torch
 
     events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
+    late = [0.0] * samples
     events[0].record()
     for i in range(1, samples + 1):
         for _ in range(batch):
+            if delay_s > 0:
+                late[i - 1] += spin(delay_s)
             fn()
         events[i].record()
     events[-1].synchronize()
-    return np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
+    times = np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
+    return times, np.asarray(late) / batch
 
 
 EMPTY_GRAPH = "The CUDA Graph is empty"  # torch's warning at the end of a capture that recorded nothing
@@ -102,23 +142,29 @@ def capture_graph(fn: Callable[[], object], batch: int):
     return graph
 
 
-def replay_graph(graph, samples: int, batch: int) -> np.ndarray:
+def replay_graph(graph, samples: int, batch: int, delay_s: float = 0.0) -> Timed:
     """Seconds per call for each of `samples` replays of a captured graph of `batch` calls, between
-    CUDA events on the current stream."""
+    CUDA events on the current stream; a delay is spun on the host before each replay, for the
+    batch's calls together (a graph holds no host code between its calls)."""
     import torch
 
     events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
+    late = [0.0] * samples
     events[0].record()
     for i in range(1, samples + 1):
+        if delay_s > 0:
+            late[i - 1] = spin(delay_s * batch)
         graph.replay()
         events[i].record()
     events[-1].synchronize()
-    return np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
+    times = np.array([events[i - 1].elapsed_time(events[i]) for i in range(1, samples + 1)]) / 1e3 / batch
+    return times, np.asarray(late) / batch
 
 
 PYTHON = Loop("python", time_cpu)
 CUDA_EVENTS = Loop("cuda-events", time_cuda)
-CUDA_GRAPH = Loop("cuda-graph", lambda fn, samples, batch=1: replay_graph(capture_graph(fn, batch), samples, batch))
+CUDA_GRAPH = Loop("cuda-graph", lambda fn, samples, batch=1, delay_s=0.0:
+                  replay_graph(capture_graph(fn, batch), samples, batch, delay_s))
 
 
 def device_loop(device: str) -> Loop:

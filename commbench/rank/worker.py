@@ -21,12 +21,14 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
 from commbench.errors import Unavailable
-from commbench.events import emit_stdout
+from commbench.events import SAMPLES_PER_EVENT, emit_stdout
 from commbench.metrics import summarize
-from commbench.rank import floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
+from commbench.rank import fabric, floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.han import close_han, han_target, library_choice, open_han
 from commbench.rank.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
@@ -42,8 +44,6 @@ KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer
 
 Emit = Callable[..., None]
 STARTUP_TIMEOUT_S = 300.0
-# samples per event line: a line stays under 4 KB, which a pipe writes whole (other ranks share it)
-SAMPLES_PER_EVENT = 256
 
 
 def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
@@ -117,11 +117,14 @@ def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout)
     writes the run folder; progress: every rank's "enter" (so the parent can name stragglers)."""
     session = open_session(spec, emit)
     total_wrong, rows, done = 0, 0, set(spec.done_points)
-    for point in session.plan:
-        if point.index not in done:
-            wrong = run_point(session, point, emit, progress)
-            if wrong is not None:
-                total_wrong, rows = total_wrong + wrong, rows + 1
+    if spec.check:  # commbench check: the fabric's rows, not the plan's points
+        total_wrong, rows = fabric.run_check(session, emit)
+    else:
+        for point in session.plan:
+            if point.index not in done:
+                wrong = run_point(session, point, emit, progress)
+                if wrong is not None:
+                    total_wrong, rows = total_wrong + wrong, rows + 1
     if session.rank == 0:
         emit("done", wrong=total_wrong, rows=rows)
     close_han(session.han)
@@ -171,7 +174,8 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
             "load": load_facts(s.load), "floors": floors})
         if s.load.ranks > s.load.cores:
             emit("warning", text=s.load.oversubscribed())
-        emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=len(s.plan),
+        total = fabric.planned(nodes_of, spec.check_peers) if spec.check else len(s.plan)
+        emit("ready", world_size=s.world, nodes=s.nodes, ranks_per_node=s.per_node, total=total,
              already=len(spec.done_points), hosts=sorted({f["hostname"] for f in facts}),
              note=s.power_note)
     control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
@@ -278,7 +282,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     s.load.start()
     m = harness.measure(comm, bound.coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                         spec.min_time, spec.min_iters, spec.max_iters, spec.batch, bound.binder, s.counter, s.meter,
-                        spec.timer, spec.graph)
+                        spec.timer, spec.graph, spec.delays().get(s.rank, 0.0))
     busy, _ = load.background(comm, s.load.stop())
     for note in notes_of(s, bound, m.notes):
         if s.rank == 0:
@@ -291,7 +295,13 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])
-        emit("row", row=row)
+        step = SAMPLES_PER_EVENT // 2  # two lists a line: still a line under 4 KB
+        for r in range(m.rank_s.shape[0]):
+            own, late = (m.rank_s[r] * 1e6).round(4).tolist(), (m.late_s[r] * 1e6).round(4).tolist()
+            for i in range(0, len(own), step):
+                emit("ranks", point=point.index, rank=r, start=i, time_us=own[i:i + step], late_us=late[i:i + step])
+        emit("row", row=row, ranks={"rank_time_us": (np.median(m.rank_s, axis=1) * 1e6).round(4).tolist(),
+                                    "rank_late_us": (np.median(m.late_s, axis=1) * 1e6).round(4).tolist()})
     return m.wrong
 
 

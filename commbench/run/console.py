@@ -67,12 +67,14 @@ class Renderer:
     the human view on stderr. modes: the buffer modes the run measures (spec.in_place), where the
     caller knows them; else an out-of-place row waits for its in-place half (the plan measures a
     table's out-of-place sizes first) or for the table's end. suite_points: the points of a whole
-    suite, for a second progress bar over the suite."""
+    suite, for a second progress bar over the suite. stderr: the human view on stderr (a command whose
+    stdout is its own output: check)."""
 
-    def __init__(self, quiet: bool = False, json_rows: bool = False, modes=None, suite_points: int | None = None):
+    def __init__(self, quiet: bool = False, json_rows: bool = False, modes=None, suite_points: int | None = None,
+                 stderr: bool = False):
         self.quiet, self.json_rows = quiet, json_rows
         self.modes = tuple(sorted({bool(m) for m in modes})) if modes else None
-        self.console = Console(stderr=json_rows, highlight=False, soft_wrap=True)
+        self.console = Console(stderr=json_rows or stderr, highlight=False, soft_wrap=True)
         self.progress: Progress | None = None
         self.task = None
         self.world = None
@@ -111,7 +113,7 @@ class Renderer:
             self._advance()
         elif kind == "row":
             if self.json_rows:
-                print(json.dumps(full_row(event["row"])), flush=True)
+                print(json.dumps(full_row(event["row"], event.get("ranks"))), flush=True)
             self._row(event["row"])
             self._advance()
         elif kind == "warning":

@@ -127,7 +127,9 @@ def _shape(ns: str, dev: str, rate: str) -> None:
     _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", BURST, "limit", QUEUE_LIMIT)
 
 
-def create(nodes: int, rate: str) -> None:
+def create(rates: dict[int, str]) -> None:
+    """The bridge and one node per entry of rates (node -> its link's tc rate)."""
+    nodes = len(rates)
     _sh("ip", "netns", "add", bridge_ns())
     _sh("ip", "-n", bridge_ns(), "link", "add", "br0", "type", "bridge")
     _sh("ip", "-n", bridge_ns(), "link", "set", "br0", "up")
@@ -144,8 +146,8 @@ def create(nodes: int, rate: str) -> None:
         _sh("ip", "-n", ns, "addr", "add", f"{node_addr(i)}/24", "dev", IFACE)
         _sh("ip", "-n", ns, "link", "set", IFACE, "up")
         _sh("ip", "-n", bridge_ns(), "link", "set", port, "master", "br0", "up")
-        _shape(ns, IFACE, rate)  # node -> switch
-        _shape(bridge_ns(), port, rate)  # switch -> node
+        _shape(ns, IFACE, rates[i])  # node -> switch
+        _shape(bridge_ns(), port, rates[i])  # switch -> node
 
 
 def destroy(nodes: int) -> None:
@@ -166,7 +168,7 @@ def cluster(spec: SweepSpec):
     saved = {s: signal.signal(s, interrupts.handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         try:
-            create(layout[0], spec.link_rate)
+            create(spec.node_rates())
         except RuntimeError as exc:
             raise InputError(f"cannot build the emulated cluster: {exc}") from None
         yield description(spec)
@@ -179,7 +181,9 @@ def cluster(spec: SweepSpec):
 def description(spec: SweepSpec) -> dict:
     nodes, per_node = spec.emulated_layout()
     launcher = emulated_launcher(spec.backends)
+    own = {str(k): r for k, r in spec.node_rates().items() if r != spec.link_rate}
     return {"nodes": nodes, "ranks_per_node": per_node, "link_rate": spec.link_rate, "placement": spec.placement,
+            **({"node_link_rates": own} if own else {}),
             "mtu": MTU, "tbf": {"burst": BURST, "limit": QUEUE_LIMIT}, "latency": "not emulated (no netem)",
             "namespaces": [node_ns(i) for i in range(nodes)], "addresses": [node_addr(i) for i in range(nodes)],
             "launcher": launcher, **({"hosts": [node_host(i) for i in range(nodes)]} if launcher == "mpirun" else {})}

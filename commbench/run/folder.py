@@ -21,8 +21,8 @@ from pathlib import Path
 
 from commbench import runinfo
 from commbench.errors import InputError
-from commbench.schema import (COLUMNS, FORMAT_VERSION, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV,
-                               SAMPLES_PARQUET)
+from commbench.schema import (COLUMNS, FORMAT_VERSION, RANK_COLUMNS, RANKS_CSV, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS,
+                              SAMPLES_CSV, SAMPLES_PARQUET)
 from commbench.run import folder_lock
 from commbench.run.folder_place import has_run_json
 
@@ -94,6 +94,7 @@ class RunFolder:
         self.skipped: list[dict] = []
         self.warnings: list[str] = []
         self._samples: dict[int, list[float]] = {}  # samples events of the point whose row is next
+        self._ranks: dict[int, dict[int, tuple[list, list]]] = {}  # its ranks events: point -> rank -> (time, late)
         self.has_facts = False  # rank 0's "facts" arrived (run.json's world, versions, machines)
         self.job = 1  # the job number stamped on rows and samples (commbench.run.jobs: --repeat)
         self.measured: set[tuple[int, str]] = set()  # (point, job) with a row, once `repair` has read them
@@ -185,15 +186,22 @@ class RunFolder:
         return data
 
     # --- rows and samples -----------------------------------------------------------------------
-    def add(self, row: dict, samples_us, tags=None) -> None:
-        """Append a row and its per-iteration samples (µs), samples first; both get this folder's
-        job number (the row in place, so what is shown is what is on disk). tags: per sample, more
-        of its columns (commbench ab: side, round, pair)."""
+    def add(self, row: dict, samples_us, tags=None, ranks: dict | None = None) -> None:
+        """Append a row and its per-iteration samples (µs), samples first (and its ranks' samples,
+        ranks.csv: {rank: (time_us, late_us)}, first of all); all get this folder's job number (the row
+        in place, so what is shown is what is on disk). tags: per sample, more of its columns
+        (commbench ab: side, round, pair)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         row["job"] = self.job
         for key, value in row.items():  # a number not recorded (NaN): an empty cell, as the loader reads it
             if isinstance(value, float) and value != value:
                 row[key] = None
+        if ranks:
+            _append(self.dir / RANKS_CSV, RANK_COLUMNS, (
+                {"run_id": row["run_id"], "point": row["point"], "job": self.job, "iteration": i, "rank": r,
+                 "time_us": f"{t:.4f}", "late_us": "" if late is None else f"{late:.4f}"}
+                for r, (times, lates) in sorted(ranks.items())
+                for i, (t, late) in enumerate(zip(times, lates if lates is not None else [None] * len(times)))))
         _append(self.dir / SAMPLES_CSV, self.sample_columns, (
             {"run_id": row["run_id"], "point": row["point"], "iteration": i, "time_us": f"{t:.4f}", "job": self.job,
              **(tags[i] if tags else {})}
@@ -260,11 +268,20 @@ class RunFolder:
             self.update({"warnings": self.warnings})
         elif kind == "samples":
             self._samples.setdefault(event["point"], []).extend(event["values"])
+        elif kind == "ranks":
+            times, lates = self._ranks.setdefault(event["point"], {}).setdefault(event["rank"], ([], []))
+            if len(times) == event["start"]:  # (a lost line leaves a gap: that rank's samples are dropped below)
+                times.extend(event["time_us"])
+                lates.extend(event["late_us"])
         elif kind == "row":  # written only with all its samples (a lost line: the point is not on disk)
             samples = self._samples.pop(event["row"]["point"], [])
+            ranks = self._ranks.pop(event["row"]["point"], {})
             if len(samples) != int(event["row"]["samples"]):
                 return False
-            self.add(event["row"], samples)
+            kept = {len(t) for t, _ in ranks.values()}
+            self.add(event["row"], samples, ranks=ranks if len(kept) == 1 else None)
+        elif kind == "check":  # commbench check: how its repetitions ended (commbench.rank.fabric)
+            self.update({"check": {k: v for k, v in event.items() if k != "event"}})
         elif kind == "done":
             self.update({"skipped": self.skipped, "samples_file": self.finalize(), "wrong_total": self.wrong,
                          "unreliable_points": self.unreliable})

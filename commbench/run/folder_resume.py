@@ -17,7 +17,8 @@ import pandas as pd
 
 from commbench.analysis import limits, load, run_files
 from commbench.errors import InputError
-from commbench.schema import COLUMNS, RESULTS_CSV, SAMPLE_COLUMNS, SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.schema import (COLUMNS, RANK_COLUMNS, RANKS_CSV, RESULTS_CSV, SAMPLE_COLUMNS, SAMPLES_CSV,
+                              SAMPLES_PARQUET)
 
 if TYPE_CHECKING:
     from commbench.run.folder import RunFolder
@@ -131,22 +132,32 @@ def repair(folder: RunFolder) -> set[int]:
     again). Counts the rows and wrong elements found."""
     done, results, samples_text = check(folder)
     _cut(folder.dir / RESULTS_CSV, len(results))
-    samples = folder.dir / SAMPLES_CSV
-    if samples.exists():
-        text = samples_text.decode()
-        header = next(csv.reader(io.StringIO(text, newline="")), None) or list(SAMPLE_COLUMNS)
-        keep = [row for row in csv.DictReader(io.StringIO(text, newline="")) if _job_key(row) in folder.measured]
-        fd, tmp = tempfile.mkstemp(dir=folder.dir, prefix=".samples.")
-        try:
-            with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=header)
-                writer.writeheader()
-                writer.writerows(keep)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, samples)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+    _keep_measured(folder, SAMPLES_CSV, samples_text, SAMPLE_COLUMNS)
+    if (folder.dir / RANKS_CSV).exists() or (folder.dir / RANKS_CSV).is_symlink():
+        ranks = _whole_lines(folder.dir, RANKS_CSV, RANK_COLUMNS)
+        _same_width(folder.dir, RANKS_CSV, ranks)
+        _keep_measured(folder, RANKS_CSV, ranks, RANK_COLUMNS)
     return done
+
+
+def _keep_measured(folder: RunFolder, name: str, whole: bytes, columns) -> None:
+    """Rewrite a samples file of the folder (its whole lines) with only the lines of points that have a row."""
+    path = folder.dir / name
+    if not path.exists():
+        return
+    text = whole.decode()
+    header = next(csv.reader(io.StringIO(text, newline="")), None) or list(columns)
+    keep = [row for row in csv.DictReader(io.StringIO(text, newline="")) if _job_key(row) in folder.measured]
+    fd, tmp = tempfile.mkstemp(dir=folder.dir, prefix=f".{name}.")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=header)
+            writer.writeheader()
+            writer.writerows(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -39,10 +39,10 @@ def install(wrong: str | None, hang: str | None) -> None:
         finally:
             self.fn = call
 
-    def hanging_time(self, samples, batch):
+    def hanging_time(self, samples, batch, delay_s=0.0):
         if hang == str(self.comm.rank):
             time.sleep(1e6)
-        return timed(self, samples, batch)
+        return timed(self, samples, batch, delay_s)
 
     harness.Prepared.check, harness.Prepared.time = corrupted_check, hanging_time
 

@@ -51,7 +51,7 @@ class _GraphLoops:
             raise harness.GraphUnavailable("RuntimeError: operation not permitted when stream is capturing")
         return ("graph", batch)
 
-    def replay(self, graph, samples, batch):
+    def replay(self, graph, samples, batch, delay_s=0.0):
         assert graph == ("graph", batch)
         self.log.append((RANK.value, "replay", samples))
         return np.full(samples, 1e-6)
@@ -139,3 +139,19 @@ def test_an_empty_capture_is_timed_with_cuda_events_not_replayed(monkeypatch, qu
                 timers.capture_graph(lambda: calls.append(1), 3)
     assert calls == [1, 1, 1]
     assert [str(w.message) for w in said] == ["some other torch warning"]  # the empty-graph one is the note's
+
+
+def test_a_delay_is_spun_before_each_call_inside_the_batch_and_counted_outside_the_calls():
+    import time
+
+    from commbench.rank.timers import PYTHON
+
+    calls = []
+    per_call, late = PYTHON.stamped(lambda: calls.append(time.perf_counter()), 4, batch=3, delay_s=0.002)
+    assert len(calls) == 12 and len(per_call) == len(late) == 4
+    assert (late >= 0.002).all() and (per_call >= late).all()  # the spin is in the batch's time, as a straggler's is
+    assert (np.diff(calls) >= 0.002).all()  # before every call, not once a batch
+    per_call, late = PYTHON.stamped(lambda: None, 4, 3)
+    assert (late == 0).all() and (per_call > 0).all()
+    bare = Loop("native", lambda fn, samples, batch: np.full(samples, 7e-6))  # a loop that gives its seconds alone
+    assert [list(a) for a in bare.stamped(lambda: None, 2)] == [[7e-6, 7e-6], [0.0, 0.0]]

@@ -80,6 +80,34 @@ def test_repair_cuts_a_partial_row_and_orphan_samples(tmp_path):
     assert RunFolder(tmp_path / "nothing").repair() == set()
 
 
+def test_each_ranks_samples_go_first_and_a_repair_keeps_those_of_points_with_a_row(tmp_path):
+    import pandas as pd
+
+    from commbench.schema import RANK_COLUMNS, RANKS_CSV
+
+    f = RunFolder(tmp_path / "run")
+    f.create({"run_id": "r1", "label": "lab"})
+    for p in range(3):
+        f.add(_row(p), [9.0, 10.0, 11.0], ranks={0: ([9.0, 10.0, 11.0], [0.0, 0.0, 0.0]),
+                                                  1: ([8.0, 9.5, 10.5], [1.5, 2.0, 2.5])})
+    ranks = pd.read_csv(f.dir / RANKS_CSV)
+    assert tuple(ranks.columns) == RANK_COLUMNS and len(ranks) == 3 * 2 * 3
+    assert list(ranks[(ranks.point == 1) & (ranks["rank"] == 1)].late_us) == [1.5, 2.0, 2.5]
+    csv = f.dir / "results.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    csv.write_text("".join(lines[:-1]))  # point 2's row lost: its samples and ranks' samples are dropped
+    assert RunFolder(f.dir).repair() == {0, 1}
+    assert sorted(set(pd.read_csv(f.dir / RANKS_CSV).point)) == [0, 1]
+    again = folder_module.RunFolder(f.dir)  # events again: rank 1's first line is lost, so its later one leaves a gap
+    again.record({"event": "samples", "point": 2, "values": [11.0, 12.0, 13.0]})
+    again.record({"event": "ranks", "point": 2, "rank": 0, "start": 0, "time_us": [11.0, 12.0, 13.0],
+                  "late_us": [0.0, 0.0, 0.0]})
+    again.record({"event": "ranks", "point": 2, "rank": 1, "start": 2, "time_us": [13.0], "late_us": [0.0]})
+    assert again.record({"event": "row", "row": _row(2)})
+    # the row and its samples are written; the ranks' samples, which a rank lacks, are not
+    assert sorted(set(pd.read_csv(f.dir / RANKS_CSV).point)) == [0, 1] and len(pd.read_csv(csv)) == 3
+
+
 def test_a_version_less_folder_still_loads(tmp_path):
     f = _written(tmp_path)
     (f.dir / "run.json").write_text(json.dumps({"run_id": "r1", "label": "old"}))  # format 1: no version

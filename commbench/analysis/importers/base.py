@@ -180,7 +180,8 @@ def _write_points(imp: Imported, folder: RunFolder, label: str, run_id: str) -> 
                   "time_us": p["time_us"], "time_us_mean": p["time_us"], "samples": len(p["samples"]),
                   "iterations": p.get("iterations") or len(p["samples"]), "batch": 1,
                   "wrong": "" if p["wrong"] is None else p["wrong"], "root": p.get("root"), **stats}
-        folder.add(build_row(**fields), p["samples"])
+        ranks = {r: (times, None) for r, times in enumerate(p["ranks"])} if p.get("ranks") else None
+        folder.add(build_row(**fields), p["samples"], ranks=ranks)
     folder.finalize()
     folder.update({"status": "completed", "points_measured": len(imp.points),
                    "wrong_total": sum(p["wrong"] or 0 for p in imp.points)})

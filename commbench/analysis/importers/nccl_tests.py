@@ -237,6 +237,10 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
                          "gpus": sorted({str(d.get("device_info", "?")) for d in devices}),
                          "nccl_version": _plain_meta(doc.get("nccl_version")), "command_line": [str(a) for a in args],
                          "start_time": _plain_meta(doc.get("start_time")), "end_time": _plain_meta(doc.get("end_time"))})
+    per_process = _gpus_per_process(config, path)
+    processes = max(1, len(devices) // per_process)
+    imp.meta["rank_hosts"] = [str(devices[p * per_process].get("hostname", "?")) for p in range(processes)]
+    imp.meta["rank_unit"] = "process" if per_process > 1 else "rank"
     samples, zero_sizes, seen = 0, 0, {}
     for i, r in enumerate(results, 1):
         where = f"{path} result {i}"
@@ -260,13 +264,44 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
             for bw in ("alg_bw", "bus_bw"):
                 if bw in body:
                     number(body[bw], bw, where, zero_ok=True)
-            imp.points.append(_nccl_point(where, r.get("size"), r.get("count"), r.get("type"), r.get("redop"),
-                                          in_place, body["time"] if "time" in body else body.get("cpu_time"),
-                                          body.get("nwrong"), times))
+            point = _nccl_point(where, r.get("size"), r.get("count"), r.get("type"), r.get("redop"),
+                                in_place, body["time"] if "time" in body else body.get("cpu_time"),
+                                body.get("nwrong"), times)
+            rows = per_iter.get("per_process_max_times_us")
+            if rows is not None:
+                point["ranks"] = _process_rows(rows, point["samples"], processes, f"{where} {key}_per_iter")
+                samples += len(point["ranks"]) * len(point["samples"])
+                if samples > limits.IMPORT_SAMPLES.value():
+                    raise limits.IMPORT_SAMPLES.refusal(str(path))
+            imp.points.append(point)
     if not imp.points:
         raise bad(path, "the report holds no results"
                          + (f" (only {zero_sizes} of size 0, which measure nothing)" if zero_sizes else ""))
     return imp
+
+
+def _gpus_per_process(config: dict, path: str) -> int:
+    """GPUs a process drives (-t threads x -g GPUs): the devices of one row of per-process times."""
+    n = 1
+    for key in ("nthreads", "ngpus"):
+        if config.get(key) is not None:
+            n *= integer(config[key], key, f"{path} config", 1, MAX_IMPORT_RANKS)
+    return n
+
+
+def _process_rows(rows, times: list[float], processes: int, where: str) -> list[list[float]]:
+    """nccl-tests 2.19's per_process_max_times_us (-I 1 -J): one list per process of its µs per iteration
+    (the maximum over its own GPUs), as many as times_us, whose maximum over the processes times_us is."""
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows) or len(rows) != processes:
+        raise bad(where, f"per_process_max_times_us is not {processes} lists (one per process)")
+    out = [[number(t, "per-process time", where) for t in row] for row in rows]
+    if any(len(row) != len(times) for row in out):
+        raise bad(where, f"per_process_max_times_us rows are not {len(times)} iterations long, as times_us is")
+    for i, t in enumerate(times):
+        top = max(row[i] for row in out)
+        if abs(top - t) > 1e-3 + 1e-9 * t:
+            raise bad(where, f"iteration {i}: times_us is {t:g}, the processes' maximum {top:g}: not one report's")
+    return out
 
 
 def parse_nccl_tests(text: str, path: str = "<input>", collective: str | None = None,

@@ -8,7 +8,9 @@ power only where it was measured); every point; every run's environment. A serie
 backend × algorithm × dtype × op × mode × ranks) keeps one name and one colour on every chart;
 runs sharing a label are told apart by their folders (commbench.analysis.load.run_names). A
 `commbench workload` OUT folder adds its "Workload: <name>" section after the summary
-(commbench.analysis.report.workload); its measured/ runs are read as any others.
+(commbench.analysis.report.workload); its measured/ runs are read as any others. A `commbench check`
+folder adds its verdicts and node x node link grid, runs with per-rank samples a "Stragglers" section
+(commbench.analysis.report.health), after the summary.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 
 from commbench import runinfo
 from commbench.analysis.load import load_runs, run_names
-from commbench.analysis.report import charts, workload
+from commbench.analysis.report import charts, health, workload
 from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table,
                                             section, toc, write_page)
 from commbench.analysis.report.series import Series
@@ -72,6 +74,9 @@ def _run_sections(paths: list) -> list[tuple[str, str]]:
                           'algorithm of the lowest median time at the most sizes of the band (sizes won / '
                           'measured); wrong elements summed over every job'
                         + (f"; every series: {shared}" if shared else "") + "</p>")]
+    folders = [path for path, _ in metas]
+    checks = sorted(set(rows.folder[rows.check_scope.notna()])) if "check_scope" in rows else []
+    sections += health.check_sections(checks) + health.straggler_section([f for f in folders if f not in checks])
     measured = set(rows.collective)
     for collective in [c for c in COLLECTIVES if c in measured]:  # the registry's order: all_reduce first
         divs = "".join(chart(fig) for fig in _figures(chart_rows, collective, series))

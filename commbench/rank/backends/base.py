@@ -133,6 +133,12 @@ class Communicator(ABC):
     @abstractmethod
     def barrier(self) -> None: ...
 
+    def idle_barrier(self, nap_s: float = 0.0005) -> None:
+        """A barrier whose waiting ranks sleep between looks instead of spinning (ranks left out of a
+        measurement on a machine whose cores others are measuring on); a library without a test-able
+        barrier keeps its own."""
+        self.barrier()
+
     def enter_thread(self) -> None:
         """Called first in every thread an algorithm starts (hierarchical's pipeline): make this
         rank's device the thread's current one (a new thread's is device 0)."""

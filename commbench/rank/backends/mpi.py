@@ -131,6 +131,13 @@ class MPICommunicator(NumpyBuffers, Communicator):
     def barrier(self):
         self.comm.Barrier()
 
+    def idle_barrier(self, nap_s=0.0005):
+        import time
+
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(nap_s)
+
     def reduce_host(self, values, op):
         out = np.empty_like(values, dtype=np.float64)
         self.comm.Allreduce(np.ascontiguousarray(values, dtype=np.float64), out, MPI.MAX if op == "max" else MPI.SUM)

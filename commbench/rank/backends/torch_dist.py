@@ -152,6 +152,16 @@ class TorchCommunicator(Communicator):
             dist.barrier(group=self.group)
             self.synchronize()
 
+    def idle_barrier(self, nap_s=0.0005):
+        if self.device == "cuda":
+            return self.barrier()
+        import time
+
+        work = dist.barrier(group=self.group, async_op=True)
+        while not work.is_completed():
+            time.sleep(nap_s)
+        work.wait()
+
     def enter_thread(self):
         if self.device == "cuda":
             torch.cuda.set_device(self._torch_device)

@@ -1,0 +1,78 @@
+"""`commbench check`: measure a whole allocation's fabric and name the slow node or link
+(commbench.run.check launches it, commbench.analysis.fabric judges it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from commbench import options
+from commbench.cli.app import app, err
+from commbench.cli.run import given, say_backend_choice, with_options
+from commbench.errors import FAILED, InputError
+from commbench.spec import SweepSpec
+
+# the run options that say where and how the ranks start (the rest are the check's own)
+CHECK_OPTIONS = tuple(options.BY_NAME[n] for n in (
+    "backend", "device", "nprocs", "oversubscribe", "launcher", "launcher_args", "ranks_per_node", "emulate",
+    "link_rate", "node_link_rate", "placement", "timeout", "label", "out", "quiet"))
+_EXTRA = (
+    inspect.Parameter("size", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+        "4M", "--size", help="Bytes each way of a link's exchange, and of the all-reduces (K/M/G suffixes).")),
+    inspect.Parameter("peers", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
+        0, "--peers", help="Sampled mode for large clusters: each node meets this many others (O(N) pairs); 0: "
+                           "every other node (a round-robin tournament, N-1 rounds of N/2 pairs at once).")),
+    inspect.Parameter("budget", inspect.Parameter.KEYWORD_ONLY, annotation=float, default=typer.Option(
+        150.0, "--budget", help="Seconds of repetitions at most; the ranks stop earlier once every verdict is "
+                                "decided.")),
+    inspect.Parameter("floors", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
+        None, "--floors", help="A JSON file of absolute bars besides the cluster's median: link_gbps (a node's "
+                               "links, a link), path_gbps (inside a node), node_all_reduce_us (a node's all-reduce, "
+                               "at most).")),
+    inspect.Parameter("fmt", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+        "text", "--format", help="text, markdown or json.")),
+    inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--json", help="Print one JSON object (the verdict and what is flagged), as --format json.")),
+)
+
+
+@app.command(help="Check a cluster: every node's all-reduce, every node pair's link (N/2 disjoint pairs at once, "
+                  "N-1 rounds), one all-reduce across the nodes, repeated until each verdict is decided; each node "
+                  "and link judged against the cluster's median. Exit 0 healthy, 1 something flagged, 2 bad input.")
+@with_options(table=CHECK_OPTIONS, extra=_EXTRA)
+def check(ctx: typer.Context, **values):
+    from commbench.analysis.fabric import FORMATS, read_check, read_floors, render
+    from commbench.run.check import check_fabric
+    from commbench.run.console import Renderer
+
+    json_out, fmt = values.pop("json_out"), values.pop("fmt")
+    fmt = "json" if json_out else fmt
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r} (accepted: {', '.join(FORMATS)})")
+    size, peers, budget = values.pop("size"), values.pop("peers"), values.pop("budget")
+    floors = read_floors(values.pop("floors"))  # before anything starts
+    if peers < 0:
+        raise InputError(f"invalid --peers {peers}: 0 (every other node) or more")
+    launcher_args = options.launcher_argv(values["launcher_args"])
+    values.pop("quiet")  # the rows are the verdict table's: a progress line only, whatever --quiet
+    fields = {k: v for k, v in values.items()} | {"collective": "all_reduce", "sizes": size, "mode": "out-of-place"}
+    spec = SweepSpec.from_options(**options.spec_arguments(fields))
+    spec = dataclasses.replace(spec, check=True, check_peers=peers or None, check_budget=budget).validate()
+    say_backend_choice([values["backend"]])
+    given(ctx, CHECK_OPTIONS)
+    renderer = Renderer(quiet=True, modes=spec.in_place, stderr=True)
+    try:
+        result = check_fabric(spec, launcher_args, on_event=renderer, argv=sys.argv)
+    finally:
+        renderer.close()
+    found = read_check(result.out_dir, floors)
+    print(render(found, fmt))
+    if fmt != "json":
+        err.print(f"results in {escape(str(result.out_dir))}")
+    if found.flagged or result.wrong:
+        raise typer.Exit(FAILED)
