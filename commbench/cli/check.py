@@ -13,14 +13,14 @@ from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err
-from commbench.cli.run import given, say_backend_choice, with_options
+from commbench.cli.run import say_backend_choice, with_options
 from commbench.errors import FAILED, InputError
 from commbench.spec import SweepSpec
 
 # the run options that say where and how the ranks start (the rest are the check's own)
 CHECK_OPTIONS = tuple(options.BY_NAME[n] for n in (
     "backend", "device", "nprocs", "oversubscribe", "launcher", "launcher_args", "ranks_per_node", "emulate",
-    "link_rate", "node_link_rate", "placement", "timeout", "label", "out", "quiet"))
+    "link_rate", "node_link_rate", "placement", "timeout", "label", "out"))
 _EXTRA = (
     inspect.Parameter("size", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
         "4M", "--size", help="Bytes each way of a link's exchange, and of the all-reduces (K/M/G suffixes).")),
@@ -41,9 +41,10 @@ _EXTRA = (
 )
 
 
-@app.command(help="Check a cluster: every node's all-reduce, every node pair's link (N/2 disjoint pairs at once, "
-                  "N-1 rounds), one all-reduce across the nodes, repeated until each verdict is decided; each node "
-                  "and link judged against the cluster's median. Exit 0 healthy, 1 something flagged, 2 bad input.")
+@app.command(help="Check a cluster: every node pair's link (N/2 disjoint pairs at once, N-1 rounds), inside each "
+                  "node every pair of its ranks and its all-reduce, one all-reduce across the nodes, repeated until "
+                  "each verdict is decided; each node, link, rank and path judged against the cluster's median. "
+                  "Exit 0 healthy, 1 something flagged, 2 bad input.")
 @with_options(table=CHECK_OPTIONS, extra=_EXTRA)
 def check(ctx: typer.Context, **values):
     from commbench.analysis.fabric import FORMATS, read_check, read_floors, render
@@ -59,13 +60,11 @@ def check(ctx: typer.Context, **values):
     if peers < 0:
         raise InputError(f"invalid --peers {peers}: 0 (every other node) or more")
     launcher_args = options.launcher_argv(values["launcher_args"])
-    values.pop("quiet")  # the rows are the verdict table's: a progress line only, whatever --quiet
-    fields = {k: v for k, v in values.items()} | {"collective": "all_reduce", "sizes": size, "mode": "out-of-place"}
+    fields = dict(values) | {"collective": "all_reduce", "sizes": size, "mode": "out-of-place"}
     spec = SweepSpec.from_options(**options.spec_arguments(fields))
     spec = dataclasses.replace(spec, check=True, check_peers=peers or None, check_budget=budget).validate()
     say_backend_choice([values["backend"]])
-    given(ctx, CHECK_OPTIONS)
-    renderer = Renderer(quiet=True, modes=spec.in_place, stderr=True)
+    renderer = Renderer(quiet=True, modes=spec.in_place, stderr=True)  # the verdict table is the output
     try:
         result = check_fabric(spec, launcher_args, on_event=renderer, argv=sys.argv)
     finally:

@@ -296,12 +296,13 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         for i in range(0, len(samples), SAMPLES_PER_EVENT):
             emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])
         step = SAMPLES_PER_EVENT // 2  # two lists a line: still a line under 4 KB
-        for r in range(m.rank_s.shape[0]):
+        for r in range(0 if m.rank_s is None else m.rank_s.shape[0]):
             own, late = (m.rank_s[r] * 1e6).round(4).tolist(), (m.late_s[r] * 1e6).round(4).tolist()
             for i in range(0, len(own), step):
                 emit("ranks", point=point.index, rank=r, start=i, time_us=own[i:i + step], late_us=late[i:i + step])
-        emit("row", row=row, ranks={"rank_time_us": (np.median(m.rank_s, axis=1) * 1e6).round(4).tolist(),
-                                    "rank_late_us": (np.median(m.late_s, axis=1) * 1e6).round(4).tolist()})
+        emit("row", row=row, ranks=None if m.rank_s is None else {
+            "rank_time_us": (np.median(m.rank_s, axis=1) * 1e6).round(4).tolist(),
+            "rank_late_us": (np.median(m.late_s, axis=1) * 1e6).round(4).tolist()})
     return m.wrong
 
 
