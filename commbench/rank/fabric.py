@@ -23,7 +23,7 @@ from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 from commbench.events import SAMPLES_PER_EVENT
 from commbench.metrics import summarize
-from commbench.rank import harness
+from commbench.rank import harness, world
 from commbench.schema import build_row
 
 LINK_ITERS = 3  # samples of a link per repetition
@@ -33,8 +33,9 @@ NODE_ITERS = 20  # all-reduce calls a node per repetition (and the cluster's onc
 DTYPE = "float32"
 
 
-class CheckRefused(Exception):
-    """The job cannot be checked (one node); the parent says so as bad input."""
+class CheckRefused(world.WorldError):
+    """The job cannot be checked (one node). Every rank finds it, so they stop as after any WorldError
+    (rank 0 says so, none aborts the others); a parent that launched them says it as bad input."""
 
 
 def _leaders(nodes_of: list[int]) -> dict[int, int]:
@@ -79,7 +80,8 @@ def run_check(s, emit) -> tuple[int, int]:
     node_of = dict(enumerate(nodes_of))
     wrong = {("link", pair): 0 for pair in links} | {("node", n): 0 for n in several} | {
         ("path", pair): 0 for pair in paths}
-    timers: dict[int, tuple[str, int]] = {}  # node -> (the loop that timed its all-reduce, its warm-up calls)
+    timers: dict[int, tuple[str, int, int]] = {}  # node -> its all-reduce's loop, warm-up calls and batch
+    batches: dict[tuple, int] = {}  # (link|path, a, b) -> messages a sample, agreed at its first repetition
     start, reps = time.monotonic(), 0
     while True:
         mine = {}
@@ -87,8 +89,8 @@ def run_check(s, emit) -> tuple[int, int]:
             partner = next((b if a == node else a for a, b in pairs if node in (a, b)), None)
             comm.idle_barrier()
             if partner is not None and leaders[node] == s.rank:
-                mine[("link", min(node, partner), max(node, partner))] = _exchange(
-                    comm, send, recv, leaders[partner], partner, count, first=node < partner)
+                key = ("link", min(node, partner), max(node, partner))
+                mine[key] = _exchange(comm, send, recv, leaders[partner], partner, count, node < partner, batches, key)
         comm.idle_barrier()
         for n in sorted(several) if spec.emulate is not None else ([node] if node in several else []):
             if spec.emulate is not None:  # the nodes share one machine's cores: one at a time
@@ -98,18 +100,19 @@ def run_check(s, emit) -> tuple[int, int]:
                     partner = next((b if a == local.rank else a for a, b in pairs if local.rank in (a, b)), None)
                     local.idle_barrier()
                     if partner is not None:
-                        ranks = sorted((s.rank, members[n][partner]))
-                        mine[("path", *ranks)] = _exchange(local, send, recv, partner, node, count,
-                                                           first=local.rank < partner)
+                        key = ("path", *sorted((s.rank, members[n][partner])))
+                        mine[key] = _exchange(local, send, recv, partner, node, count, local.rank < partner, batches,
+                                              key)
                 local.idle_barrier()
                 m = _all_reduce(local, spec, size)
                 if local.rank == 0:
                     mine[("node", n)] = (m.samples_s, m.wrong)
-                    timers[n] = (m.timer, m.warmup)
+                    timers[n] = (m.timer, m.warmup, m.batch)
         comm.idle_barrier()
-        gathered = comm.allgather_object((mine, timers))
-        for part, their_timers in gathered:
+        gathered = comm.allgather_object((mine, timers, batches))
+        for part, their_timers, their_batches in gathered:
             timers.update(their_timers)
+            batches.update(their_batches)
             for key, (samples, bad) in part.items():
                 if key[0] in ("link", "path"):
                     pair = (key[1], key[2])
@@ -126,19 +129,22 @@ def run_check(s, emit) -> tuple[int, int]:
             break
     cluster = _all_reduce(comm, spec, size)
     if s.rank == 0:
-        _emit_rows(s, emit, links, paths, intra, wrong, timers, cluster, size, reps, time.monotonic() - start)
+        _emit_rows(s, emit, links, paths, intra, wrong, timers, batches, cluster, size, reps,
+                   time.monotonic() - start)
     local.close()
     return int(sum(wrong.values()) + cluster.wrong), planned(nodes_of, spec.check_peers)
 
 
-def _exchange(comm, send, recv, peer: int, partner: int, count: int, first: bool) -> tuple[list[float], int]:
+def _exchange(comm, send, recv, peer: int, partner: int, count: int, first: bool, batches: dict,
+              key: tuple) -> tuple[list[float], int]:
     """LINK_ITERS timed samples of the message each way between this rank and rank `peer` (node
     `partner`'s leader, or a rank of this node), after one untimed round: per sample, this rank's
     seconds to send the message and have the peer's one-element answer (the other end times the other
     way; `first`: this rank sends first); and the elements received wrong (each is the partner's node + 1).
     One way at a time: both ways at once put each way's acknowledgements behind the other's data in a
     TCP link's queue, and time that queue. A sample is a batch of messages lasting about LINK_SAMPLE_S at
-    least (short ones are scheduling noise otherwise); the two ends agree on the batch, the larger."""
+    least (short ones are scheduling noise otherwise): the two ends agree on it, the larger of theirs, at
+    the pair's first repetition (batches[key]), and keep it."""
     ack, answer = comm.alloc(1, DTYPES["float64"]), comm.alloc(1, DTYPES["float64"])
 
     def way(sending: bool, batch: int) -> float:
@@ -154,10 +160,12 @@ def _exchange(comm, send, recv, peer: int, partner: int, count: int, first: bool
         return (time.perf_counter() - t) / batch
 
     took = [way(first == turn, 1) for turn in (True, False)]  # untimed: connections, caches
-    mine = min(MAX_BATCH, max(1, int(np.ceil(LINK_SAMPLE_S / max(max(took), 1e-9)))))
-    comm.write(ack, 0, np.array([float(mine)]))
-    comm.sendrecv(ack, peer, answer, peer)
-    batch = int(max(mine, comm.read(answer, 0, 1)[0]))
+    if key not in batches:
+        mine = min(MAX_BATCH, max(1, int(np.ceil(LINK_SAMPLE_S / max(max(took), 1e-9)))))
+        comm.write(ack, 0, np.array([float(mine)]))
+        comm.sendrecv(ack, peer, answer, peer)
+        batches[key] = int(max(mine, comm.read(answer, 0, 1)[0]))
+    batch = batches[key]
     times = []
     for _ in range(LINK_ITERS):
         sent = [way(first == turn, batch) for turn in (True, False)]
@@ -195,43 +203,47 @@ def _all_reduce(comm, spec, size: int) -> harness.Measurement:
                            timer=spec.timer)
 
 
-def _emit_rows(s, emit, links, paths, intra, wrong, timers, cluster, size: int, reps: int, seconds: float) -> None:
+def _emit_rows(s, emit, links, paths, intra, wrong, timers, batches, cluster, size: int, reps: int,
+               seconds: float) -> None:
     spec, point = s.spec, 0
     backend = spec.backends[0]
     common = dict(run_id=spec.run_id, label=spec.label, backend=backend, algorithm="native", device=spec.device,
-                  dtype=DTYPE, in_place=False, size_bytes=size, placement=spec.row_placement, batch=1)
+                  dtype=DTYPE, in_place=False, size_bytes=size, placement=spec.row_placement)
     coll = COLLECTIVES["all_reduce"]
     for n, times in intra.items():
         us = np.concatenate(times)
         _row(emit, point, us, dict(common, collective="all_reduce", op="sum", world_size=s.nodes_of.count(n), nodes=1,
                                    count=coll.counts(size, DTYPES[DTYPE].itemsize, s.nodes_of.count(n)).count,
-                                   warmup=timers[n][1], timer=timers[n][0], wrong=wrong[("node", n)], check_scope="node",
-                                   check_nodes=str(n)))
+                                   warmup=timers[n][1], timer=timers[n][0], batch=timers[n][2],
+                                   wrong=wrong[("node", n)], check_scope="node", check_nodes=str(n)))
         point += 1
     for pair, rep_times in paths.items():
         node = s.nodes_of[pair[0]]
         _row(emit, point, np.concatenate(rep_times) * 1e6, dict(
             common, collective="send_recv", op="none", world_size=2, nodes=1, count=size // DTYPES[DTYPE].itemsize,
-            warmup=1, timer="python", wrong=wrong[("path", pair)], check_scope="path", check_nodes=str(node),
+            warmup=1, timer="python", batch=batches[("path", *pair)], wrong=wrong[("path", pair)], check_scope="path",
+            check_nodes=str(node),
             check_ranks=f"{pair[0]}-{pair[1]}"))
         point += 1
     for pair, rep_times in links.items():
         us = np.concatenate(rep_times) * 1e6
         _row(emit, point, us, dict(common, collective="send_recv", op="none", world_size=2, nodes=2,
                                    count=size // DTYPES[DTYPE].itemsize, warmup=1, timer="python",
-                                   wrong=wrong[("link", pair)], check_scope="link", check_nodes=f"{pair[0]}-{pair[1]}"))
+                                   batch=batches[("link", *pair)], wrong=wrong[("link", pair)], check_scope="link",
+                                   check_nodes=f"{pair[0]}-{pair[1]}"))
         point += 1
     _row(emit, point, cluster.samples_s * 1e6, dict(
         common, collective="all_reduce", op="sum", world_size=s.world, nodes=len(set(s.nodes_of)),
         count=coll.counts(size, DTYPES[DTYPE].itemsize, s.world).count, warmup=cluster.warmup, timer=cluster.timer,
-        wrong=cluster.wrong, check_scope="cluster", check_nodes="all"))
+        batch=cluster.batch, wrong=cluster.wrong, check_scope="cluster", check_nodes="all"))
     emit("check", repetitions=reps, seconds=round(seconds, 2),
          decided=_decided(spec, links, intra, paths, dict(enumerate(s.nodes_of)), size))
 
 
 def _row(emit, point: int, us: np.ndarray, fields: dict) -> None:
+    """One row and its samples (µs per call, or per message each way); iterations: the calls timed."""
     samples = [round(float(t), 4) for t in us]
-    row = build_row(point=point, **summarize(np.asarray(us) * 1e-6), iterations=len(samples), **fields)
+    row = build_row(point=point, **summarize(np.asarray(us) * 1e-6), iterations=len(samples) * fields["batch"], **fields)
     for i in range(0, len(samples), SAMPLES_PER_EVENT):
         emit("samples", point=point, values=samples[i:i + SAMPLES_PER_EVENT])
     emit("row", row=row)

@@ -159,7 +159,7 @@ def test_a_folder_that_cannot_be_written_fails_the_job(tmp_path, monkeypatch):
     spec = spec_of(tmp_path)
     s = scripted(monkeypatch, events=rank0_events(spec))
 
-    def full(self, row, samples, tags=None):
+    def full(self, row, samples, tags=None, ranks=None):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(RunFolder, "add", full)

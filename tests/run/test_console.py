@@ -12,7 +12,7 @@ import json
 import pandas as pd
 from rich.console import Console
 
-from commbench.schema import COLUMNS, build_row
+from commbench.schema import COLUMNS, RANK_SUMMARY, build_row
 from commbench.run import tables
 from commbench.run.console import AbRenderer, Renderer, comparison_table, format_line, group_title
 
@@ -125,8 +125,9 @@ def test_json_rows_go_to_stdout_whole_and_the_view_to_the_console(capsys):
     out = capsys.readouterr().out.splitlines()  # at once, while the line waits for its in-place half
     renderer.close()
     # every results.csv column, null where the CSV's cell is empty (issue 66: power, energy, ... were left out)
-    assert [json.loads(line) for line in out] == [{c: json.loads(json.dumps(row)).get(c) for c in COLUMNS}]
-    assert list(json.loads(out[0])) == list(COLUMNS) and json.loads(out[0])["energy_j"] is None
+    assert [json.loads(line) for line in out] == [{c: json.loads(json.dumps(row)).get(c) for c in COLUMNS}
+                                                  | {c: None for c in RANK_SUMMARY}]  # (an event without them)
+    assert list(json.loads(out[0])) == [*COLUMNS, *RANK_SUMMARY] and json.loads(out[0])["energy_j"] is None
     assert "1024" in _shown(renderer) and "{" not in _shown(renderer)
 
 
