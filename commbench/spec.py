@@ -138,6 +138,8 @@ def resolve_names(kind: str, values, accepted, aliases: dict[str, str] | None = 
 
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
+# fields newer than the ranks a spec may reach (ab's sides of older builds): written only when set (to_json)
+WHEN_SET = ("inject_delay", "node_link_rate", "check", "check_peers", "check_budget")
 CLUSTER = ("emulate", "link_rate", "placement", "node_link_rate")  # the fields that say what emulated cluster a run needs
 
 
@@ -428,7 +430,12 @@ class SweepSpec:
                    out_dir=o.pop("out_dir") or "", **o).validate()
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        """The spec for the ranks: every field, but those of WHEN_SET left out at their defaults, so that
+        the ranks of an older commbench (`ab --python-a`) read the spec of a run that does not use them."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        data = {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in WHEN_SET or v != fields[k].default}
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "SweepSpec":

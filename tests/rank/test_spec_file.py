@@ -46,3 +46,18 @@ def test_a_spec_file_that_cannot_be_written_or_read(tmp_path):
         spec_file.decode_spec(missing)
     assert str(err.value).startswith(f"cannot read the spec file {missing!r} on {socket.gethostname()} (")
     assert "must be on a filesystem every node of the job shares" in str(err.value)
+
+
+def test_fields_newer_than_older_ranks_reach_them_only_when_set():
+    """`ab --python-a` runs the ranks of an older commbench on the spec this one writes: a field it does not know
+    is refused there, so the newer fields are left out while they hold their defaults."""
+    import dataclasses
+    import json
+
+    from commbench.spec import WHEN_SET, SweepSpec
+
+    spec = SweepSpec(backends=["gloo"], nprocs=2).validate()
+    assert not set(WHEN_SET) & set(json.loads(spec.to_json())) and SweepSpec.from_json(spec.to_json()) == spec
+    late = dataclasses.replace(spec, inject_delay="1=0.5")
+    assert json.loads(late.to_json())["inject_delay"] == "1=0.5" and SweepSpec.from_json(late.to_json()) == late
+    assert set(WHEN_SET) <= {f.name for f in dataclasses.fields(SweepSpec)}
