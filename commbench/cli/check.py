@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import sys
 from typing import Optional
 
@@ -13,7 +12,7 @@ from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err
-from commbench.cli.run import say_backend_choice, with_options
+from commbench.cli.run import extra_option, say_backend_choice, with_options
 from commbench.errors import FAILED, InputError
 from commbench.spec import SweepSpec
 
@@ -22,22 +21,19 @@ CHECK_OPTIONS = tuple(options.BY_NAME[n] for n in (
     "backend", "device", "nprocs", "oversubscribe", "launcher", "launcher_args", "ranks_per_node", "emulate",
     "link_rate", "node_link_rate", "placement", "timeout", "label", "out"))
 _EXTRA = (
-    inspect.Parameter("size", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
-        "4M", "--size", help="Bytes each way of a link's exchange, and of the all-reduces (K/M/G suffixes).")),
-    inspect.Parameter("peers", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
-        0, "--peers", help="Sampled mode for large clusters: each node meets this many others (O(N) pairs); 0: "
-                           "every other node (a round-robin tournament, N-1 rounds of N/2 pairs at once).")),
-    inspect.Parameter("budget", inspect.Parameter.KEYWORD_ONLY, annotation=float, default=typer.Option(
-        150.0, "--budget", help="Seconds of repetitions at most; the ranks stop earlier once every verdict is "
-                                "decided.")),
-    inspect.Parameter("floors", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
-        None, "--floors", help="A JSON file of absolute bars besides the cluster's median: link_gbps (a node's "
-                               "links, a link), path_gbps (inside a node), node_all_reduce_us (a node's all-reduce, "
-                               "at most).")),
-    inspect.Parameter("fmt", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
-        "text", "--format", help="text, markdown or json.")),
-    inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
-        False, "--json", help="Print one JSON object (the verdict and what is flagged), as --format json.")),
+    extra_option("size", str, "4M", "--size", help="Bytes of a link's message each way, and of the all-reduces "
+                                                   "(K/M/G suffixes)."),
+    extra_option("peers", int, 0, "--peers", help="Sampled mode for large clusters: each node meets this many others "
+                                                  "(O(N) pairs); 0: every other node (a round-robin tournament, N-1 "
+                                                  "rounds of N/2 pairs at once)."),
+    extra_option("budget", float, 150.0, "--budget", help="Seconds of repetitions at most; the ranks stop earlier "
+                                                          "once every verdict is decided."),
+    extra_option("floors", Optional[str], None, "--floors", help="A JSON file of absolute bars besides the cluster's "
+                 "median: link_gbps (a node's links, a link), path_gbps (inside a node), node_all_reduce_us (a "
+                 "node's all-reduce, at most)."),
+    extra_option("fmt", str, "text", "--format", help="text, markdown or json."),
+    extra_option("json_out", bool, False, "--json", help="Print one JSON object (the verdict and what is flagged), as "
+                                                         "--format json."),
 )
 
 

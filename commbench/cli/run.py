@@ -36,6 +36,12 @@ def with_options(table=options.CLI_OPTIONS, extra: tuple[inspect.Parameter, ...]
     return wrap
 
 
+def extra_option(name: str, annotation, default, *flags: str, help: str) -> inspect.Parameter:
+    """A command's own option for with_options' `extra`: keyword `name`, typer's Option(default, *flags)."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=typer.Option(default, *flags, help=help))
+
+
 # what `run --resume` takes besides the folder: everything else is the run's recorded spec
 RESUME_OPTIONS = ("resume", "launcher_args", "quiet", "json_rows", "oversubscribe")
 

@@ -21,9 +21,9 @@ import numpy as np
 from commbench import fabric_rule
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
-from commbench.events import SAMPLES_PER_EVENT
 from commbench.metrics import summarize
 from commbench.rank import harness, world
+from commbench.rank.point_events import send_point
 from commbench.schema import build_row
 
 LINK_ITERS = 3  # samples of a link per repetition
@@ -242,8 +242,6 @@ def _emit_rows(s, emit, links, paths, intra, wrong, timers, batches, cluster, si
 
 def _row(emit, point: int, us: np.ndarray, fields: dict) -> None:
     """One row and its samples (µs per call, or per message each way); iterations: the calls timed."""
-    samples = [round(float(t), 4) for t in us]
-    row = build_row(point=point, **summarize(np.asarray(us) * 1e-6), iterations=len(samples) * fields["batch"], **fields)
-    for i in range(0, len(samples), SAMPLES_PER_EVENT):
-        emit("samples", point=point, values=samples[i:i + SAMPLES_PER_EVENT])
-    emit("row", row=row)
+    seconds = np.asarray(us) * 1e-6
+    send_point(emit, point, build_row(point=point, **summarize(seconds), iterations=len(seconds) * fields["batch"],
+                                      **fields), seconds)

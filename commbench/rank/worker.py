@@ -21,22 +21,19 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
 from commbench.errors import Unavailable
-from commbench.events import SAMPLES_PER_EVENT, emit_stdout
-from commbench.metrics import summarize
+from commbench.events import emit_stdout
 from commbench.rank import fabric, floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
 from commbench.rank.han import close_han, han_target, library_choice, open_han
+from commbench.rank.point_events import make_row, send_point
 from commbench.rank.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.rank.backends import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.plan import Point, build_plan, rounding_twins
-from commbench.schema import build_row
 from commbench.spec import SweepSpec
 from commbench.library_calls import HAN, LIBRARY_CALLS
 
@@ -292,17 +289,7 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
         row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device, background_cores=busy,
                        unreliable=why, **_extra_columns(s, point, counts, m, bound.algo, dtype))
         row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], s.world, s.nodes, comm.device))
-        samples = [round(t, 4) for t in (m.samples_s * 1e6).tolist()]
-        for i in range(0, len(samples), SAMPLES_PER_EVENT):
-            emit("samples", point=point.index, values=samples[i:i + SAMPLES_PER_EVENT])
-        step = SAMPLES_PER_EVENT // 2  # two lists a line: still a line under 4 KB
-        for r in range(0 if m.rank_s is None else m.rank_s.shape[0]):
-            own, late = (m.rank_s[r] * 1e6).round(4).tolist(), (m.late_s[r] * 1e6).round(4).tolist()
-            for i in range(0, len(own), step):
-                emit("ranks", point=point.index, rank=r, start=i, time_us=own[i:i + step], late_us=late[i:i + step])
-        emit("row", row=row, ranks=None if m.rank_s is None else {
-            "rank_time_us": (np.median(m.rank_s, axis=1) * 1e6).round(4).tolist(),
-            "rank_late_us": (np.median(m.late_s, axis=1) * 1e6).round(4).tolist()})
+        send_point(emit, point.index, row, m.samples_s, m.rank_s, m.late_s)
     return m.wrong
 
 
@@ -360,16 +347,6 @@ def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, spec: Swe
                          counts.out_count)
     bind.alloc = algo.allocator(ctx)  # where the harness puts the point's buffers (None: the communicator's)
     return bind
-
-
-def make_row(spec, point: Point, counts, m: harness.Measurement, world, nodes, per_node, device, **extra) -> dict:
-    return build_row(
-        run_id=spec.run_id, label=spec.label, point=point.index, collective=point.collective, backend=point.backend,
-        algorithm=point.algorithm, device=device, dtype=point.dtype, op=point.op or "none", in_place=point.in_place,
-        world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
-        **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
-        placement=spec.row_placement, root=counts.root if COLLECTIVES[point.collective].rooted else None,
-        **extra)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -359,14 +359,14 @@ def test_worker_events_written_by_the_in_process_path(fake_job):
 def test_samples_arrive_in_lines_a_pipe_writes_whole(fake_job, monkeypatch):
     """Rank 0's event lines share a pipe with the other ranks' lines: samples go in events of at
     most SAMPLES_PER_EVENT values (each line under 4 KB), gathered by the writer before the row."""
-    from commbench.rank import harness, worker
+    from commbench.rank import harness, point_events, worker
 
     def five_samples(*args, **kwargs):
         m = measure(*args, **kwargs)
         return harness.Measurement(np.arange(1, 6) * 1e-6, m.batch, m.wrong, m.warmup)
 
     measure = harness.measure
-    monkeypatch.setattr(worker, "SAMPLES_PER_EVENT", 2)
+    monkeypatch.setattr(point_events, "SAMPLES_PER_EVENT", 2)
     monkeypatch.setattr(harness, "measure", five_samples)
     fake_job.ops = ["sum"]
     events = []
