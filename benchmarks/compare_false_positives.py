@@ -35,9 +35,9 @@ import pandas as pd
 import yaml
 
 from commbench.analysis.compare import compare
-from commbench.analysis.load import read_samples
-from commbench.analysis.run_files import run_dirs
-from commbench.schema import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
+from commbench.folder.load import read_samples
+from commbench.folder.files import run_dirs
+from commbench.folder.schema import RESULTS_CSV, SAMPLES_CSV, SAMPLES_PARQUET
 from commbench.run.suites import find_suite
 
 FACTORS = (1.10, 1.25)

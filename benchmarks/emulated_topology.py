@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.analysis.load import load_runs
+from commbench.folder.load import load_runs
 from commbench.analysis.topology_comparison import VARIANTS, topology_comparison
 from commbench.library_calls import HAN
 

@@ -50,8 +50,8 @@ step "kernels: NVRTC builds every dtype's module at once"
 checks_build() {
     local d pid rc=0 pids=()
     for d in float32 float64 float16 bfloat16 int32 int64 int8 uint8; do
-        python3 -c "import sys, time; t = time.time(); from commbench.rank.kernel_abi import entry
-from commbench.rank.kernel_gpu import gpu_function
+        python3 -c "import sys, time; t = time.time(); from commbench.kernels.abi import entry
+from commbench.kernels.gpu import gpu_function
 gpu_function(entry('ring', 'all_reduce', sys.argv[1], 'sum'), sys.argv[1], 0); print(sys.argv[1], 'built in', round(time.time() - t, 1), 's')" "$d" &
         pids+=($!)
     done

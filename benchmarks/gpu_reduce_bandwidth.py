@@ -17,7 +17,7 @@ import argparse
 import torch
 from cuda_timing import seconds_per_call as timed
 
-from commbench.rank.reducers import CudaReducer
+from commbench.kernels.reducers import CudaReducer
 from commbench.spec import parse_size, split_list
 
 

@@ -8,9 +8,9 @@ native and ring_kernel meet this VM's slow periods (seconds when the cores' cach
 is 2-4x slower: benchmarks/stream_handoff.c) at different times, and one size's ratio can be 4x
 off either way. Here every rank is one process holding both loops, each on the buffers a
 commbench point gives it (the kernels' in the node's shared memory: NodeKernels.allocator):
-native (commbench's C loop around the MPI call, commbench.rank.mpi_loop, what times a `native`
+native (commbench's C loop around the MPI call, commbench.kernels.mpi_loop, what times a `native`
 point) and the host build of cuda/collectives.cu's kernels with their own C loop (the one that
-times a ring_kernel / tree_kernel point), bound as commbench.rank.kernel_node binds them
+times a ring_kernel / tree_kernel point), bound as commbench.kernels.node binds them
 (automatic channels, float32 sum, out of place). Each kernel is paired with native alone: rounds
 alternate which of the two goes first, and a ratio is the median over rounds of the two loops'
 block medians in that round (loop_isolation.paired_rounds / paired_ratio: adjacent blocks, so
@@ -39,9 +39,9 @@ TIMEOUT_S = 60.0  # a kernel wait's limit (a peer that died)
 
 
 def _comm(comm):
-    """What commbench.rank.kernel_node.NodeKernels and harness.Buffers ask of a communicator, over
+    """What commbench.kernels.node.NodeKernels and harness.Buffers ask of a communicator, over
     mpi4py's (numpy buffers, as the MPI backend's)."""
-    from commbench.rank.backends.base import NumpyBuffers
+    from commbench.backends.base import NumpyBuffers
 
     class Comm(NumpyBuffers):
         device = "cpu"
@@ -61,11 +61,11 @@ def rank_main(config: str, sizes: list[int], rounds: int, samples: int) -> None:
     from mpi4py import MPI
 
     from commbench.dtypes import DTYPES
-    from commbench.rank import kernel_abi
+    from commbench.kernels import abi as kernel_abi
     from commbench.collectives import COLLECTIVES
     from commbench.rank.harness import Buffers
-    from commbench.rank.kernel_node import NodeKernels
-    from commbench.rank.mpi_loop import bind_loop
+    from commbench.kernels.node import NodeKernels
+    from commbench.kernels.mpi_loop import bind_loop
 
     comm = MPI.COMM_WORLD
     node = NodeKernels(_comm(comm), "cpu", TIMEOUT_S, kernel_abi.MAX_AUTO_CHANNELS["cpu"])

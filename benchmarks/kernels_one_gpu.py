@@ -1,5 +1,5 @@
 """ring_kernel and tree_kernel on ONE GPU, where NCCL cannot run two ranks (it refuses two ranks
-on one GPU): every rank of a node in one launch (commbench.rank.kernel_gpu.OneGpuNode), bus bandwidth
+on one GPU): every rank of a node in one launch (commbench.kernels.gpu.OneGpuNode), bus bandwidth
 at 64 MB - 1 GB per rank next to the GPU's own device-to-device copy rate of the same bytes.
 Every rank's data then lives in the same HBM, so this measures the protocol's cost against memory
 bandwidth (HBM-bound), not a fabric. Several processes on one GPU: `commbench run --backend gloo
@@ -21,8 +21,8 @@ def main() -> None:
 
     from commbench.metrics import bandwidth
     from commbench.collectives import COLLECTIVES
-    from commbench.rank.kernel_gpu import OneGpuNode, residency
-    from commbench.rank.kernel_abi import ONESHOT_BYTES, entry
+    from commbench.kernels.gpu import OneGpuNode, residency
+    from commbench.kernels.abi import ONESHOT_BYTES, entry
     from commbench.spec import parse_size
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -25,7 +25,7 @@ On this VM a whole job's ratio moves with the machine's slow periods; benchmarks
 judges the CPU targets with the loops side by side in one process.
 
 Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
-native's MPI calls by the harness' C loop (commbench/rank/mpi_loop.c; the `timer` column says which loop
+native's MPI calls by the harness' C loop (commbench/kernels/mpi_loop.c; the `timer` column says which loop
 timed each row: gloo's native calls keep the Python loop, NCCL's a CUDA graph).
 """
 

@@ -8,7 +8,7 @@ on this VM whole jobs, and periods of seconds, run 1.5-4x faster or slower (the 
 cache-to-cache path; Open MPI's large calls also with the process's allocation history), so that
 ratio measures the jobs as much as the loops. Here every rank is one process that holds both
 loops and one set of buffers (numpy arrays, as commbench allocates them): commbench's loop
-(commbench.rank.mpi_loop.bind_loop, what times a `native` MPI point) and the C reference's
+(commbench.kernels.mpi_loop.bind_loop, what times a `native` MPI point) and the C reference's
 (benchmarks/reference_mpi.c built as a library). Per collective and size: a warm-up, then ROUNDS
 rounds of one block of SAMPLES samples by each loop, the loop that goes first alternating, so a
 drift of the machine lands on both alike; a sample is a batch (BATCH calls up to 64 KB, one call
@@ -78,7 +78,7 @@ def paired_ratio(times: dict[str, list[np.ndarray]], a: str, b: str) -> float:
 def rank_main(lib_path: str, sizes: list[int], rounds: int, samples: int) -> None:
     from mpi4py import MPI
 
-    from commbench.rank.mpi_loop import bind_loop
+    from commbench.kernels.mpi_loop import bind_loop
 
     comm = MPI.COMM_WORLD
     ref = ctypes.CDLL(lib_path)

@@ -6,7 +6,7 @@ collectives, float32 sum out of place, 8 B - 4 KB and 1 - 16 MB.
     python benchmarks/overhead_mpi.py --reps 3 --ranks 4
 
 Each repetition runs one C reference job, one `commbench run` job (`--timer auto`: the C loop of
-commbench/rank/mpi_loop.c) and one `commbench run --timer python` job (the Python loop, the figure
+commbench/kernels/mpi_loop.c) and one `commbench run --timer python` job (the Python loop, the figure
 before the C loop), in a rotating order, with the same warm-up, batch and sample count per size
 band; every figure is the median sample (of the per-sample maximum over ranks). Per point the
 median over repetitions of each job kind; ratio = commbench / reference.

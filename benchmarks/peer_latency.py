@@ -42,7 +42,7 @@ def reduction_us(device: str, size: int, reps: int = 200) -> float:
         return statistics.median(times) * 1e6
     import torch
 
-    from commbench.rank.reducers import CudaReducer
+    from commbench.kernels.reducers import CudaReducer
 
     red, a, b = CudaReducer(torch.cuda.current_device()), torch.ones(n, device="cuda"), torch.ones(n, device="cuda")
     return seconds_per_call(lambda: red.reduce(a, b, "sum")) * 1e6

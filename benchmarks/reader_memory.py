@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 
 BIN = Path(sys.executable).parent
 POINTS = 16

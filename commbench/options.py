@@ -19,10 +19,11 @@ from commbench.binaries import find_binary
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
+from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.library_calls import LIBRARY_CALLS
 from commbench.collectives import COLLECTIVES, default_collectives
-from commbench.rank.topology import run_defaults
-from commbench.rank.timers import TIMER_CHOICES
+from commbench.machine.topology import run_defaults
+from commbench.timers import TIMER_CHOICES
 
 BACKENDS = tuple(BACKEND_REGISTRY)  # their names (each one's facts: commbench.backends)
 LAUNCHERS = ("auto", "local", "mpirun", "torchrun", "srun", "none")
@@ -39,8 +40,8 @@ MAX_SIZES = 10_000  # sizes of one run (an explicit list, or -b/-e/-f)
 MAX_SIZE_BYTES = 1 << 40  # 1T: the largest size (no device holds a rank's buffers of more)
 MAX_POINTS = 100_000  # points of one run: sizes x collectives x backends x algorithms x dtypes x ops x buffer modes
 MAX_ITERS = 1_000_000  # --warmup, --iters, --max-iters and --batch: calls per point
-MAX_RANKS = 16_384  # `model predict`: nodes x ranks per node (commbench.analysis.model.predict)
-MAX_RANK_SIZES = 16 * MAX_RANKS  # `model predict`: ranks x sizes, the work of one prediction
+MAX_PREDICT_RANKS = 16_384  # `model predict`: nodes x ranks per node (commbench.analysis.model.predict)
+MAX_PREDICT_RANK_SIZES = 16 * MAX_PREDICT_RANKS  # `model predict`: ranks x sizes, the work of one prediction
 MAX_DELAY_FRACTION = 10.0  # --inject-delay: the most a rank's injected wait is, in calls' times
 MAX_LABEL_CHARS = 256  # --label, stored in every row
 COMPARE_FORMATS = ("text", "markdown", "json", "junit")  # `compare --format` (commbench.analysis.compare writes them)
@@ -127,7 +128,7 @@ OPTIONS: tuple[Option, ...] = (
            + f", {', '.join(OWN_ALGORITHMS)}.",
            "-a", is_list=True),
     Option("ring_order", str, "rank", "topology: run ring as ring_topology (each node's ranks adjacent)."),
-    Option("segment_bytes", str, "1M", "Pipelining unit of the own algorithms (messages are at most this long)."),
+    Option("segment_bytes", str, f"{SEGMENT_BYTES >> 20}M", "Pipelining unit of the own algorithms (messages are at most this long)."),
     Option("channels", int, None, "Channels of ring_kernel / tree_kernel per call (threads on the CPU, blocks on a "
            "GPU; default: one per MB, at most cores / ranks on the CPU; a small call that goes one-shot takes one)."),
     Option("dtype", str, "float32", f"Comma list: {', '.join(DTYPES)} (nccl-tests' names too: "

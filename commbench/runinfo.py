@@ -11,7 +11,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from commbench.machine_facts import facts
+from commbench.machine.facts import facts
 import commbench
 from commbench import slurm
 

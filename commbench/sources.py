@@ -2,7 +2,7 @@
 (importlib.resources), so that a wheel or an sdist install runs everything a clone does: the kernel
 sources (the project's top-level cuda/, which the package holds as commbench/cuda, a link in a clone
 and a folder in a wheel) and the bundled suites and workloads (top-level suites/, likewise). The C
-loops, the floor probe and the report's script are the package's own files (commbench/rank,
+loops, the floor probe and the report's script are the package's own files (commbench/kernels,
 commbench/analysis/report)."""
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.library_calls import HAN, LIBRARY_CALLS
 from commbench.collectives import COLLECTIVES
-from commbench.rank.kernel_abi import MAX_CHANNELS
-from commbench.rank.timers import TIMER_CHOICES
+from commbench.kernels.abi import MAX_CHANNELS
+from commbench.timers import TIMER_CHOICES
 from commbench.backends import emulated_launcher
 from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_DELAY_FRACTION, MAX_ITERS,
                                MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MODES, PLACEMENTS,
@@ -71,7 +71,7 @@ class SweepSpec:
     max_iters: int = _D["max_iters"]
     batch: int | None = _D["batch"]  # calls per timing sample; None: automatic (samples >= 100 us)
     timeout: float | None = _D["timeout"]  # seconds per point; None: scales with size (point_timeout)
-    timer: str = _D["timer"]  # the timed loop: auto (the call's own: C, CUDA graph) or python (commbench.rank.timers)
+    timer: str = _D["timer"]  # the timed loop: auto (the call's own: C, CUDA graph) or python (commbench.timers)
     graph: bool = _D["graph"]  # --device cuda: NCCL's calls timed as a replayed CUDA graph where torch captures them
     label: str = _D["label"]
     run_id: str = ""
@@ -82,10 +82,10 @@ class SweepSpec:
     link_rate: str = _D["link_rate"]  # each emulated node's link, in tc's units
     node_link_rate: str | None = _D["node_link_rate"]  # "NODE=RATE,...": emulated nodes with a link of their own rate
     placement: str = _D["placement"]  # emulated ranks: node by node, or round-robin over the nodes
-    power: bool = _D["power"]  # GPU power and energy per point (commbench.rank.power)
+    power: bool = _D["power"]  # GPU power and energy per point (commbench.machine.power)
     nccl_tuning: bool = _D["nccl_tuning"]  # NCCL's algorithm/protocol per point, from rank 0's log (rank.nccl_log)
     segment_bytes: int = parse_size(_D["segment_bytes"])  # pipelining unit of commbench's own algorithms
-    channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.rank.kernel_abi)
+    channels: int | None = _D["channels"]  # channels of the kernels per call; None: by size (commbench.kernels.abi)
     root: int = _D["root"]  # where broadcast, reduce, gather and scatter start or end (Counts.root)
     inject_delay: str | None = _D["inject_delay"]  # "RANK=FRACTION,...": ranks made late on purpose (delays())
     oversubscribe: bool = _D["oversubscribe"]  # more ranks on this machine than its cores allow (commbench.run.launch)

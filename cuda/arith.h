@@ -8,7 +8,7 @@
 //   return the other operand): a NaN operand is the result (the first's when both are), and of
 //   equal operands (-0.0 and +0.0) the first, as torch's scalar loop on the CPU (std::min);
 // * subnormal inputs and results are kept, as on the CPU: CuPy compiles with -ftz=true whatever
-//   commbench asks (commbench/rank/reducers.py, CUPY_NVRTC_OPTIONS), so float's arithmetic and
+//   commbench asks (commbench/kernels/reducers.py, CUPY_NVRTC_OPTIONS), so float's arithmetic and
 //   comparisons here are PTX without .ftz (tests/test_cuda_compile.py checks that none is left).
 #pragma once
 #include "portable.h"

@@ -1,5 +1,5 @@
 // Ring and tree collectives as kernels: every rank of a node runs one persistent kernel per call
-// that does every step itself (commbench/rank/kernel_node.py launches it; algorithms ring_kernel and
+// that does every step itself (commbench/kernels/node.py launches it; algorithms ring_kernel and
 // tree_kernel). One source, two targets (cuda/portable.h): on a GPU each channel is a thread
 // block and the shared regions are cudaMalloc'd buffers opened by CUDA IPC; on the host each
 // channel is a thread and the regions live in one /dev/shm segment every rank maps.
@@ -53,7 +53,7 @@
 //                         as it reduces it). 2·depth steps of latency; in the tree where a rank
 //                         is inner it receives and sends up to 3 copies of its half, where it
 //                         is a leaf one (2 ranks move what a ring moves).
-//   one-shot              (small calls, either kernel: commbench/rank/kernel_abi.py's schedule)
+//   one-shot              (small calls, either kernel: commbench/kernels/abi.py's schedule)
 //                         every rank sends each peer what it needs at once, in lines that carry
 //                         the call's number, and reduces or places what arrives in rank order:
 //                         one hand-off of latency, no flag; all-reduce sends (n-1)·N bytes per
@@ -113,7 +113,7 @@
 // 2-64 MB 0.92-0.98, 4 ranks on 2 cores all-gather 2 MB 0.92, 64 MB 0.84 (4 of 4 faster), all-reduce 0.84-0.96.
 #define CB_DIRECT_SLOTS 4
 
-struct CbComm {  // one rank's view of the node; commbench/rank/kernel_abi.py mirrors it (ctypes)
+struct CbComm {  // one rank's view of the node; commbench/kernels/abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (host) or reads the error record (GPU)
     long long nap_ns;  // host: a wait that has lasted this long sleeps between looks instead of yielding (0: never)
@@ -994,7 +994,7 @@ CB_ENTRIES(uint8, unsigned char)
 
 typedef void (*CbEntry)(CB_ARGS);
 
-struct CbCall {  // one bound call (commbench/rank/kernel_host.py builds it once per point)
+struct CbCall {  // one bound call (commbench/kernels/host.py builds it once per point)
     CbEntry entry;
     const CbComm* comm;
     const void* send;

@@ -1,4 +1,4 @@
-// The peer algorithms' flag barrier waited on by the GPU itself (commbench/rank/peermem.py), for
+// The peer algorithms' flag barrier waited on by the GPU itself (commbench/kernels/peermem.py), for
 // peer_oneshot_gpuflags and peer_twoshot_gpuflags: nothing on the host waits for the stream.
 //
 // peer_barrier(flags, rank, size, epoch, timeout_ns, error), launched as one thread on the rank's stream:

@@ -5,7 +5,7 @@
 //   st.release.sys (after the block's bar.sync) and read with ld.acquire.sys (system scope: the peer may be
 //   another GPU or another process's kernel on this one); data written by a peer is read with
 //   ld.global.cg (from L2, never a stale L1 line); a block is one channel of blockDim.x threads.
-// * Host (a plain C++17 compiler, no CUDA headers: commbench/rank/kernel_host.py builds it): the
+// * Host (a plain C++17 compiler, no CUDA headers: commbench/kernels/host.py builds it): the
 //   16-bit floats are bit patterns converted to and from float with round-to-nearest-even;
 //   flags use GCC's __atomic builtins with the same orderings; large transfers write a peer's FIFO
 //   with streaming stores (cb_stream_line, then cb_stream_fence before any flag) and cache hints
@@ -43,7 +43,7 @@ typedef __nv_bfloat16 cb_bfloat16;
 #ifndef __global__
 #define __global__ CB_EXPORT
 #endif
-// The host build hides every symbol but these (-fvisibility=hidden, commbench/rank/kernel_host.py): calls to its
+// The host build hides every symbol but these (-fvisibility=hidden, commbench/kernels/host.py): calls to its
 // hidden functions are direct, not through the PLT (cb_host_time's to the exported cb_host_call still is: called
 // directly, the 2-rank 1 KB reduce-scatter took 1.17x its time and the all-reduce 0.83-0.86x, code placement).
 #define CB_EXPORT __attribute__((visibility("default")))
@@ -131,7 +131,7 @@ typedef unsigned long long cb_u64;
 // and made it 1.8-2.4x slower apart. A direct call's output streams at any size (combine_elements).
 #ifndef CB_DEVICE
 enum { CB_STREAM_BYTES = 8192 };
-// Built with AVX (commbench/rank/kernel_host.py, where the CPU has AVX2), a line on a 32-byte boundary goes as
+// Built with AVX (commbench/kernels/host.py, where the CPU has AVX2), a line on a 32-byte boundary goes as
 // two 32-byte stores: on the 2-core EPYC VM a copy of 64 MB streamed so ran 6.8-11.9 GB/s a core with both cores
 // copying, against 6.1-8.8 in 16-byte stores (five pairs, alternating) and 4.8-6.3 for memcpy (two).
 inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
@@ -235,7 +235,7 @@ __device__ __forceinline__ cb_u64 cb_load_acquire(const cb_u64* p) {
 // A clock read between every CB_SPINS_BETWEEN_CLOCKS looks at a flag also paces the looks, and fewer loads on the
 // line leave it to its writer sooner: the 2-rank 8 B one-shot all-reduce (host, ranks as threads, paired in
 // alternating rounds) took 2-5 % longer at 16 or 32 looks, 8 % at 128, 16 % at 1024; a pause instruction per
-// look instead: level with one, 70 % longer with four. commbench/rank/floor.cc's 64-look wait is this one.
+// look instead: level with one, 70 % longer with four. commbench/kernels/floor.cc's 64-look wait is this one.
 enum { CB_SPINS_BETWEEN_CLOCKS = 64 };
 
 // nap (host): sleep instead of yielding, for a wait that has lasted long (CbComm.nap_ns). A yield

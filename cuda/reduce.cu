@@ -5,7 +5,7 @@
 // input buffer without a copy. The n-ary form serves the peer-memory collectives, which reduce
 // every rank's slot at once: one pass writing dst instead of k-1 passes over it. It rounds after
 // every OP, left to right, so its result is bit-identical to the chain of binary calls.
-// Loaded at run time by CuPy (RawModule, NVRTC) from commbench/rank/reducers.py, compile-checked with
+// Loaded at run time by CuPy (RawModule, NVRTC) from commbench/kernels/reducers.py, compile-checked with
 // nvcc for sm_80 and sm_90 by tests/test_cuda_compile.py, and run on the CPU (built by g++) by
 // tests/test_kernels_on_host.py.
 //

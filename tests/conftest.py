@@ -43,10 +43,10 @@ def fault_env(wrong: int | None = None, hang: int | None = None) -> dict:
 
 
 def pretend_machine(monkeypatch, **changes) -> None:
-    """This process sees a machine with these facts changed (commbench.machine_facts), for the test."""
+    """This process sees a machine with these facts changed (commbench.machine.facts), for the test."""
     import dataclasses
 
-    from commbench import machine_facts
+    from commbench.machine import facts as machine_facts
 
     monkeypatch.setattr(machine_facts, "_pretended", dataclasses.replace(current_facts(), **changes))
 
@@ -82,7 +82,7 @@ RECORD_ENV = "COMMBENCH_TEST_RECORD_LAUNCHES"  # a file: note unmarked launches 
 
 def pytest_addoption(parser):
     parser.addoption("--machine", choices=sorted(MACHINES), default=None,
-                     help="run as if on another machine (commbench.machine_facts.pretend): its cores, CPU model and "
+                     help="run as if on another machine (commbench.machine.facts.pretend): its cores, CPU model and "
                           "flags, last-level cache; leaves out the tests that start ranks (their launchers meet this one)")
     parser.addoption("--facts-users", metavar="FILE", default=None,
                      help="without --machine: write to FILE the tests that read a machine fact; with --machine: run only "
@@ -164,8 +164,8 @@ class _RecordedFacts:
 
 
 def current_facts():
-    """The facts this process sees (the pretended machine's under --machine), as commbench.machine_facts.Facts."""
-    from commbench import machine_facts
+    """The facts this process sees (the pretended machine's under --machine), as commbench.machine.facts.Facts."""
+    from commbench.machine import facts as machine_facts
 
     found = machine_facts.facts()
     return found.real if isinstance(found, _RecordedFacts) else found
@@ -184,7 +184,7 @@ def pytest_configure(config):
     """A test that starts ranks must say so by asking for `job` (or slurm, netns), which puts it in the
     full tier: a launch from any other test fails it (under RECORD_ENV: is noted in that file).
     --machine: the process sees another machine's facts; --facts-users alone: the tests that read one are noted."""
-    from commbench import machine_facts
+    from commbench.machine import facts as machine_facts
 
     if config.getoption("--machine"):
         import dataclasses
@@ -290,7 +290,7 @@ def slurm():
 def load_run(out: Path):
     import pandas as pd
 
-    from commbench.analysis.load import read_samples
+    from commbench.folder.load import read_samples
 
     return pd.read_csv(out / "results.csv"), read_samples(out), json.loads((out / "run.json").read_text())
 

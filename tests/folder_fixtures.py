@@ -4,8 +4,8 @@ command-line input by the one loader and by `run --resume`; nothing in it is run
 
 The folders are written without launching anything (RunFolder and build_row); where a resume gets
 past every check, the launch is replaced by a sentinel (`no_launch`: no job starts). Used by
-tests/run/test_resume.py, tests/run/test_out_folder.py, tests/analysis/test_load.py and
-tests/analysis/test_load_fuzz.py (import the fixtures `folder` and `no_launch` by name)."""
+tests/folder/test_resume.py, tests/folder/test_out_folder.py, tests/folder/test_load.py and
+tests/folder/test_load_fuzz.py (import the fixtures `folder` and `no_launch` by name)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import pytest
 
 from cli_inprocess import run_cli
 from commbench.errors import BAD_INPUT, InputError
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 from commbench.spec import SweepSpec
 
 LAUNCHED = "launch reached (test sentinel)"

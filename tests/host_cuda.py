@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.rank.reducers import CudaReducer
+from commbench.kernels.reducers import CudaReducer
 from commbench.sources import CUDA_DIR
 
 HEADER = Path(__file__).resolve().parent / "host_cuda.h"

@@ -32,7 +32,7 @@ import pytest
 from conftest import DATA, LAUNCHING
 from hostile_contract import Case, Outcome, Step, child_env
 from commbench.errors import FAILED, OK
-from commbench.schema import COLUMNS, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV
+from commbench.folder.schema import COLUMNS, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS, SAMPLES_CSV
 from commbench.spec import SweepSpec
 
 BASE_RUN = "run -n 2 --backend mpi -c all_reduce --sizes 8,1K --iters 20 --warmup 2 --out BASE"

@@ -1,6 +1,6 @@
 """cuda/collectives.cu's host build with every rank in this process: a rank is a Python thread
 with its own CbComm, all ranks' regions one numpy buffer (what /dev/shm is to real ranks), the
-calls the product's (commbench/rank/kernel_abi.py: comm_struct, region_bytes, entry; kernel_host.host_library).
+calls the product's (commbench/kernels/abi.py: comm_struct, region_bytes, entry; kernel_host.host_library).
 ctypes releases the GIL for the length of a call, so the ranks' kernels run concurrently.
 
 Also the collectives' reference results and buffer layouts (in place and out of place), for any
@@ -16,10 +16,10 @@ import threading
 import numpy as np
 import pytest
 
-from commbench.rank import kernel_abi as K
-from commbench.rank import kernel_host
-from commbench.rank.backends.base import NumpyBuffers
-from commbench.rank.kernel_host import host_library
+from commbench.kernels import abi as K
+from commbench.kernels import host as kernel_host
+from commbench.backends.base import NumpyBuffers
+from commbench.kernels.host import host_library
 
 KINDS = {  # a test's name of a kernel: (schedule, collective)
     "ring_all_reduce": ("ring", "all_reduce"),

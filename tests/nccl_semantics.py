@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.rank.backends.base import Communicator, NumpyBuffers, Request
-from commbench.rank.reducers import NumpyReducer
+from commbench.backends.base import Communicator, NumpyBuffers, Request
+from commbench.kernels.reducers import NumpyReducer
 
 DEADLOCK_S = 1.0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hostile_contract import Step
 from hostile_fixtures import root
-from commbench.schema import COLUMNS, SAMPLE_COLUMNS
+from commbench.folder.schema import COLUMNS, SAMPLE_COLUMNS
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))  # the contract's snapshot (os.walk) of a 1500-deep tree
 _BUILT: dict[tuple, Path] = {}

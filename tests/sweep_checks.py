@@ -51,7 +51,7 @@ def check_sweep(rows, samples, meta, world, expected_points):
 
 
 def check_efficiency(rows, meta):
-    """Every point read against its machine's floors (commbench.rank.floor): one node on the CPU,
+    """Every point read against its machine's floors (commbench.kernels.floor): one node on the CPU,
     the exchange floor's time over the point's and busbw over one core's copy rate; across nodes
     (the floors are a node's) and at one rank (nothing crosses) empty."""
     floors = meta["floors"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 
 SIZES = (1024, 65536)
 META = {"world_size": 2, "nodes": 1, "ranks_per_node": 2, "launcher": "mpirun",

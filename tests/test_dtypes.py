@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from commbench.dtypes import DTYPES, OPS, DType
-from commbench.rank.patterns import Pattern
+from commbench.collectives.patterns import Pattern
 
 NUMPY = [d for d in DTYPES.values() if d.numpy_name is not None]
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from commbench.metrics import bandwidth, summarize
-from commbench.rank.timers import choose_iterations, time_cpu
+from commbench.timers import choose_iterations, time_cpu
 
 
 def test_summarize():
@@ -41,7 +41,7 @@ def test_time_cpu_batches_report_per_call_time():
 
 
 def test_choose_batch():
-    from commbench.rank.timers import MAX_BATCH, choose_batch
+    from commbench.timers import MAX_BATCH, choose_batch
 
     assert choose_batch(10e-6) == 10
     assert choose_batch(1e-3) == 1

@@ -13,7 +13,7 @@ import pytest
 
 import commbench
 from commbench import runinfo
-from commbench.machine_facts import facts
+from commbench.machine.facts import facts
 
 
 def test_collective_env_keeps_what_changes_collectives_sorted():

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from commbench import slurm
-from commbench.rank import topology, world
+from commbench.rank import world
+from commbench.machine import topology
 from commbench.spec import SweepSpec
 
 # salloc -n 2 on host vm, then the batch script of sbatch -n 3 -N 2, then a task of srun -n 2

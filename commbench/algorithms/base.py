@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 # collectives' registry loads the plugins (commbench.plugins), and a plugin algorithm imports this
 # package while the backends or the collectives may still be half-imported.
 if TYPE_CHECKING:
-    from commbench.rank.backends import Communicator
+    from commbench.backends.communicators import Communicator
 
 MAX_SEGMENTS = 4096  # per block, so tags stay small
 
@@ -34,14 +34,18 @@ def reduce_op(op: str) -> str:
     return "sum" if op == "avg" else op
 
 
+SEGMENT_BYTES = 1 << 20  # the pipelining unit of the own algorithms (--segment-bytes): messages are at most this long
+SEGMENT_ELEMS = SEGMENT_BYTES // 4  # the same in float32 elements, where a count of messages is asked without a size
+
+
 @dataclass
 class Context:
     comm: Communicator
     node_of_rank: list[int]  # node index of every rank of comm
-    segment_elems: int = 1 << 18
+    segment_elems: int = SEGMENT_ELEMS
     cache: dict = field(default_factory=dict)  # sub-communicators etc., built once per job
     timeout_s: float = 120.0  # a wait inside a kernel gives up after this (the point's timeout, less a margin)
-    channels: int | None = None  # the kernels' channels per call (None: by size; commbench.rank.kernel_abi)
+    channels: int | None = None  # the kernels' channels per call (None: by size; commbench.kernels.abi)
     notes: list = field(default_factory=list)  # one-line warnings for the run (rank 0's are shown once)
     arena: Any = None  # commbench ab: the memory both sides' buffers lie in (commbench.rank.arena), or None
     root: int = 0  # where a rooted collective starts or ends (--root: broadcast, reduce)
@@ -75,49 +79,88 @@ def segments(comm: Communicator, views: list, seg: int) -> list:
     return out
 
 
-def pipeline(before: Callable[[Any], None], across: Callable[[Any], None], after: Callable[[Any], None],
-             items: list, comm: Communicator) -> None:
-    """Run every item through before, across and after, in that order, overlapping the items: across
-    runs in a thread of its own (which first enters comm's device: comm.enter_thread), before and after
-    in the calling thread: before of items 0 and 1, then, as each item k has crossed, after of item k
-    and before of item k+2, so while across does item k the calling thread does after of item k-1 and
-    before of item k+1. Where across is the slowest, the whole takes before(first) + every across +
-    after(last), and only two threads of the rank are ever busy (a thread per stage made the ranks of a
-    host with fewer cores than threads wait for their turns: README, An emulated cluster). across must use a
-    communicator of its own; before and after, one after the other in one thread, may share one."""
-    ready: queue.Queue = queue.Queue()  # items whose before is done (None: stop)
-    crossed: queue.Queue = queue.Queue()  # items whose across is done (None: across stopped)
-    errors: list[BaseException] = []
+class Pipeline:
+    """The pipelined stages' second thread, started once per communicator (as NCCL's proxy thread) and
+    kept in the algorithm context's cache, so that no thread is created or joined inside a timed call.
 
-    def run_across():
+    `run` sends every item through before, across and after, in that order, overlapping the items:
+    across runs in this thread (which first entered comm's device: comm.enter_thread), before and
+    after in the calling thread: before of items 0 and 1, then, as each item k has crossed, after of
+    item k and before of item k+2, so while across does item k the calling thread does after of item
+    k-1 and before of item k+1. Where across is the slowest, the whole takes before(first) + every
+    across + after(last), and only two threads of the rank are ever busy (a thread per stage made the
+    ranks of a host with fewer cores than threads wait for their turns: README, An emulated cluster).
+    across must use a communicator of its own; before and after, one after the other in one thread,
+    may share one."""
+
+    def __init__(self, comm: Communicator):
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()  # (call, across, item) whose before is done; None: stop
+        self._crossed: queue.SimpleQueue = queue.SimpleQueue()  # per task: None (crossed) or its exception
+        self._call = 0  # the current call's number: a task of a call that failed is skipped
+        self._failed = -1
+        self._thread = threading.Thread(target=self._serve, args=(comm,), daemon=True, name="commbench-pipeline")
+        self._thread.start()
+
+    def _serve(self, comm: Communicator) -> None:
+        entered: BaseException | None = None
         try:
             comm.enter_thread()
-            while (k := ready.get()) is not None:
-                across(items[k])
-                crossed.put(k)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
-            errors.append(exc)
-        finally:
-            crossed.put(None)
+        except BaseException as exc:  # noqa: BLE001 - every call then raises it in the caller's thread
+            entered = exc
+        while (task := self._ready.get()) is not None:
+            call, across, item = task
+            if entered is not None or call == self._failed:
+                self._crossed.put(entered or _SKIPPED)
+                continue
+            try:
+                across(item)
+                self._crossed.put(None)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+                self._failed = call
+                self._crossed.put(exc)
 
-    thread = threading.Thread(target=run_across, daemon=True)
-    thread.start()
-    try:
-        if items:
-            before(items[0])
-            ready.put(0)
-        for k in range(len(items)):
-            if k + 1 < len(items):
-                before(items[k + 1])
-                ready.put(k + 1)
-            if crossed.get() is None:  # across failed: its error is raised below
-                break
-            after(items[k])
-    finally:
-        ready.put(None)
-        thread.join()
-    if errors:
-        raise errors[0]
+    def run(self, before: Callable[[Any], None], across: Callable[[Any], None], after: Callable[[Any], None],
+            items: list) -> None:
+        self._call += 1
+        pending, error = 0, None
+        try:
+            for k in range(min(2, len(items))):
+                before(items[k])
+                self._ready.put((self._call, across, items[k]))
+                pending += 1
+            for k in range(len(items)):
+                result = self._crossed.get()
+                pending -= 1
+                if result is not None:
+                    error = result
+                    break
+                after(items[k])
+                if k + 2 < len(items):
+                    before(items[k + 2])
+                    self._ready.put((self._call, across, items[k + 2]))
+                    pending += 1
+        finally:
+            self._failed = self._call if error is not None or pending else self._failed
+            for _ in range(pending):  # this call's tasks still queued: skipped, their answers taken
+                found = self._crossed.get()
+                error = error or (found if found is not _SKIPPED else None)
+        if error is not None:
+            raise error if error is not _SKIPPED else RuntimeError("the pipeline skipped an item")
+
+    def close(self) -> None:
+        self._ready.put(None)
+        self._thread.join()
+
+
+_SKIPPED = RuntimeError("skipped: an earlier item of its call failed")
+
+
+def pipeline(before, across, after, items: list, ctx: Context) -> None:
+    """Pipeline.run on the context's communicator's pipeline thread, started at its first use."""
+    found = ctx.cache.get("pipeline")
+    if found is None:
+        found = ctx.cache["pipeline"] = Pipeline(ctx.comm)
+    found.run(before, across, after, items)
 
 
 def scratch_pair(ctx: Context, key, length: int, like) -> list:
@@ -167,7 +210,7 @@ class Algorithm:
         p (cost.Params, already adjusted to the call's working set). The formula is in the docstring."""
         raise NotImplementedError(f"{self.name} has no cost model")
 
-    def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = 1 << 18) -> Counter:
+    def messages(self, collective: str, elems: int, node_of_rank: list[int], segment_elems: int = SEGMENT_ELEMS) -> Counter:
         """What one call sends, as {(source rank, destination rank): elements}: the analytical
         traffic that link counters are checked against and the cost model charges. elems: the
         all-reduce buffer, or one rank's block for all-gather and reduce-scatter; segment_elems

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair, segments
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, reduce_op, scratch_pair, segments
 
 
 def line(rank: int, root: int, n: int) -> tuple[int | None, int | None]:
@@ -38,7 +38,7 @@ class Chain(Algorithm):
         step = shape.step_time(p, [(r, r + 1) for r in range(n - 1)], node_of, N / s)
         return (n - 1 + s - 1) * step + (collective == "reduce") * N * p.gamma * shape.reduce_load(range(n))
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18, root: int = 0):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS, root: int = 0):
         n, sent = len(node_of_rank), Counter()
         for k in range(n - 1):  # the whole buffer along each link of the line, down or up
             a, b = (root + k) % n, (root + k + 1) % n

@@ -16,40 +16,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair, segments, wait_all
-
-
-def inorder_tree(n: int) -> tuple[list[int | None], list[list[int]]]:
-    """parent[r] and children[r] of tree A (see the module docstring)."""
-    children: list[list[int]] = [[] for _ in range(n)]
-    if n > 1:
-        children[0].append(1 << (n - 1).bit_length() - 1)
-    for r in range(1, n):
-        h = (r & -r).bit_length() - 1
-        if h == 0:
-            continue
-        children[r].append(r - (1 << (h - 1)))
-        for j in range(h - 1, -1, -1):
-            if r + (1 << j) < n:
-                children[r].append(r + (1 << j))
-                break
-    parent: list[int | None] = [None] * n
-    for r, kids in enumerate(children):
-        for c in kids:
-            parent[c] = r
-    return parent, children
-
-
-def double_tree(n: int) -> list[tuple[list[int | None], list[list[int]]]]:
-    """Trees A and B as (parent, children) over real ranks."""
-    pa, ca = inorder_tree(n)
-    shift = lambda r: (r + 1) % n  # noqa: E731 - position q of A is rank q+1 in B
-    pb: list[int | None] = [None] * n
-    cb: list[list[int]] = [[] for _ in range(n)]
-    for q in range(n):
-        pb[shift(q)] = None if pa[q] is None else shift(pa[q])
-        cb[shift(q)] = [shift(c) for c in ca[q]]
-    return [(pa, ca), (pb, cb)]
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, reduce_op, scratch_pair, segments, wait_all
+from commbench.trees import double_tree
 
 
 class DoubleBinaryTree(Algorithm):
@@ -67,7 +35,7 @@ class DoubleBinaryTree(Algorithm):
         step = shape.step_time(p, edges, node_of, N / (2 * k))  # both trees' segments at once
         return 2 * (depth + k - 1) * step + N * p.gamma * shape.reduce_load(range(n))
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         sent, halves = Counter(), (elems // 2, elems - elems // 2)
         for half, (parent, _) in zip(halves, double_tree(len(node_of_rank))):
             for r, p in enumerate(parent):  # each half up its tree's edges, then down

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, Context, bounds, pipeline, reduce_op, scratch_pair
 from commbench.algorithms.ring import ring_all_gather, ring_messages, ring_reduce_scatter
 
 
@@ -151,7 +151,7 @@ class Hierarchical(Algorithm):
             return f"{self.name} needs the same number of ranks on every node (found {sorted(sizes)})"
         return super().unsupported(ctx, collective)
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         members = node_members(node_of_rank)
         m, g = len(members), len(members[0])
         intra = [members[j] for j in range(m)]
@@ -199,7 +199,7 @@ class Hierarchical(Algorithm):
             for stage in (intra_reduce_scatter, across_nodes, intra_all_gather):
                 stage(0)
         else:
-            pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(len(chunks) - 1)), ctx.comm)
+            pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(len(chunks) - 1)), ctx)
 
     def _slots(self, ctx, buf, block):
         lv = levels(ctx)

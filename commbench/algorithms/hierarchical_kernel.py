@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from commbench.algorithms.base import bounds, pipeline, reduce_op, scratch_pair
+from commbench.algorithms.base import SEGMENT_ELEMS, bounds, pipeline, reduce_op, scratch_pair
 from commbench.algorithms.hierarchical import (Hierarchical, inter_all_reduce, inter_segment, levels,
                                                node_members, pipeline_chunks)
 from commbench.algorithms.kernel import ring_on, unavailable
@@ -82,7 +82,7 @@ class HierarchicalKernel(Hierarchical):
         README, An emulated cluster)."""
         return ctx.comm.device == "cpu"
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         """As hierarchical's, on the all-reduce's own chunks; the intra-node ones are the kernel's ring
         (through the node's memory), the inter-node ones the backend's."""
         if collective != "all_reduce":
@@ -145,7 +145,7 @@ class HierarchicalKernel(Hierarchical):
             if c:
                 intra.all_gather(mine, view(buf, edges[k], g * c), c)
 
-        pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(last + 1)), ctx.comm)
+        pipeline(intra_reduce_scatter, across_nodes, intra_all_gather, list(range(last + 1)), ctx)
 
     def all_reduce_in_order(self, ctx, buf, op, src, edges: list[int]) -> None:
         """The same chunks, the whole buffer through each stage in turn: local rank l's part is the l-th

@@ -1,7 +1,7 @@
 """ring_kernel and tree_kernel: the ring of ring.py and the double binary tree of dbtree.py, each
 call run by every rank of a node as one persistent kernel that does every step itself: a GPU
 kernel on CUDA tensors, the same source built for the host on CPU buffers (cuda/collectives.cu,
-where the steps are; commbench/rank/kernel_node.py builds, maps and binds it). No message goes
+where the steps are; commbench/kernels/node.py builds, maps and binds it). No message goes
 through the communicator: the ranks' shared regions carry the data, sequence-number flags the
 synchronisation, so one call costs the data movement and 2(n-1) (ring) or 2·depth (tree) flag
 hand-offs, not a library call per step. A small call (each peer's message within
@@ -20,9 +20,10 @@ sub-communicator (RingOn, below) and the backend's point-to-point ring between t
 from __future__ import annotations
 
 from commbench.errors import Unavailable
-from commbench.rank import kernel_abi, kernel_node
-from commbench.rank.load import machine_id
-from commbench.rank.peermem import itemsize
+from commbench.kernels import abi as kernel_abi
+from commbench.kernels import node as kernel_node
+from commbench.machine.load import machine_id
+from commbench.kernels.peermem import itemsize
 from commbench.algorithms.base import Algorithm
 from commbench.algorithms.dbtree import DoubleBinaryTree
 from commbench.algorithms.ring import Ring

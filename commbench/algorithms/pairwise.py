@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm
 
 
 class Pairwise(Algorithm):
@@ -24,7 +24,7 @@ class Pairwise(Algorithm):
         node_of, n, N = shape.node_of(), shape.n, size_bytes
         return sum(shape.step_time(p, [(r, (r + k) % n) for r in range(n)], node_of, N / n) for k in range(1, n))
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         n, sent = len(node_of_rank), Counter()
         for r in range(n):
             for q in range(n):

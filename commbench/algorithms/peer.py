@@ -1,7 +1,7 @@
 """Peer-memory collectives: on one node every rank reads the other ranks' buffers directly.
 
 Each call, a rank copies its input into its own staging slot; the ranks meet at a barrier; then
-each computes its output by reading the peers' slots (commbench.rank.peermem: a /dev/shm mapping on
+each computes its output by reading the peers' slots (commbench.kernels.peermem: a /dev/shm mapping on
 the CPU, CUDA IPC on the GPU, where the reductions are commbench's kernels reading peer memory;
 the reducer's reduce_many reads all n slots in one pass over the output there).
 No message goes through the communicator.
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.rank import peermem
-from commbench.algorithms.base import Algorithm, bounds, reduce_op
+from commbench.kernels import peermem
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, bounds, reduce_op
 
 MIN_SLOT_BYTES = 1 << 16
 
@@ -79,7 +79,7 @@ class PeerOneShot(_PeerMemoryAlgorithm):
     name = "peer_oneshot"
     description = "one node: every rank reads every peer's buffer (one step)"
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         """Elements each rank reads from each peer's memory, as if the peer had sent them."""
         n = len(node_of_rank)
         return Counter({(q, r): elems for r in range(n) for q in range(n) if q != r})
@@ -108,7 +108,7 @@ class PeerTwoShot(_PeerMemoryAlgorithm):
     name = "peer_twoshot"
     description = "one node: reduce-scatter then all-gather through peer memory"
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         """Block r of every peer (reduce-scatter), then block q from peer q (all-gather)."""
         n, b = len(node_of_rank), bounds(elems, len(node_of_rank))
         return Counter({(q, r): (b[r + 1] - b[r]) + (b[q + 1] - b[q]) for r in range(n) for q in range(n) if q != r})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, bounds, reduce_op, scratch_pair
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, bounds, reduce_op, scratch_pair
 
 
 class Fold:
@@ -134,7 +134,7 @@ class RecursiveHalvingDoubling(Algorithm):
             total += halves * N * p.gamma * shape.reduce_load([q for _, q in pairs])
         return total
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         n = len(node_of_rank)
         fold = Fold(0, n)
         pairs = [(2 * i, 2 * i + 1) for i in range(fold.m)]  # (folded even rank, active odd rank)

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from commbench.algorithms.base import Algorithm, bounds, reduce_op, ring_order, scratch_pair, segments, wait_all
+from commbench.algorithms.base import (SEGMENT_ELEMS, Algorithm, bounds, reduce_op, ring_order, scratch_pair, segments,
+                                       wait_all)
 
 if TYPE_CHECKING:
-    from commbench.rank.backends import Communicator
+    from commbench.backends.communicators import Communicator
 
 
 def ring_reduce_scatter(comm: Communicator, order: list[int], blocks: list[list], op: str, seg: int,
@@ -128,7 +129,7 @@ class Ring(Algorithm):
         steps = (n - 1) * (reduce_scatter + all_gather)
         return steps * step + reduce_scatter * (n - 1) / n * N * p.gamma * shape.reduce_load(range(n))
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):
         order, n = ring_order(node_of_rank, self.order), len(node_of_rank)
         if collective == "all_reduce":
             b = bounds(elems, n)

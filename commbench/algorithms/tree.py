@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commbench.algorithms.base import Algorithm, reduce_op, scratch_pair
+from commbench.algorithms.base import SEGMENT_ELEMS, Algorithm, reduce_op, scratch_pair
 
 
 def binomial_children(rank: int, n: int) -> list[int]:
@@ -47,7 +47,7 @@ class Tree(Algorithm):
             d *= 2
         return total
 
-    def messages(self, collective, elems, node_of_rank, segment_elems=1 << 18, root: int = 0):
+    def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS, root: int = 0):
         sent, n = Counter(), len(node_of_rank)
         for v in range(1, n):  # the whole buffer up each edge (all-reduce, reduce), down it (all-reduce, broadcast)
             child, parent = (v + root) % n, (binomial_parent(v) + root) % n

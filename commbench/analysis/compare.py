@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from commbench.analysis import conditions, verdicts
-from commbench.analysis.load import load_run, refuse_repeats
-from commbench.analysis.run_files import run_dirs
+from commbench.folder.load import load_run, refuse_repeats
+from commbench.folder.files import run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
 from commbench.errors import InputError
 

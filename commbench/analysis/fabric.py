@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from commbench import fabric_rule
-from commbench.analysis.load import load_run
+from commbench.folder.load import load_run
 from commbench.errors import InputError
 
 FORMATS = ("text", "markdown", "json")

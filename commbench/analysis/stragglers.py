@@ -33,12 +33,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from commbench.analysis import limits
-from commbench.analysis.load import checked, load_runs
-from commbench.analysis.run_files import read_bytes, read_file
+from commbench.folder import limits
+from commbench.folder.frames import checked
+from commbench.folder.load import load_runs
+from commbench.folder.files import read_bytes, read_file
 from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
-from commbench.schema import RANK_KINDS, RANKS_CSV
+from commbench.folder.schema import RANK_KINDS, RANKS_CSV
 
 SPIKE = 1.5  # a sample above this x the rank's median is a spike (nccl-tests' --threshold default)
 MIN_SAMPLES = 10  # a point with fewer samples is not judged

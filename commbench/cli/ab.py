@@ -17,7 +17,7 @@ from commbench.cli.app import app, err
 from commbench.cli.reports import output_format, threshold_fraction
 from commbench.cli.run import check_used, given, say_backend_choice, with_options
 from commbench.errors import InputError
-from commbench.outputs import output_file, write_text
+from commbench.folder.outputs import output_file, write_text
 from commbench.spec import CLUSTER, SweepSpec
 from commbench.terminal import printable
 
@@ -60,9 +60,10 @@ def _side_values(common: dict, text: str, flag: str) -> tuple[dict, list[str]]:
     command = get_command(app).commands["run"]
     try:
         ctx = command.make_context("run", list(argv))
-    except Exception as exc:  # noqa: BLE001 - click's usage errors: one line
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        raise InputError(f"{flag} {text!r}: {message}") from None
+    except Exception as exc:  # noqa: BLE001 - click's usage errors (typer's own copy of click: known by their method)
+        if not hasattr(exc, "format_message"):
+            raise  # not a usage error: commbench's bug, exit 3 with its traceback
+        raise InputError(f"{flag} {text!r}: {exc.format_message()}") from None
     chosen = given(ctx)
     refused = [options.BY_NAME[n] for n in chosen if n in NOT_AB]
     if refused:

@@ -20,16 +20,15 @@ app.add_typer(import_app, name="import")
 
 def _out_folder(out: Optional[str], source: str) -> tuple[str, str]:
     """The run id and the folder to create, checked before the file is read: a place for a run
-    folder that readers find (commbench.run.folder_place.check_place: usable, not inside a run folder,
+    folder that readers find (commbench.folder.place.check_place: usable, not inside a run folder,
     not above run folders) holding no results files yet (so the file imported is never one it
     replaces)."""
-    from commbench.outputs import READ_FILES
-    from commbench.run.api import new_run_id
-    from commbench.run import folder_lock
-    from commbench.run.folder_place import check_place
+    from commbench.folder.outputs import READ_FILES
+    from commbench.folder import lock as folder_lock
+    from commbench.folder.place import RESULTS_ROOT, check_place, new_run_id
 
     run_id = new_run_id()
-    folder = out or f"results/{run_id}-{source}"
+    folder = out or str(RESULTS_ROOT / f"{run_id}-{source}")
     if Path(folder).is_dir():  # another writer's folder: refused before the place is probed (written in)
         folder_lock.check_free(folder)
     place = check_place(folder)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
-from commbench.options import MAX_RANK_SIZES, MAX_RANKS
+from commbench.options import MAX_PREDICT_RANK_SIZES, MAX_PREDICT_RANKS
 from commbench.collectives import COLLECTIVES
 from commbench.spec import collective_aliases, resolve_names
 
@@ -31,10 +31,10 @@ def inter_option():
 
 
 def _check_links(value: int | None) -> None:
-    from commbench.options import MAX_RANKS
+    from commbench.options import MAX_PREDICT_RANKS
 
-    if value is not None and not 1 <= value <= MAX_RANKS:
-        raise InputError(f"invalid --links-per-node {value}: it must be from 1 to {MAX_RANKS}")
+    if value is not None and not 1 <= value <= MAX_PREDICT_RANKS:
+        raise InputError(f"invalid --links-per-node {value}: it must be from 1 to {MAX_PREDICT_RANKS}")
 
 
 def _fmt_param(name: str, value, rel, undetermined: dict | None) -> str:
@@ -69,7 +69,7 @@ def model_fit(
 
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.fit import fit, to_json
-    from commbench.outputs import output_file, write_text
+    from commbench.folder.outputs import output_file, write_text
 
     _check_links(links_per_node)
     flag = "-o" if old_output is not None else "--output"
@@ -100,7 +100,7 @@ def model_validate(
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.fit import usable
     from commbench.analysis.model.validate import held_out, summary
-    from commbench.outputs import csv_text, output_file, write_text
+    from commbench.folder.outputs import csv_text, output_file, write_text
 
     _check_links(links_per_node)
     flag = "--csv" if csv is not None else "--output"
@@ -154,8 +154,8 @@ PREDICT_RUN_OPTIONS = ("collective", "min_bytes", "max_bytes", "step_factor", "s
 @_with_run_options(*PREDICT_RUN_OPTIONS)
 def model_predict(
     ctx: typer.Context,
-    nodes: int = typer.Option(..., "--nodes", help=f"Nodes (nodes x ranks per node: at most {MAX_RANKS}; "
-                              f"x the sizes x the collectives: at most {MAX_RANK_SIZES})."),
+    nodes: int = typer.Option(..., "--nodes", help=f"Nodes (nodes x ranks per node: at most {MAX_PREDICT_RANKS}; "
+                              f"x the sizes x the collectives: at most {MAX_PREDICT_RANK_SIZES})."),
     ranks_per_node: int = typer.Option(..., "--ranks-per-node", help="Ranks (GPUs) per node."),
     model: Optional[str] = typer.Option(None, "--model", help="A model.json from `model fit`."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Which backend of the model file (all its groups), or one group (mpi/kernel)."),
@@ -172,7 +172,7 @@ def model_predict(
 
     import pandas as pd
 
-    from commbench.run.api import new_run_id
+    from commbench.folder.place import new_run_id
     from commbench.analysis.model.costs import Params, Shape
     from commbench.analysis.model.predict import check_out, check_scale, predict, undetermined, write
     from commbench.spec import parse_size

@@ -13,7 +13,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
-from commbench.outputs import csv_text, output_file, write_text
+from commbench.folder.outputs import csv_text, output_file, write_text
 from commbench.terminal import printable
 
 
@@ -30,7 +30,7 @@ def output_format(path: str, default: str) -> str:
 def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     """Print the topology comparison of these result folders, if they hold one."""
     from commbench.run.console import comparison_table
-    from commbench.analysis.load import load_runs
+    from commbench.folder.load import load_runs
     from commbench.analysis.topology_comparison import topology_comparison
 
     rows, _ = load_runs(results)

@@ -119,7 +119,7 @@ def say_backend_choice(backends) -> None:
 def _summarize(result, json_rows: bool, quiet: bool) -> None:
     """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
     OK / FAILED line."""
-    from commbench.schema import RESULTS_CSV
+    from commbench.folder.schema import RESULTS_CSV
     from commbench.run.console import summary_text
 
     if not result.reports:
@@ -211,12 +211,13 @@ def sweep(ctx: typer.Context, **values):
         raise InputError(f"{loaded.path}: run {label!r} passes the launcher arguments [{args[:300]}]"
                          f"{f' (and {len(given_args) - 1} more runs)' if len(given_args) > 1 else ''}, which can "
                          "start any program: check them, then add --allow-launcher-args")
-    from commbench.run.api import new_run_id, run_suite
+    from commbench.folder.place import RESULTS_ROOT, new_run_id
+    from commbench.run.api import run_suite
     from commbench.run.console import Renderer
 
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the sweep to finish")
-    folder = out or f"results/{loaded.name}-{new_run_id()}"
+    folder = out or str(RESULTS_ROOT / f"{loaded.name}-{new_run_id()}")
     from commbench.plan import build_plan
 
     renderer = Renderer(quiet=quiet, suite_points=sum(len(build_plan(r.spec)) * r.repeat for r in loaded.runs))

@@ -12,7 +12,7 @@ def topo(json_out: bool = typer.Option(False, "--json", help="Print the descript
     """This machine as collectives see it: cores, NUMA nodes, NICs, GPUs, NVLink and P2P between GPUs."""
     import json
 
-    from commbench.rank.machine import describe
+    from commbench.machine.inventory import describe
 
     info = describe()
     if json_out:
@@ -47,7 +47,7 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help=FRESH_HELP),
     import json
 
     from commbench.errors import InputError
-    from commbench.rank import floor as probe
+    from commbench.kernels import floor as probe
     from commbench.terminal import printable
 
     was_cached = not fresh and probe.cached() is not None

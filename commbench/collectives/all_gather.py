@@ -1,7 +1,7 @@
 import numpy as np
 
 from commbench.collectives.base import Collective, Counts, NativeCall
-from commbench.rank.patterns import tile
+from commbench.collectives.patterns import tile
 
 
 class AllGather(Collective):

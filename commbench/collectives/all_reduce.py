@@ -1,5 +1,5 @@
 from commbench.collectives.base import Collective, Counts, NativeCall
-from commbench.rank.patterns import tile
+from commbench.collectives.patterns import tile
 
 
 class AllReduce(Collective):

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from commbench.rank.patterns import Pattern
+from commbench.collectives.patterns import Pattern
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Collective:
         return 0
 
     def message_elems(self, counts: Counts) -> int:
-        """The `elems` of Algorithm.messages (commbench.rank.traffic): one rank's block."""
+        """The `elems` of Algorithm.messages (commbench.machine.traffic): one rank's block."""
         return counts.in_count
 
     def bind_algorithm(self, algorithm, ctx, send, recv, op: str | None, in_place: bool,

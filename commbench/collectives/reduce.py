@@ -1,7 +1,7 @@
 import numpy as np
 
 from commbench.collectives.base import Collective, NativeCall, WholeBuffer
-from commbench.rank.patterns import tile
+from commbench.collectives.patterns import tile
 
 
 class Reduce(WholeBuffer, Collective):

@@ -1,5 +1,5 @@
 from commbench.collectives.base import Collective, NativeCall, SplitInput
-from commbench.rank.patterns import tile
+from commbench.collectives.patterns import tile
 
 
 class ReduceScatter(SplitInput, Collective):

@@ -1,5 +1,5 @@
 from commbench.collectives.base import Collective, NativeCall, WholeBuffer
-from commbench.rank.patterns import tile
+from commbench.collectives.patterns import tile
 
 
 class SendRecv(WholeBuffer, Collective):

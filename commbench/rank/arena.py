@@ -18,7 +18,7 @@ import mmap
 import os
 import re
 
-from commbench.rank.kernel_host import SHM_DIR, buffer_stride, remove_stale_segments
+from commbench.kernels.host import SHM_DIR, buffer_stride, remove_stale_segments
 
 PREFIX = "commbench-ab-"
 

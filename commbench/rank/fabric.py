@@ -24,7 +24,7 @@ from commbench.dtypes import DTYPES
 from commbench.metrics import summarize
 from commbench.rank import harness, world
 from commbench.rank.point_events import send_point
-from commbench.schema import build_row
+from commbench.folder.schema import build_row
 
 LINK_ITERS = 3  # samples of a link per repetition
 LINK_SAMPLE_S = 0.005  # a sample's batch of messages lasts this long at least (MAX_BATCH at most)

@@ -15,7 +15,7 @@ two nodes or more, as many on each. Setting coll_han_priority at run time needs 
 
 from __future__ import annotations
 
-from commbench.rank.backends import Communicator  # (mpi4py only where native_han is asked for)
+from commbench.backends.communicators import Communicator  # (mpi4py only where native_han is asked for)
 
 
 def open_han(comm: Communicator) -> Communicator | str:
@@ -24,8 +24,8 @@ def open_han(comm: Communicator) -> Communicator | str:
     sees them), not --ranks-per-node's."""
     from mpi4py import MPI
 
-    from commbench.rank import mpi_loop
-    from commbench.rank.backends.mpi import MPICommunicator
+    from commbench.kernels import mpi_loop
+    from commbench.backends.mpi import MPICommunicator
 
     local = comm.comm.Split_type(MPI.COMM_TYPE_SHARED)
     per_node = comm.allgather_object(local.Get_size())

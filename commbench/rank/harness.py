@@ -15,11 +15,11 @@ from typing import Any, Callable
 import numpy as np
 
 from commbench.dtypes import DType
-from commbench.rank.backends import Communicator
+from commbench.backends.communicators import Communicator
 from commbench.collectives import Collective, Counts
-from commbench.rank.patterns import Pattern, tile
-from commbench.rank.power import calls_for_window
-from commbench.rank.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, capture_graph, choose_batch,
+from commbench.collectives.patterns import Pattern, tile
+from commbench.machine.power import calls_for_window
+from commbench.timers import (CUDA_EVENTS, CUDA_GRAPH, GraphUnavailable, Loop, capture_graph, choose_batch,
                                    choose_iterations, device_loop, loop_for, replay_graph)
 
 Bind = Callable[[Any, Any], tuple[Callable[[], Any], Any]]
@@ -36,7 +36,7 @@ class Measurement:
     warmup: int
     link_bytes: float | None = None  # bytes per call on the counted links, summed over nodes
     power: dict | None = None  # power_w_avg, power_w_max, energy_j (per call), over the job's GPUs
-    timer: str = "python"  # the loop that timed it (commbench.rank.timers)
+    timer: str = "python"  # the loop that timed it (commbench.timers)
     notes: tuple[str, ...] = ()  # one-line notes for the user (a loop that could not be used)
     schedule: str | None = None  # what the bound call runs, where it says (the kernels: ring, tree, oneshot)
     rank_s: np.ndarray | None = None  # ranks x samples: each rank's own seconds per call (see per_rank)
@@ -178,7 +178,7 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     bind: makes the callable to time from (send, recv), default the library's own collective (its
     `alloc` attribute, where set, allocates the buffers: Buffers);
     link_counter: when given, also count the link bytes of `batch` calls (see link_bytes);
-    meter: when given (commbench.rank.power), also measure power and energy over a >= 1 s window;
+    meter: when given (commbench.machine.power), also measure power and energy over a >= 1 s window;
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
     device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph;
     delay: this rank's injected delay (--inject-delay), a fraction of the warm-up's per-call time busy-waited
@@ -277,7 +277,7 @@ def link_bytes(comm: Communicator, fn: Callable[[], Any], counter: Callable[[], 
 
 def power_window(comm: Communicator, fn: Callable[[], Any], meter, calls: int) -> dict:
     """Power and energy over `calls` back-to-back calls (a window of >= 1 s): the row's power columns,
-    from every rank's meters summed (commbench.rank.power.Meters: each GPU and each node's CPUs has
+    from every rank's meters summed (commbench.machine.power.Meters: each GPU and each node's CPUs has
     one owner; the others read nothing)."""
     comm.synchronize()
     comm.barrier()

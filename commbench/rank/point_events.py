@@ -1,6 +1,6 @@
 """What rank 0 sends the parent for one measured point: its row (make_row, from a harness Measurement),
 then its samples and each rank's samples, in event lines under 4 KB (a pipe writes such a line whole,
-other ranks sharing it; commbench.events.SAMPLES_PER_EVENT), the row last (commbench.run.folder writes
+other ranks sharing it; commbench.events.SAMPLES_PER_EVENT), the row last (commbench.folder.write writes
 a point only with all its samples). Used by the sweep (commbench.rank.worker) and the check
 (commbench.rank.fabric)."""
 
@@ -13,7 +13,7 @@ import numpy as np
 from commbench.collectives import COLLECTIVES
 from commbench.events import SAMPLES_PER_EVENT
 from commbench.metrics import summarize
-from commbench.schema import build_row
+from commbench.folder.schema import build_row
 
 
 def make_row(spec, point, counts, m, world, nodes, per_node, device, **extra) -> dict:

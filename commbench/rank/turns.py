@@ -33,12 +33,13 @@ import socket
 import sys
 import warnings
 
-from commbench.rank import harness, topology, worker
+from commbench.rank import harness, worker
+from commbench.machine import topology
 from commbench.rank.arena import Arena
 from commbench.rank.han import close_han
-from commbench.rank.spec_file import decode_spec
+from commbench.folder.spec_file import decode_spec
 from commbench.plan import build_plan, rounding_twins
-from commbench.rank.timers import choose_batch
+from commbench.timers import choose_batch
 from commbench.spec import SweepSpec
 
 PROTOCOL = 1  # the parent refuses a side whose ranks speak another

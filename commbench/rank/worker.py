@@ -3,7 +3,7 @@ stream the run's facts and one event per point, row and samples included, to the
 writes the run folder (ranks write no files).
 
 Started by a launcher as `python -m commbench.rank.worker --spec <run folder>/.spec.json` (the
-spec travels as that file: commbench.rank.spec_file), or called in process by `commbench run
+spec travels as that file: commbench.folder.spec_file), or called in process by `commbench run
 --launcher none` when the user started the ranks.
 """
 
@@ -25,13 +25,20 @@ from commbench import runinfo, slurm
 from commbench.dtypes import DTYPES
 from commbench.errors import Unavailable
 from commbench.events import emit_stdout
-from commbench.rank import fabric, floor, harness, load, machine, nccl_log, power, timers, topology, traffic, world
+from commbench.rank import fabric, harness, nccl_log, world
+from commbench import timers
+from commbench.kernels import floor
+from commbench.machine import load
+from commbench.machine import inventory as machine
+from commbench.machine import power
+from commbench.machine import topology
+from commbench.machine import traffic
 from commbench.rank.han import close_han, han_target, library_choice, open_han
 from commbench.rank.point_events import make_row, send_point
-from commbench.rank.spec_file import decode_spec
+from commbench.folder.spec_file import decode_spec
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
-from commbench.rank.backends import Communicator, open_backend
+from commbench.backends.communicators import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.plan import Point, build_plan, rounding_twins
 from commbench.spec import SweepSpec
@@ -95,7 +102,7 @@ class Session:
     power_note: str | None = None
     load: load.LoadMeter | None = None
     warned: list[str] = field(default_factory=list)
-    floor: dict | None = None  # this host's floors (commbench.rank.floor), for the rows' efficiency
+    floor: dict | None = None  # this host's floors (commbench.kernels.floor), for the rows' efficiency
     han: Communicator | str | None = None  # native_han's communicator, or why it has none (rank/han.py)
     twins: dict[int, int] = field(default_factory=dict)  # plan.rounding_twins of the plan
 
@@ -180,7 +187,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
 
 
 def load_facts(meter: load.LoadMeter) -> dict:
-    """run.json's "load": how crowded the machines are and what flags a point (commbench.rank.load)."""
+    """run.json's "load": how crowded the machines are and what flags a point (commbench.machine.load)."""
     return {"ranks_per_machine": meter.ranks, "cores_per_machine": meter.cores,
             "oversubscribed": meter.ranks > meter.cores, "busy_cores_flag": load.BUSY_CORES,
             "spread_flag": load.SPREAD, "min_window_s": load.MIN_WINDOW_S}
@@ -192,7 +199,7 @@ def harness_floor(spec: SweepSpec, comms: dict[str, Communicator]) -> dict[str, 
     C loop has the same shape). On a GPU the Python loop's figure is GPU time between events."""
     floor = {timers.device_loop(spec.device).name: round(timers.floor_us(timers.device_loop(spec.device)), 4)}
     if "mpi" in spec.backends and spec.timer != "python":
-        from commbench.rank import mpi_loop  # needs mpi4py
+        from commbench.kernels import mpi_loop  # needs mpi4py
 
         try:
             floor["native"] = round(mpi_loop.floor_us(), 4)

@@ -10,8 +10,8 @@ import time
 
 from commbench.backends import BACKENDS, MPI_WORLD
 from commbench.events import emit_stdout
-from commbench.rank import topology
-from commbench.rank.backends import Communicator
+from commbench.machine import topology
+from commbench.backends.communicators import Communicator
 from commbench.spec import SweepSpec
 
 # what started the ranks, by the variables topology.detect read (torchrun's are also the local launcher's)

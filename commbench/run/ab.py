@@ -44,12 +44,13 @@ from typing import Callable
 
 import numpy as np
 
+from commbench.folder.schema import RunStatus
 from commbench import interrupts, runinfo
 from commbench.analysis import paired
 from commbench.analysis.compare import Comparison, Verdict
 from commbench.analysis.compare_formats import to_json
 from commbench.errors import InputError, JobError
-from commbench.outputs import write_text
+from commbench.folder.outputs import write_text
 from commbench.run import emulate, launch
 from commbench.run.ab_rounds import PAIRS_PER_ROUND, SAMPLES_PER_TURN, AbFolder, Measure, rounds_until_settled, shared_arena
 from commbench.run.ab_sides import (GRAINS, LAUNCH_PAIRS, AbSide, Compared, arena_layout, choose_grain, match,
@@ -158,7 +159,7 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
         try:
             folder.create({"kind": "ab", "run_id": a.spec.run_id, "label": a.spec.label, "start_time": runinfo.utc_now(),
                            "launcher": launcher, "launcher_args": launcher_args, **runinfo.parent_info(argv or sys.argv),
-                           "spec": a.spec.__dict__, "ab": record, "status": "running",
+                           "spec": a.spec.__dict__, "ab": record, "status": RunStatus.RUNNING,
                            **({"emulation": emulation} if emulation else {})})
             on_event({"event": "ab", "grain": chosen, "why": why, "points": len(compared), "launcher": launcher})
             memory = shared_arena(a.spec, b.spec, launcher, launcher_args, on_event)
@@ -174,8 +175,9 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
                 os.unlink(memory[0])
     seconds = time.monotonic() - start
     with interrupts.deferred():
-        folder.update({"status": "failed" if error else "completed", "error": error, "end_time": runinfo.utc_now(),
-                       "rounds": rounds, "seconds": round(seconds, 1), "samples_file": folder.finalize(),
+        folder.update({"status": RunStatus.FAILED if error else RunStatus.COMPLETED, "error": error,
+                       "end_time": runinfo.utc_now(), "rounds": rounds, "seconds": round(seconds, 1),
+                       "samples_file": folder.finalize(),
                        "points_measured": folder.rows, "wrong_total": folder.wrong})
     if error:
         raise JobError(f"{error}; the rows measured are in {folder.dir}")

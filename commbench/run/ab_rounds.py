@@ -15,10 +15,10 @@ from commbench.metrics import summarize
 from commbench.rank import arena
 from commbench.run import launch
 from commbench.run.ab_sides import AbSide, Compared, arena_layout
-from commbench.run.folder import RunFolder
+from commbench.folder.write import RunFolder
 from commbench.run.jobs import blocks
 from commbench.run.turn_server import STARTUP_TIMEOUT_S, TurnJob, TurnServer
-from commbench.schema import AB_COLUMNS, AB_SAMPLE_COLUMNS, build_row
+from commbench.folder.schema import AB_COLUMNS, AB_SAMPLE_COLUMNS, RunStatus, build_row
 from commbench.spec import SweepSpec
 
 PAIRS_PER_ROUND = 8
@@ -233,7 +233,7 @@ def rounds_until_settled(m: Measure, compared: list[Compared], threshold: float,
     except (KeyboardInterrupt, BrokenPipeError):
         with interrupts.deferred():
             m.kill()
-            m.folder.update({"status": "interrupted", "end_time": runinfo.utc_now(), "rounds": rounds})
+            m.folder.update({"status": RunStatus.INTERRUPTED, "end_time": runinfo.utc_now(), "rounds": rounds})
         raise
     except JobError as exc:
         m.kill()

@@ -1,5 +1,5 @@
 """The Python API under the CLI: `run_sweep(spec)` launches the ranks, follows rank 0's events,
-writes them into the run folder (commbench.run.folder: the only writer) and returns what was
+writes them into the run folder (commbench.folder.write: the only writer) and returns what was
 measured. Script it directly:
 
     from commbench.run.api import run_sweep
@@ -18,16 +18,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from commbench import outputs, runinfo
+from commbench import runinfo
+from commbench.folder import outputs
 from commbench.errors import InputError, JobError
 from commbench.options import MAX_REPEAT
 from commbench.plan import build_plan
-from commbench.rank import topology
-from commbench.run import folder_lock, jobs, launch, processes, session
-from commbench.run.folder import RunFolder
-from commbench.run.folder_place import check_place
-from commbench.run.session import RunResult, new_run_id, prepare
-from commbench.schema import RESULTS_CSV
+from commbench.machine import topology
+from commbench.run import jobs, launch, processes, session
+from commbench.folder import lock as folder_lock
+from commbench.folder.write import RunFolder
+from commbench.folder.place import check_place
+from commbench.folder.place import new_run_id  # noqa: F401 - the API's: a run id as commbench makes them
+from commbench.run.session import RunResult, prepare
+from commbench.folder.schema import RESULTS_CSV, RunStatus
 from commbench.spec import SweepSpec
 
 __all__ = ["RunResult", "new_run_id", "prepare", "resumable", "resume_sweep", "run_suite", "run_sweep"]
@@ -176,7 +179,7 @@ def resumable(out_dir: str | Path, launcher_args: list[str] | None = None):
         spec = SweepSpec.from_json(json.dumps(meta["spec"])).validate()
     except InputError as exc:
         raise InputError(f"{out}: run.json: the recorded spec is refused: {exc}") from None
-    if meta.get("status") == "running" and _alive(meta):
+    if meta.get("status") == RunStatus.RUNNING and _alive(meta):
         raise InputError(f"the run in {str(out)!r} is still in progress (pid {meta['launch_pid']}); "
                          "resume it once it has stopped")
     recorded = shlex.join(meta.get("launcher_args") or [])
@@ -259,7 +262,7 @@ def run_suite(suite, out_dir: str | Path, resume: bool = False,
                 raise InputError(f"its folder {str(folder)!r} is a link (to {os.readlink(folder)!r}): a sweep writes "
                                  "its runs only into folders of its own")
             if resume and (folder / "run.json").exists():
-                if RunFolder(folder).read_meta().get("status") == "completed":
+                if RunFolder(folder).read_meta().get("status") == RunStatus.COMPLETED:
                     complete.add(run.label)
                 else:
                     resumable(folder, run.launcher_args)

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from commbench.run import tables
-from commbench.schema import full_row
+from commbench.folder.schema import full_row
 from commbench.run.tables import MODES
 from commbench.terminal import Console, printable
 

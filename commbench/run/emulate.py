@@ -41,9 +41,9 @@ from pathlib import Path
 from commbench import interrupts
 from commbench.backends import emulated_launcher
 from commbench.errors import InputError
-from commbench.machine_facts import facts
-from commbench.rank.topology import PLACEMENT_ENV
-from commbench.rank.traffic import LINK_IFACE_ENV
+from commbench.machine.facts import facts
+from commbench.machine.topology import PLACEMENT_ENV
+from commbench.machine.traffic import LINK_IFACE_ENV
 from commbench.run import processes
 from commbench.spec import SweepSpec
 

@@ -34,13 +34,14 @@ import sys
 import time
 from typing import Callable
 
+from commbench.folder.schema import RunStatus
 from commbench import runinfo
 from commbench.errors import InputError
-from commbench.machine_facts import facts
+from commbench.machine.facts import facts
 from commbench.options import MAX_REPEAT
 from commbench.plan import Point, build_plan
 from commbench.run import launch, session
-from commbench.run.folder import RunFolder
+from commbench.folder.write import RunFolder
 from commbench.spec import SweepSpec
 
 
@@ -70,7 +71,7 @@ class JobFolder(RunFolder):
         return super().record(event)
 
     def finish(self, status: str, error: str | None) -> None:
-        if status == "completed" and not self.final:
+        if status == RunStatus.COMPLETED and not self.final:
             self.update({"points_measured": self.rows, "wrong_total": self.wrong})
             return
         super().finish(status, error)
@@ -79,7 +80,7 @@ class JobFolder(RunFolder):
 def _cpu_seconds() -> tuple[float, float, float] | None:
     """(busy CPU seconds of the whole host, CPU seconds of this process and its waited-for
     descendants, monotonic time); None where /proc/stat is unreadable."""
-    from commbench.rank.load import busy_seconds
+    from commbench.machine.load import busy_seconds
 
     busy = busy_seconds()
     if busy is None:
@@ -175,7 +176,7 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 folder.update({"jobs": log})
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # the launch under way marked nothing final: cut short
         folder.final = True
-        session.finish(total, folder, "interrupted", "standard output was closed" if isinstance(exc, BrokenPipeError)
+        session.finish(total, folder, RunStatus.INTERRUPTED, "standard output was closed" if isinstance(exc, BrokenPipeError)
                        else "interrupted by the user")
         raise
     finally:
@@ -184,6 +185,6 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
         except OSError:
             pass
     folder.final = True
-    session.finish(total, folder, "completed", None)
+    session.finish(total, folder, RunStatus.COMPLETED, None)
     on_event({"event": "done", "wrong": total.wrong, "rows": len(total.rows)})
     return total

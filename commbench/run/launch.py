@@ -22,11 +22,11 @@ from commbench import slurm
 from commbench.backends import emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
-from commbench.machine_facts import facts
+from commbench.machine.facts import facts
 from commbench.options import LOCAL_RANKS_PER_CORE
 from commbench.plugins import PLUGINS_ENV
-from commbench.rank import topology
-from commbench.rank.spec_file import encode_spec, spec_path
+from commbench.machine import topology
+from commbench.folder.spec_file import encode_spec, spec_path
 from commbench.run import emulate, processes, srun
 from commbench.spec import SweepSpec, format_size
 
@@ -157,7 +157,7 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str], worker: lis
                    ranks_env: dict[str, str] | None = None) -> list[tuple[list[str], dict]]:
     """One (argv, env) per process to start (only the local launcher starts several), once this
     machine can take the ranks (check_local_ranks). The spec reaches the ranks as a file in the
-    run folder (commbench.rank.spec_file.encode_spec), written once nothing refused the launch.
+    run folder (commbench.folder.spec_file.encode_spec), written once nothing refused the launch.
     worker: the ranks' program (default: this Python's commbench.rank.worker on the spec file; its
     first item is the Python that torchrun runs under too); ranks_env: variables for every rank."""
     check_local_ranks(spec, launcher, extra)

@@ -7,19 +7,20 @@ decides which, and owns the folder's lock."""
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from commbench import interrupts, outputs
+from commbench.folder.schema import RunStatus
+from commbench import interrupts
+from commbench.folder import outputs
 from commbench.errors import InputError, JobError
 from commbench.plan import build_plan
-from commbench.rank import backends, topology
+from commbench.backends import communicators as backends
+from commbench.machine import topology
 from commbench.run import emulate, launch, watchdog
-from commbench.run.folder import RunFolder
-from commbench.run.folder_place import check_place
+from commbench.folder.write import RunFolder
+from commbench.folder.place import RESULTS_ROOT, check_place, new_run_id
 from commbench.spec import SweepSpec
 
 
@@ -29,9 +30,9 @@ class RunResult:
     rows: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     wrong: int = 0  # wrong elements over every row of the run (earlier sessions of a resumed run too)
-    unreliable: int = 0  # rows flagged unreliable (commbench.rank.load), counted like wrong
+    unreliable: int = 0  # rows flagged unreliable (commbench.machine.load), counted like wrong
     in_run: int = 0  # rows of the whole run, counted like wrong (a resumed run's earlier sessions too)
-    status: str = "running"
+    status: str = RunStatus.RUNNING
     reports: bool = True  # False in ranks other than 0 of a job started by the user: rank 0 reports
 
     def failed_skips(self) -> dict[str, str]:
@@ -46,16 +47,12 @@ class RunResult:
         return lost
 
 
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def prepare(spec: SweepSpec, results_root: str = "results") -> SweepSpec:
+def prepare(spec: SweepSpec) -> SweepSpec:
     """Validate everything and fix run id and output folder; raises InputError, writes nothing."""
     spec.validate()
     check_runnable(spec)
     spec.run_id = spec.run_id or new_run_id()
-    out = check_place(spec.out_dir or Path(results_root) / spec.run_id, probe=False)
+    out = check_place(spec.out_dir or RESULTS_ROOT / spec.run_id, probe=False)
     # before the probe, which would write into a folder that is not a run's; the lock is rank 0's to take (a
     # job started by the user: its other ranks write nothing, and would find rank 0 holding it)
     RunFolder(out).check_new(others=topology.detect().rank == 0)
@@ -96,7 +93,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
     error, job = None, None
     try:  # from the moment run.json says "running": a signal in between still ends with a final status
         folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
-                       "launch_argv": commands[0][0], "status": "running"})
+                       "launch_argv": commands[0][0], "status": RunStatus.RUNNING})
         try:
             job = launch.Job(commands)
         except OSError as exc:  # the launcher cannot be started: not the folder's fault
@@ -117,18 +114,18 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             if result.status != "done" and every_point_recorded(spec, result):
                 folder.record({"event": "done"})  # the ranks had measured everything: what "done" writes
                 result.status = "done"
-            finish(result, folder, "completed" if result.status == "done" else "interrupted",
+            finish(result, folder, RunStatus.COMPLETED if result.status == "done" else RunStatus.INTERRUPTED,
                     None if result.status == "done" else why)
         raise
     except JobError as exc:
-        finish(result, folder, "failed", str(exc))
+        finish(result, folder, RunStatus.FAILED, str(exc))
         raise
     except OSError as exc:  # the folder cannot be written (disk full, permissions): the job is of no use
         if job is not None:
             job.kill()
         error = f"cannot write {str(folder.dir)!r}: {exc.strerror or exc}"
         try:
-            finish(result, folder, "failed", error)
+            finish(result, folder, RunStatus.FAILED, error)
         except OSError:
             pass
         raise JobError(error) from None
@@ -136,7 +133,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         if job is not None:
             job.kill()
         try:
-            finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
+            finish(result, folder, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         except OSError:
             pass
         raise
@@ -145,9 +142,9 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
             job.kill()
     if error:
         job.kill()
-        finish(result, folder, "failed", error)
+        finish(result, folder, RunStatus.FAILED, error)
         raise JobError(error)
-    finish(result, folder, "completed", None)
+    finish(result, folder, RunStatus.COMPLETED, None)
     return result
 
 
@@ -195,7 +192,7 @@ def run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:
 
     rank0 = topology.detect().rank == 0
     if rank0:
-        folder.update({"spec": spec.__dict__, "launcher": "none", "status": "running"})
+        folder.update({"spec": spec.__dict__, "launcher": "none", "status": RunStatus.RUNNING})
     result = RunResult(folder.dir, reports=rank0)
 
     def emit(kind, **data):
@@ -207,12 +204,12 @@ def run_in_process(spec: SweepSpec, folder: RunFolder, on_event) -> RunResult:
         worker.run(spec, emit=emit if rank0 else (lambda kind, **data: None), progress=lambda kind, **data: None)
     except KeyboardInterrupt:  # the launcher forwards the signal to every rank: each ends with its line
         if rank0:
-            finish(result, folder, "interrupted", "interrupted by a signal")
+            finish(result, folder, RunStatus.INTERRUPTED, "interrupted by a signal")
         raise
     except BaseException as exc:  # noqa: BLE001
         if rank0:
-            finish(result, folder, "failed", f"{type(exc).__name__}: {exc}")
+            finish(result, folder, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         worker.fail(exc)
     if rank0:
-        finish(result, folder, "completed", None)
+        finish(result, folder, RunStatus.COMPLETED, None)
     return result

@@ -75,7 +75,7 @@ def footer(rows: list[dict]) -> list[str]:
 
 def against_floor(rows: list[dict]) -> list[str]:
     """`# Against the floor`: how near the table's best points come to what the machine can do (the
-    rows' latency_efficiency and bandwidth_efficiency: commbench.rank.floor), where known."""
+    rows' latency_efficiency and bandwidth_efficiency: commbench.kernels.floor), where known."""
     from commbench.spec import format_size
 
     def best(column):

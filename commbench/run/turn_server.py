@@ -27,7 +27,7 @@ from typing import Callable
 from commbench import events
 from commbench.errors import InputError, JobError
 from commbench.rank.turns import PROTOCOL, TURNS_ENV
-from commbench.rank.spec_file import SIDE_SPEC_FILES, encode_spec
+from commbench.folder.spec_file import SIDE_SPEC_FILES, encode_spec
 from commbench.run import launch, watchdog
 from commbench.spec import SweepSpec
 

@@ -86,12 +86,11 @@ def _entries(r: Request):
 
 
 def _out(r: Request, name: str) -> Path:
-    from commbench.outputs import output_folder
-    from commbench.run.api import new_run_id
-    from commbench.run import folder_lock
-    from commbench.run.folder_place import check_place
+    from commbench.folder.outputs import output_folder
+    from commbench.folder import lock as folder_lock
+    from commbench.folder.place import check_place, default_folder
 
-    out = Path(r.out or f"results/{new_run_id()}-{name}")
+    out = Path(r.out or default_folder(name))
     output_folder(out, "--out", probe=False)
     check_place(out, sweep=True, probe=False)
     if out.is_dir():
@@ -130,7 +129,7 @@ def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | 
 def check(r: Request) -> Checked:
     """Every input validated (the config or trace, the options, the sweeps, --model, the outputs)
     before anything runs or is written; InputError otherwise."""
-    from commbench.outputs import output_file
+    from commbench.folder.outputs import output_file
     from commbench.spec import parse_size
 
     name, config, entries, records = _entries(r)
@@ -193,7 +192,7 @@ class Done:
 def run(c: Checked, on_run: Callable | None = None, on_event: Callable | None = None) -> Done:
     """Measure (unless --no-measure), fit or load the model, predict, write OUT (holding its lock:
     one writer per folder); the outcome."""
-    from commbench.run import folder_lock
+    from commbench.folder import lock as folder_lock
 
     c.out.mkdir(parents=True, exist_ok=True)
     lock = folder_lock.acquire(c.out)

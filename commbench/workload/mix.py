@@ -29,7 +29,6 @@ from commbench.errors import InputError
 from commbench.options import MAX_SIZE_BYTES
 from commbench.workload.config import MAX_COUNT, WorkloadConfig
 
-KINDS = ("dp", "tp", "pp", "ep")
 GROUPS = ("dp", "edp", "dp_shard", "dp_replicate", "tp", "pp", "ep")
 MiB = 1 << 20
 ZERO_BUCKET_ELEMENTS = 500_000_000  # DeepSpeed's reduce_bucket_size and allgather_bucket_size defaults

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import InputError
+from commbench.folder.workload_files import KINDS
 from commbench.workload import mix
 from commbench.workload.config import MAX_WORLD, WorkloadConfig
 from commbench.workload.mix import Entry
@@ -203,7 +204,7 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
         markers = rec.get("markers") or []
         if not isinstance(markers, list) or not all(isinstance(m, str) for m in markers):
             raise InputError(f"{where}: markers: expected a list of names")
-        kind = markers[0] if markers and markers[0] in mix.KINDS else "other"
+        kind = markers[0] if markers and markers[0] in KINDS else "other"
         note = markers[1] if kind != "other" and len(markers) > 1 else " / ".join(markers)
         if coll in ("send", "recv"):
             src, dst = _count(rec, "src_rank", where), _count(rec, "dst_rank", where)
@@ -235,7 +236,7 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
 def read_param_trace(path: str | Path) -> list:
     """A PARAM basic trace file's records (JSON), within MAX_TRACE_BYTES: a regular file (a FIFO or a
     device would block or never end)."""
-    from commbench.analysis.run_files import regular_file
+    from commbench.folder.files import regular_file
 
     regular_file(Path(path).parent, Path(path).name, inside=False)
     try:
@@ -252,6 +253,6 @@ def read_param_trace(path: str | Path) -> list:
 
 
 def write_param_trace(records: list[dict], path: str | Path) -> None:
-    from commbench.outputs import write_text
+    from commbench.folder.outputs import write_text
 
     write_text(path, json.dumps(records, separators=(",", ":")) + "\n", "PARAM trace")

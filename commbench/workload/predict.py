@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.errors import InputError
 from commbench.library_calls import LIBRARY_CALLS
-from commbench.options import MAX_RANKS
+from commbench.options import MAX_PREDICT_RANKS
 from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.collectives import COLLECTIVES
 
 
@@ -85,7 +86,7 @@ def not_modelled(algorithm: str) -> str:
 class Predictor:
     """Predicted seconds per call, or why not, for one model and the links given."""
 
-    def __init__(self, model: Model, links: dict | None = None, segment_bytes: int = 1 << 20):
+    def __init__(self, model: Model, links: dict | None = None, segment_bytes: int = SEGMENT_BYTES):
         self.model, self.links, self.segment = model, links or {}, segment_bytes
         self._checked: dict = {}
 
@@ -128,8 +129,8 @@ class Predictor:
         algo = ALGORITHMS[algorithm]
         if collective not in algo.collectives:
             return f"{algorithm} has no {collective}"
-        if shape.n > MAX_RANKS:
-            return f"{shape.n} ranks is more than the model takes (at most {MAX_RANKS})"
+        if shape.n > MAX_PREDICT_RANKS:
+            return f"{shape.n} ranks is more than the model takes (at most {MAX_PREDICT_RANKS})"
         if algo.one_node and shape.nodes > 1:
             return f"{algorithm} runs the ranks of one node only, not {shape.nodes} nodes"
         fit, why = self._fit(backend, algorithm)

@@ -20,10 +20,10 @@ import json
 
 from commbench.collectives import COLLECTIVES
 from commbench.workload.measure import MAX_MEASURED_BYTES, human_size
-from commbench.workload.mix import KINDS, bytes_per_rank
+from commbench.folder.workload_files import FORMAT, KINDS, MIX_CSV, WORKLOAD_JSON
+from commbench.workload.mix import bytes_per_rank
 from commbench.workload.param_trace import to_param, write_param_trace
 
-FORMAT = 1  # workload.json's "commbench_workload"
 FIGURES = {
     "measured": "measured on this machine: each entry at min(group size, -n) ranks, its size x --scale (rounded, "
                 "capped: see marks), median time per call x count per step",
@@ -154,9 +154,9 @@ def write(c, done) -> None:
     import pandas as pd
 
     import commbench
-    from commbench.outputs import csv_text, write_text
+    from commbench.folder.outputs import csv_text, write_text
 
-    write_text(c.out / "mix.csv", csv_text(pd.DataFrame(done.rows)), "mix.csv")
+    write_text(c.out / MIX_CSV, csv_text(pd.DataFrame(done.rows)), MIX_CSV)
     records = c.records if c.records is not None else to_param(c.entries, c.config)
     for path in (c.out / "param_trace.json", c.request.param_out):
         if path is not None:
@@ -178,7 +178,7 @@ def write(c, done) -> None:
         "totals": done.totals, "measured_vs_predicted_here": done.comparison,
         "entries": len(c.entries), "command_line": r.argv,
     }
-    write_text(c.out / "workload.json", json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", "workload.json")
+    write_text(c.out / WORKLOAD_JSON, json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", WORKLOAD_JSON)
 
 
 # --- the tables (rich, on the error console) -----------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from hostile_contract import Outcome, case, meets_contract
 from hostile_fixtures import edit_json, fixture, meta, params, resumable, spec, sweep_folder, write
 from commbench.errors import BAD_INPUT, OK
-from commbench.schema import RUN_JSON
+from commbench.folder.schema import RUN_JSON
 
 EVIL_SCRIPT = "#!/bin/sh\necho \"$0 $*\" >> '{S}/PWNED'\nexit 1\n"
 SITECUSTOMIZE = "open('{S}/PWNED', 'a').write('sitecustomize imported\\n')\n"

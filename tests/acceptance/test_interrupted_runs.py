@@ -13,7 +13,7 @@ from hostile_contract import (HUNG_UP, INTERRUPTED, PIPE_CLOSED, TERMINATED, Out
                               meets_contract)
 from hostile_fixtures import copy, json_lines, params, twin, write
 from commbench.errors import OK
-from commbench.schema import RESULTS_CSV, RUN_JSON
+from commbench.folder.schema import RESULTS_CSV, RUN_JSON
 
 # the run (ends early: every signal lands before its 16M and 64M points finish)
 RUN7 = "run -n 2 --backend mpi -c all_reduce --sizes 8,16M,64M --iters 100 --out X"

@@ -1,5 +1,5 @@
 """Hostile inputs, class 10 of issue 43 (bombs in small packages): every reader is bounded before it
-reads (commbench.analysis.limits): a Parquet file's rows from its metadata, a file's bytes by stat, a
+reads (commbench.folder.limits): a Parquet file's rows from its metadata, a file's bytes by stat, a
 CSV file's rows by counting line ends, a header's columns in linear time, folder depth and run count
 while walking. Each bomb is refused in one line, exit 2, within the contract's 5 s and LIMIT_MB; a
 folder within the limits still reads, in bounded time and memory (the check `bounded`)."""

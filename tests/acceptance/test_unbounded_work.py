@@ -13,7 +13,7 @@ from conftest import DATA
 from hostile_contract import INTERRUPTED, Outcome, Sig, case, meets_contract
 from hostile_fixtures import NCCL_JSON, OSU, RUN_SMALL, copy, nccl_json_set, params, write
 from commbench.errors import BAD_INPUT, OK
-from commbench.schema import RUN_JSON
+from commbench.folder.schema import RUN_JSON
 
 
 def million_runs(s: Path) -> None:

@@ -3,7 +3,7 @@
 tests/hostile_contract.py, which also finds any file created, removed or changed in the scratch
 folder; besides it, the folder's own modification time unchanged where the case writes nothing).
 
-The rules (commbench.run.folder_lock): a new run goes into a folder that does not exist, is empty,
+The rules (commbench.folder.lock): a new run goes into a folder that does not exist, is empty,
 or holds only what a commbench run that measured nothing leaves; a folder holding anything else (a
 run.json that is not commbench's, a samples file, a user's notes, a folder) is not a run's and is
 refused before anything is launched or written. A resume refuses a run file (run.json, results.csv,
@@ -21,7 +21,7 @@ import pytest
 from hostile_contract import Outcome, case, meets_contract
 from hostile_fixtures import TINY_SUITE, copy, mkdir, params, remove, resumable, sweep_folder, symlink, write
 from commbench.errors import FAILED, OK
-from commbench.run.folder_lock import TEMP_PREFIXES
+from commbench.folder.lock import TEMP_PREFIXES
 
 RUN = "run -n 2 --backend mpi -c all_reduce --sizes 8 --iters 5 --warmup 1 --in-place"
 AB = "ab -n 2 -c all_reduce --sizes 64 --iters 5 --env-b COMMBENCH_X=1"

@@ -87,6 +87,10 @@ class _ThreadComm:
         self.entered.append(threading.current_thread())
 
 
+def _ctx():
+    return Context(_ThreadComm(), [0])
+
+
 def _recording(seen, lock):
     def stage(s):
         def run(item):
@@ -97,9 +101,9 @@ def _recording(seen, lock):
 
 
 def test_pipeline_runs_every_item_through_the_three_stages_in_order():
-    seen, comm, lock = [], _ThreadComm(), threading.Lock()
+    seen, ctx, lock = [], _ctx(), threading.Lock()
     stage = _recording(seen, lock)
-    pipeline(stage(0), stage(1), stage(2), ["a", "b", "c", "d"], comm)
+    pipeline(stage(0), stage(1), stage(2), ["a", "b", "c", "d"], ctx)
     for s in range(3):
         assert [item for t, item, _ in seen if t == s] == ["a", "b", "c", "d"]
     for item in "abcd":
@@ -108,7 +112,21 @@ def test_pipeline_runs_every_item_through_the_three_stages_in_order():
     outer = {th for t, _, th in seen if t != 1}
     across = {th for t, _, th in seen if t == 1}
     assert outer == {caller} and len(across) == 1 and across != outer  # the middle stage alone in a thread
-    assert comm.entered == list(across)  # which entered the device
+    assert ctx.comm.entered == list(across)  # which entered the device
+
+
+def test_pipeline_s_thread_is_started_once_per_communicator_not_per_call():
+    seen, ctx, lock = [], _ctx(), threading.Lock()
+    stage = _recording(seen, lock)
+    threads = threading.active_count()
+    for call in range(3):
+        pipeline(stage(0), stage(1), stage(2), [call, call + 10], ctx)
+    across = {th for t, _, th in seen if t == 1}
+    assert [i for t, i, _ in seen if t == 2] == [0, 10, 1, 11, 2, 12]
+    assert len(across) == 1 and len(ctx.comm.entered) == 1 and threading.active_count() == threads + 1
+    other = _ctx()
+    pipeline(stage(0), stage(1), stage(2), ["x"], other)
+    assert {th for t, i, th in seen if t == 1 and i == "x"} != across  # another communicator: its own thread
 
 
 def test_pipeline_s_calling_thread_prepares_the_next_item_before_it_finishes_the_last():
@@ -116,7 +134,7 @@ def test_pipeline_s_calling_thread_prepares_the_next_item_before_it_finishes_the
     this one has), and every after once its item has crossed."""
     seen, lock = [], threading.Lock()
     stage = _recording(seen, lock)
-    pipeline(stage("before"), stage("across"), stage("after"), [0, 1, 2], _ThreadComm())
+    pipeline(stage("before"), stage("across"), stage("after"), [0, 1, 2], _ctx())
     outer = [(s, item) for s, item, _ in seen if s != "across"]
     assert outer == [("before", 0), ("before", 1), ("after", 0), ("before", 2), ("after", 1), ("after", 2)]
     at = {(s, item): i for i, (s, item, _) in enumerate(seen)}
@@ -136,7 +154,7 @@ def test_pipeline_overlaps_the_crossing_with_the_other_stages():
             assert second_ready.wait(10), "before did not go on while across worked"
 
     done = []
-    pipeline(before, across, done.append, [0, 1, 2], _ThreadComm())
+    pipeline(before, across, done.append, [0, 1, 2], _ctx())
     assert done == [0, 1, 2]
 
 
@@ -147,22 +165,38 @@ def test_pipeline_reraises_the_crossing_s_error_and_stops():
         if item == 1:
             raise ValueError("across broke on item 1")
 
+    ctx = _ctx()
     with pytest.raises(ValueError, match="item 1"):
-        pipeline(befores.append, across, done.append, [0, 1, 2, 3], _ThreadComm())
+        pipeline(befores.append, across, done.append, [0, 1, 2, 3], ctx)
     assert done == [0] and befores == [0, 1, 2]  # nothing after item 1's crossing failed
+    done.clear()
+    pipeline(befores.append, lambda item: None, done.append, [4, 5], ctx)  # the next call: every item, in order
+    assert done == [4, 5]
 
 
-def test_pipeline_reraises_an_outer_stage_s_error_and_lets_its_thread_end():
-    crossed = []
+def test_pipeline_reraises_an_outer_stage_s_error_once_its_queued_items_are_answered():
+    crossed, ctx = [], _ctx()
 
     def before(item):
         if item == 2:
             raise ValueError("before broke on item 2")
 
-    threads = threading.active_count()
     with pytest.raises(ValueError, match="item 2"):
-        pipeline(before, crossed.append, lambda item: None, [0, 1, 2, 3], _ThreadComm())
-    assert crossed == [0, 1] and threading.active_count() == threads  # joined
+        pipeline(before, crossed.append, lambda item: None, [0, 1, 2, 3], ctx)
+    assert crossed == [0, 1]  # item 1, queued before the error, answered before the call ended
+    pipeline(lambda item: None, crossed.append, lambda item: None, [7], ctx)
+    assert crossed == [0, 1, 7]
+
+
+def test_pipeline_s_thread_that_cannot_enter_the_device_fails_every_call_in_the_caller():
+    class NoDevice(_ThreadComm):
+        def enter_thread(self):
+            raise RuntimeError("no such device")
+
+    ctx = Context(NoDevice(), [0])
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="no such device"):
+            pipeline(lambda item: None, lambda item: None, lambda item: None, [0, 1, 2], ctx)
 
 
 # --- scratch and requests ------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 from algorithm_ranks import assert_exact, run, uneven_counts
 
 from commbench.algorithms.cost import Params, Shape
-from commbench.algorithms.dbtree import DoubleBinaryTree, double_tree, inorder_tree
+from commbench.algorithms.dbtree import DoubleBinaryTree
+from commbench.trees import double_tree, inorder_tree
 
 DBT = DoubleBinaryTree()
 P = Params(alpha_intra=1e-6, beta_intra=1e-9, alpha_inter=1e-5, beta_inter=1e-8, gamma=1e-10)

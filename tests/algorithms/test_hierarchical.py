@@ -53,7 +53,7 @@ def test_bit_exact_against_mpi_in_every_layout(job, world, layouts, results):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"compared {results} results in {layouts} layouts, 0 differ" in proc.stdout
-    from commbench.rank.backends.mpi import MPICommunicator
+    from commbench.backends.mpi import MPICommunicator
 
     cap = MPICommunicator.unanswered_message_bytes  # (inter_segment; None under an MPI other than Open MPI)
     largest = int(re.search(r"between two nodes: 2 layouts, the largest message (\d+) bytes", proc.stdout).group(1))

@@ -1,6 +1,6 @@
 """ring_kernel and tree_kernel in real jobs (mpirun and the commbench CLI): sweeps at 2, 3, 4 and 8
 ranks, gloo, 64 MB, the kernels against MPI's own Allreduce, a rank killed inside a kernel, stale
-/dev/shm segments, and no C++ compiler. In one process: tests/rank/test_kernel_abi.py.
+/dev/shm segments, and no C++ compiler. In one process: tests/kernels/test_kernel_abi.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from commbench.rank import kernel_abi
+from commbench.kernels import abi as kernel_abi
 
-from commbench.rank import kernel_host
+from commbench.kernels import host as kernel_host
 from conftest import ROOT, commbench, load_run, needs_mpirun
 from kernel_threads import needs_compiler, segments_of
 from sweep_checks import check_sweep, points_measured
@@ -27,7 +27,7 @@ from commbench.errors import FAILED, OK
 def _job_processes(out_dir) -> dict[int, int | None]:
     """Processes of the run writing to out_dir (workers, and a launcher whose command line carries
     a worker's): pid -> rank (OMPI_COMM_WORLD_RANK, None where not a rank)."""
-    from commbench.rank.spec_file import decode_spec
+    from commbench.folder.spec_file import decode_spec
 
     found = {}
     for proc in Path("/proc").iterdir():

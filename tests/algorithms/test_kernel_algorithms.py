@@ -2,13 +2,13 @@
 a kernel: which entry of cuda/collectives.cu a call binds and with what count, their refusals,
 their allocator, how a node's kernels are built once and RingOn's bound calls kept. A stand-in
 for the node's kernels (kernel_node.NodeKernels) records what it is asked; the kernels themselves
-run in tests/rank/test_kernel_host.py and, in jobs, tests/algorithms/test_kernel.py."""
+run in tests/kernels/test_kernel_host.py and, in jobs, tests/algorithms/test_kernel.py."""
 
 import numpy as np
 import pytest
 from nccl_semantics import World
 
-from commbench.rank import kernel_abi
+from commbench.kernels import abi as kernel_abi
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.algorithms import kernel as K
 from commbench.algorithms.cost import Params, Shape

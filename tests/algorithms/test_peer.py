@@ -8,7 +8,7 @@ import pytest
 
 from commbench.algorithms import ALGORITHMS
 from commbench.algorithms.peer import MIN_SLOT_BYTES
-from commbench.rank.peermem import unsupported
+from commbench.kernels.peermem import unsupported
 from conftest import commbench, load_run, needs_mpirun
 from sweep_checks import check_sweep
 from commbench.errors import OK

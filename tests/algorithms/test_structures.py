@@ -4,7 +4,7 @@ import re
 import pytest
 
 from commbench.algorithms.base import bounds
-from commbench.algorithms.dbtree import double_tree
+from commbench.trees import double_tree
 from commbench.algorithms.rhd import Fold
 from commbench.algorithms.tree import binomial_children, binomial_parent
 

@@ -11,7 +11,7 @@ import pytest
 
 from synthetic_runs import write_run
 
-from commbench.analysis.load import load_runs
+from commbench.folder.load import load_runs
 from commbench.analysis.report.charts import (log_ticks, median_job, multi_node, power_charts, size_charts,
                                               speedup_chart)
 from commbench.analysis.report.series import WRONG_COLOUR, Series

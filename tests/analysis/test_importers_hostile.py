@@ -19,12 +19,12 @@ from cli_inprocess import run_cli
 from conftest import DATA
 from trust_sides import sides, tree  # noqa: F401 - sides: a fixture
 
-from commbench.analysis import limits
+from commbench.folder import limits
 from commbench.analysis.importers import MAX_IMPORT_RANKS, max_json_values
 
 MAX_IMPORT_POINTS, MAX_INPUT_BYTES = limits.IMPORT_POINTS.value(), limits.IMPORT_BYTES.value()
 MAX_JSON_VALUES = max_json_values()
-from commbench.analysis.load import load_run
+from commbench.folder.load import load_run
 from commbench.errors import BAD_INPUT, OK
 
 NCCL_TEXT = DATA / "nccl_tests_all_reduce_16xH100.txt"

@@ -21,8 +21,8 @@ from commbench.analysis.model.determined import MAX_SPAN, RANGES, Z95, log_sigma
 from commbench.analysis.model.fit import Fit, from_json, to_json
 from commbench.analysis.model.validate import BANDS, summary
 from commbench.errors import BAD_INPUT, OK
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 
 TRUTH = Params(5e-6, 2e-10, 0.0, 0.0, 1e-10)  # 5 µs a message, 5 GB/s copies, 10 GB/s reductions
 ALGORITHMS = ("ring", "tree", "rhd")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cli_inprocess import run_cli
 from commbench.analysis.model.fit import MAX_MODEL_BYTES, Fit, to_json
-from commbench.analysis.model.predict import MAX_RANK_SIZES, MAX_RANKS
+from commbench.analysis.model.predict import MAX_PREDICT_RANK_SIZES, MAX_PREDICT_RANKS
 from commbench.errors import BAD_INPUT, OK
 from limits_fixtures import FUZZ, scalar, snapshot, value
 
@@ -23,9 +23,9 @@ PREDICT = ["model", "predict", "--nodes", 2, "--ranks-per-node", 2]
 LINKS = ["--intra", "450,2", "--inter", "50,5"]
 BAD_PREDICT = [
     (["--nodes", 100_000_000, "--ranks-per-node", 1_000_000, *LINKS],
-     f"is 100000000000000 ranks; model predict takes at most {MAX_RANKS}"),
-    (["--nodes", MAX_RANKS, "--ranks-per-node", 1, *LINKS, "-f", 2], f"(ranks x sizes x collectives at most {MAX_RANK_SIZES})"),
-    ([*PREDICT[2:], *LINKS, "--links-per-node", -3], f"invalid --links-per-node -3: it must be from 1 to {MAX_RANKS}"),
+     f"is 100000000000000 ranks; model predict takes at most {MAX_PREDICT_RANKS}"),
+    (["--nodes", MAX_PREDICT_RANKS, "--ranks-per-node", 1, *LINKS, "-f", 2], f"(ranks x sizes x collectives at most {MAX_PREDICT_RANK_SIZES})"),
+    ([*PREDICT[2:], *LINKS, "--links-per-node", -3], f"invalid --links-per-node -3: it must be from 1 to {MAX_PREDICT_RANKS}"),
     ([*PREDICT[2:], *LINKS, "--links-per-node", 10 ** 12], "invalid --links-per-node 1000000000000"),
     ([*PREDICT[2:], *LINKS, "--links-per-node", 0], "invalid --links-per-node 0"),
     ([*PREDICT[2:], *LINKS, "--reduce-bw", -1], "invalid --reduce-bw -1.0"),
@@ -79,7 +79,7 @@ def test_the_slowest_prediction_reads_back(tmp_path):
     """1 TiB over the slowest links predict takes (its times past 1e10 us, which the readers once refused):
     the folder --out writes is one `report` reads."""
     args = ["--nodes", 2, "--ranks-per-node", 1, "--inter", "0.125,50", "--intra", "100,1", "-c", "all_reduce"]
-    from commbench.analysis.load import load_runs
+    from commbench.folder.load import load_runs
 
     run_cli("model", "predict", *args, "--sizes", "1T", "--out", tmp_path / "p").assert_clean(codes=(OK,))
     rows, _ = load_runs([str(tmp_path / "p")])

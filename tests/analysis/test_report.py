@@ -183,7 +183,7 @@ def test_malformed_results_exit_2(tmp_path, csv, message):
 def test_repeated_run_is_charted_by_its_median_job(tmp_path):
     """A folder of 3 jobs (--repeat 3): the table lists every job's row, a chart draws one point per
     size (the median job's); a folder without a `job` column (older, one job) still reports."""
-    from commbench.analysis.load import load_runs
+    from commbench.folder.load import load_runs
     from commbench.analysis.report.charts import median_job
     from synthetic_runs import drop_job_column, write_run
 

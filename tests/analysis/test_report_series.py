@@ -9,7 +9,7 @@ import pytest
 
 from synthetic_runs import write_run
 
-from commbench.analysis.load import load_runs, run_names
+from commbench.folder.load import load_runs, run_names
 from commbench.analysis.report.charts import median_job
 from commbench.analysis.report.series import DASHES, LARGE_PALETTE, SMALL_PALETTE, Series, decades, log_scale
 

@@ -9,8 +9,8 @@ import pytest
 
 from commbench.analysis.stragglers import (CONSISTENT, LATE_SHARE, MIN_SAMPLES, SLOW_SHARE, analyze, judge_point,
                                            render)
-from commbench.run.folder import RunFolder
-from commbench.schema import RANKS_CSV, build_row
+from commbench.folder.write import RunFolder
+from commbench.folder.schema import RANKS_CSV, build_row
 from conftest import DATA, commbench
 
 

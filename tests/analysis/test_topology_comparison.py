@@ -44,7 +44,7 @@ def test_a_text_cell_that_would_start_a_formula_is_written_as_text():
     numbers, negative ones included, stay numbers."""
     import io
 
-    from commbench.outputs import csv_text
+    from commbench.folder.outputs import csv_text
 
     out = topology_comparison(_rows(nodes=2, label='=HYPERLINK("http://x","y")'))
     back = pd.read_csv(io.StringIO(csv_text(out.assign(delta=-1.5, note=["@x"]))))

@@ -132,7 +132,7 @@ def test_cuda_with_a_cpu_build_of_torch(tmp_path, args):
 @pytest.mark.skipif(has_gpu(), reason="a GPU is visible here")
 def test_a_rank_that_sees_no_gpu_says_so(monkeypatch):
     """Where the launching host has CUDA torch but a rank's host shows it no GPU."""
-    from commbench.rank.backends.torch_dist import TorchCommunicator
+    from commbench.backends.torch_dist import TorchCommunicator
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(RuntimeError, match=r"--device cuda, but this rank sees no CUDA GPU on .* \(CUDA_VISIBLE_DEVICES=''\)"):
@@ -157,7 +157,7 @@ def test_every_point_skipped_is_an_error(job, tmp_path):
 def test_a_backend_whose_package_is_missing(monkeypatch, backend, package):
     import importlib.util
 
-    from commbench.rank.backends import missing
+    from commbench.backends.communicators import missing
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))

@@ -8,12 +8,12 @@ from commbench.errors import BAD_INPUT, INTERNAL
 
 
 def test_an_unexpected_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch):
-    import commbench.rank.machine
+    import commbench.machine.inventory
 
     def boom():
         raise ZeroDivisionError("boom\nsecond line")
 
-    monkeypatch.setattr(commbench.rank.machine, "describe", boom)
+    monkeypatch.setattr(commbench.machine.inventory, "describe", boom)
     outcome = run_cli("topo")
     assert outcome.code == INTERNAL, outcome
     lines = outcome.stderr.strip().splitlines()
@@ -26,11 +26,11 @@ def test_an_unexpected_error_is_exit_3_with_the_traceback_in_a_file(monkeypatch)
 
 
 def test_an_os_error_is_one_line_exit_2(monkeypatch):
-    import commbench.rank.machine
+    import commbench.machine.inventory
 
     def refused():
         raise PermissionError(13, "Permission denied", "/sys/x")
 
-    monkeypatch.setattr(commbench.rank.machine, "describe", refused)
+    monkeypatch.setattr(commbench.machine.inventory, "describe", refused)
     outcome = run_cli("topo")
     assert (outcome.code, outcome.stderr) == (BAD_INPUT, "commbench: error: Permission denied: '/sys/x'\n")

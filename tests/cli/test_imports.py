@@ -11,11 +11,11 @@ import pytest
 from cli_inprocess import run_cli
 from conftest import DATA
 
-from commbench.analysis.load import load_run
+from commbench.folder.load import load_run
 from commbench.cli.imports import _out_folder
 from commbench.collectives import COLLECTIVES
 from commbench.errors import BAD_INPUT, InputError, OK
-from commbench.outputs import READ_FILES
+from commbench.folder.outputs import READ_FILES
 
 NCCL_TEXT = DATA / "nccl_tests_all_reduce_16xH100.txt"
 NCCL_JSON = DATA / "nccl_tests_all_gather.json"

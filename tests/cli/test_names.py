@@ -10,7 +10,7 @@ import pytest
 from cli_inprocess import run_cli
 from conftest import DATA
 
-from commbench.analysis.load import load_run
+from commbench.folder.load import load_run
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.collectives import COLLECTIVES

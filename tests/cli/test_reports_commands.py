@@ -19,8 +19,8 @@ from trust_sides import QUIET, sides  # noqa: F401 - sides: a fixture
 
 from commbench.cli.reports import print_comparison, threshold_fraction
 from commbench.errors import BAD_INPUT, FAILED, InputError, OK
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 
 
 @pytest.mark.parametrize("text,fraction", [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125), ("1e-2", 0.01),

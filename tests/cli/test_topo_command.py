@@ -1,5 +1,5 @@
 """`commbench topo` (commbench/cli/topo.py), in-process on a machine described by a stand-in for
-commbench.rank.machine.describe: the text lists the cores, every NIC (its speed in Gbit/s or that it
+commbench.machine.inventory.describe: the text lists the cores, every NIC (its speed in Gbit/s or that it
 is not reported), the GPUs or why there are none, and every GPU pair's path; --json prints the
 description itself. (tests/gpu/test_topo.py runs it on a real GPU machine.)"""
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import commbench.rank.machine
+import commbench.machine.inventory
 from cli_inprocess import run_cli
 from commbench.errors import OK
 
@@ -30,7 +30,7 @@ CPU_BOX = {"hostname": "vm", "cpu": {"cores": 2, "numa_nodes": 1, "machine": "aa
 @pytest.fixture
 def machine(monkeypatch):
     def use(description):
-        monkeypatch.setattr(commbench.rank.machine, "describe", lambda: description)
+        monkeypatch.setattr(commbench.machine.inventory, "describe", lambda: description)
     return use
 
 

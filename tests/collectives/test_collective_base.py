@@ -7,7 +7,7 @@ import pytest
 
 from commbench.dtypes import DTYPES
 from commbench.collectives import COLLECTIVES, Collective, Counts, NativeCall
-from commbench.rank.patterns import Pattern
+from commbench.collectives.patterns import Pattern
 
 
 def test_count_is_the_larger_per_rank_buffer():

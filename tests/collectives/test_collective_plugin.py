@@ -14,7 +14,7 @@ from commbench.binaries import find_binary
 from commbench.dtypes import DTYPES
 from commbench.collectives import COLLECTIVES
 from commbench.collectives.base import Collective, Counts, NativeCall
-from commbench.rank.patterns import Pattern, tile
+from commbench.collectives.patterns import Pattern, tile
 from commbench.errors import BAD_INPUT, OK
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -65,7 +65,8 @@ def test_expected_is_the_exchange_of_blocks():
 
 def test_the_names_other_tools_use_come_from_the_registry(monkeypatch):
     from commbench.analysis.importers.nccl_tests import _nccl_tests_collective
-    from commbench.rank import nccl_log, traffic
+    from commbench.rank import nccl_log
+    from commbench.machine import traffic
     from commbench.collectives import lookup
 
     monkeypatch.setitem(COLLECTIVES, "all_to_all", AllToAll())

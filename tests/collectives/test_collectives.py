@@ -3,7 +3,7 @@ import pytest
 
 from commbench.dtypes import DTYPES
 from commbench.collectives import COLLECTIVES
-from commbench.rank.patterns import Pattern
+from commbench.collectives.patterns import Pattern
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
@@ -57,8 +57,8 @@ def test_an_osu_size_is_the_message_osu_times(name):
         assert message * 4 == osu, (name, world, counts)
 
 
-@pytest.mark.parametrize("library,module", [("mpi", "commbench.rank.backends.mpi"),
-                                            ("torch", "commbench.rank.backends.torch_dist")])
+@pytest.mark.parametrize("library,module", [("mpi", "commbench.backends.mpi"),
+                                            ("torch", "commbench.backends.torch_dist")])
 def test_every_declared_native_call_exists_in_its_backend(library, module):
     pytest.importorskip("mpi4py" if library == "mpi" else "torch")
     import importlib

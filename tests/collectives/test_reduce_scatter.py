@@ -11,7 +11,7 @@ from nccl_semantics import World
 from commbench.dtypes import DTYPES
 from commbench.algorithms import Context
 from commbench.collectives import COLLECTIVES
-from commbench.rank.patterns import PERIOD, Pattern
+from commbench.collectives.patterns import PERIOD, Pattern
 
 RS = COLLECTIVES["reduce_scatter"]
 

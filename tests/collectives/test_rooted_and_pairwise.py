@@ -11,7 +11,7 @@ import pytest
 from commbench.dtypes import DTYPES
 from commbench.algorithms.cost import footprint
 from commbench.collectives import COLLECTIVES, default_collectives
-from commbench.rank.patterns import Pattern
+from commbench.collectives.patterns import Pattern
 from commbench.spec import collective_aliases
 
 F32 = DTYPES["float32"]

@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from commbench.rank import kernel_abi
+from commbench.kernels import abi as kernel_abi
 from commbench.sources import CUDA_DIR
-from commbench.rank.reducers import CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
+from commbench.kernels.reducers import CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
 from commbench.errors import OK
 
 

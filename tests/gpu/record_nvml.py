@@ -1,5 +1,5 @@
 """Record NVML's answers to commbench's topology and power code on this GPU machine, for the CPU
-tests (tests/rank/test_nvml_replay.py):
+tests (tests/machine/test_nvml_replay.py):
 
     python tests/gpu/record_nvml.py        # writes tests/data/nvml/<gpu>-x<count>.json
 
@@ -28,7 +28,8 @@ from nvml_replay import RECORDINGS, Recorder  # noqa: E402
 def main() -> None:
     recorder = Recorder(pynvml)
     sys.modules["pynvml"] = recorder  # what commbench imports from here on
-    from commbench.rank import machine, power
+    from commbench.machine import inventory as machine
+    from commbench.machine import power
 
     gpus, pairs, reason = machine.gpus()
     unavailable = power.unavailable("cuda")

@@ -7,7 +7,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 pytest.importorskip("cupy")
 
-from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS, CudaReducer  # noqa: E402
+from commbench.kernels.reducers import CUDA_DTYPES, CUDA_OPS, CudaReducer  # noqa: E402
 
 REFERENCE = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": torch.maximum}
 

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
-from commbench.rank import kernel_abi  # noqa: E402
-from commbench.rank.kernel_gpu import OneGpuNode  # noqa: E402
-from commbench.rank.reducers import CUDA_DTYPES, CUDA_OPS  # noqa: E402
+from commbench.kernels import abi as kernel_abi  # noqa: E402
+from commbench.kernels.gpu import OneGpuNode  # noqa: E402
+from commbench.kernels.reducers import CUDA_DTYPES, CUDA_OPS  # noqa: E402
 from commbench.errors import OK
 
 REFERENCE = {"sum": torch.add, "prod": torch.mul, "min": torch.minimum, "max": torch.maximum}
@@ -135,7 +135,7 @@ def test_ring_and_tree_kernels_in_separate_processes(job, tmp_path, world):
 def test_a_launch_that_cannot_be_resident_is_refused_not_hung():
     """More blocks than the GPU holds at once: refused in one line before launching (it would spin
     into the timeout); the channel count it names fits and runs."""
-    from commbench.rank.kernel_gpu import KernelUnavailable, residency
+    from commbench.kernels.gpu import KernelUnavailable, residency
 
     fit = residency("cb_ring_all_reduce_float32_sum", "float32", torch.cuda.current_device())
     assert fit.blocks_per_sm >= 1 and fit.sms == torch.cuda.get_device_properties(0).multi_processor_count
@@ -152,7 +152,7 @@ def test_a_launch_that_cannot_be_resident_is_refused_not_hung():
 def test_this_gpus_layout_has_no_peer_refusal():
     """One process, one GPU: nothing to map across GPUs; the identity is the UUID (per-rank
     CUDA_VISIBLE_DEVICES cannot make two GPUs look like one)."""
-    from commbench.rank.kernel_gpu import device_identity, layout
+    from commbench.kernels.gpu import device_identity, layout
 
     class One:
         rank, size = 0, 1

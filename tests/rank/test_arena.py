@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from commbench.dtypes import DTYPES
-from commbench.rank import arena, kernel_host
-from commbench.rank.backends.base import NumpyBuffers
+from commbench.rank import arena
+from commbench.kernels import host as kernel_host
+from commbench.backends.base import NumpyBuffers
 
 PAGE = mmap.PAGESIZE
 F32, F64 = DTYPES["float32"], DTYPES["float64"]

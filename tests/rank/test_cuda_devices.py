@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import host_cuda  # noqa: E402
 from commbench.dtypes import DTYPES  # noqa: E402
-from commbench.rank import reducers as kernels  # noqa: E402
+from commbench.kernels import reducers as kernels  # noqa: E402
 from commbench.algorithms import ALGORITHMS, Context  # noqa: E402
 from host_cuda import HostReducer  # noqa: E402
 from nccl_semantics import World  # noqa: E402

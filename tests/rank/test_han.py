@@ -14,7 +14,7 @@ from conftest import ROOT, load_run, needs_mpirun
 # all-reduce of rank + 1 on the duplicate.
 DUP = """
 from mpi4py import MPI
-from commbench.rank import mpi_loop
+from commbench.kernels import mpi_loop
 before = MPI.Query_thread()
 dup = mpi_loop.han_dup(MPI.COMM_WORLD)
 print(before, MPI.Query_thread(), dup.allreduce(MPI.COMM_WORLD.Get_rank() + 1), dup.Get_size(), flush=True)

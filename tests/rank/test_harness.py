@@ -1,6 +1,6 @@
 """commbench.rank.harness on a fake communicator (tests/harness_fakes.py): batch, sample count, the
 max over ranks, correctness counting, buffer layouts, link bytes and power. Which loop times a
-point: tests/rank/test_timers.py."""
+point: tests/test_timers.py."""
 
 from types import SimpleNamespace
 
@@ -10,10 +10,10 @@ import pytest
 from commbench.dtypes import DTYPES
 from commbench.rank import harness
 from commbench.collectives import COLLECTIVES
-from commbench.rank import power
+from commbench.machine import power
 from commbench.rank.harness import Buffers, count_wrong, link_bytes, measure, power_window
-from commbench.rank.patterns import Pattern, tile
-from commbench.rank.timers import Loop
+from commbench.collectives.patterns import Pattern, tile
+from commbench.timers import Loop
 from harness_fakes import FakeComm, FakeTimer, FakeWorld, measure_ranks
 from nccl_semantics import World
 

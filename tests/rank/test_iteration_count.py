@@ -7,7 +7,7 @@ import pytest
 
 from commbench.rank import harness
 from commbench.rank.harness import sample_plan
-from commbench.rank.timers import Loop
+from commbench.timers import Loop
 from harness_fakes import FakeTimer, measure_ranks
 
 

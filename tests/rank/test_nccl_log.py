@@ -120,7 +120,7 @@ def test_nccl_tuning_keeps_the_users_log_file(job, tmp_path):
 
 def test_only_rank_0_logs_and_only_with_the_flag(monkeypatch):
     from commbench.spec import SweepSpec
-    from commbench.rank.topology import RankInfo
+    from commbench.machine.topology import RankInfo
     from commbench.rank.worker import _nccl_tuning_log
 
     for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):

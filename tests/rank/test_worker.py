@@ -13,7 +13,7 @@ from commbench.algorithms import ALGORITHMS, Context
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Measurement
 from commbench.plan import build_plan, rounding_twins
-from commbench.schema import COLUMNS
+from commbench.folder.schema import COLUMNS
 from harness_fakes import FakeComm, FakeWorld, small_spec
 
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from commbench.events import PREFIX
-from commbench.rank import topology, world
+from commbench.rank import world
+from commbench.machine import topology
 from commbench.rank.world import WorldError, check, check_rendezvous_world
 from commbench.spec import SweepSpec
 

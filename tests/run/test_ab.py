@@ -100,6 +100,8 @@ def test_a_sides_options_are_runs_options_over_the_common_ones():
     with pytest.raises(InputError, match="--out cannot differ"):
         _side_values(common, "--out x", "--args-b")
     assert all(o.name not in ("repeat", "resume") for o in AB_TABLE) and options.BY_NAME["label"] in AB_TABLE
+    with pytest.raises(InputError, match=r"^--args-a '--nprocs two': Invalid value for '-n' / '--nprocs'"):
+        _side_values(common, "--nprocs two", "--args-a")  # click's usage error: one line
 
 
 def test_both_sides_run_on_one_emulated_cluster():

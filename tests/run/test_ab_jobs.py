@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from commbench.errors import BAD_INPUT, FAILED, OK
-from commbench.analysis.load import read_samples
+from commbench.folder.load import read_samples
 from conftest import ROOT, commbench, fault_env, needs_mpirun
 
 TINY = ["-n", "2", "--sizes", "64,64K", "--out-of-place", "--quiet"]
@@ -232,7 +232,7 @@ def test_an_ab_folder_is_not_compared_resumed_but_reported_by_side(job, tmp_path
     for args in (["compare", out, out], ["run", "--resume", out]):
         refused = commbench(*args, check_rc=BAD_INPUT)
         assert "commbench ab" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
-    from commbench.analysis.load import load_run
+    from commbench.folder.load import load_run
 
     rows, meta = load_run(out)
     assert set(rows.run) == {f"{meta['run_id']} A", f"{meta['run_id']} B"}  # each side a series of its own

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from commbench.errors import InputError, JobError
-from commbench.rank import backends, topology, worker
+from commbench.rank import worker
+from commbench.backends import communicators as backends
+from commbench.machine import topology
 from commbench.plan import build_plan
 from commbench.run import api, emulate, jobs, launch, session
-from commbench.run.folder import RunFolder
+from commbench.folder.write import RunFolder
 from commbench.run.suites import load_suite
 from fake_ranks import rank0_events, scripted, spec_of
 
@@ -35,9 +37,9 @@ def _rows(d) -> list[int]:
 
 def test_prepare_fixes_run_id_and_folder_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    spec = api.prepare(spec_of(tmp_path, run_id="", out_dir=""), results_root="res")
+    spec = api.prepare(spec_of(tmp_path, run_id="", out_dir=""))
     assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", spec.run_id)
-    assert spec.out_dir == str(Path("res") / spec.run_id) and not (tmp_path / "res").exists()
+    assert spec.out_dir == str(Path("results") / spec.run_id) and not (tmp_path / "results").exists()
     assert api.new_run_id() != api.new_run_id()
     given = api.prepare(spec_of(tmp_path, run_id="mine", out_dir=str(tmp_path / "x")))
     assert (given.run_id, given.out_dir) == ("mine", str(tmp_path / "x")) and not (tmp_path / "x").exists()

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 from rich.console import Console
 
-from commbench.schema import COLUMNS, RANK_SUMMARY, build_row
+from commbench.folder.schema import COLUMNS, RANK_SUMMARY, build_row
 from commbench.run import tables
 from commbench.run.console import AbRenderer, Renderer, comparison_table, format_line, group_title
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from commbench.schema import build_row
+from commbench.folder.schema import build_row
 from commbench.run.console import Renderer, summary_text
 
 HEAD_BOTH = [

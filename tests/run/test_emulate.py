@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from commbench.rank.kernel_host import compiler
+from commbench.kernels.host import compiler
 from commbench.run import emulate
 from conftest import commbench, fault_env, load_run, start_hung_emulated_run
 from sweep_checks import check_sweep

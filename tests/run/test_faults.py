@@ -17,7 +17,7 @@ def _run_workers(out_dir) -> list[int]:
     """pids of commbench workers running for the run in out_dir (other jobs ignored)."""
     from pathlib import Path
 
-    from commbench.rank.spec_file import decode_spec
+    from commbench.folder.spec_file import decode_spec
 
     pids = []
     for proc in Path("/proc").iterdir():

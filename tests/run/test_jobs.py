@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from commbench.analysis.load import load_run as load_checked
+from commbench.folder.load import load_run as load_checked
 from conftest import commbench, load_run, needs_mpirun
 from commbench.errors import BAD_INPUT, OK
 

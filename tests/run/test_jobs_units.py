@@ -15,11 +15,11 @@ import pytest
 
 from commbench.errors import InputError
 from commbench.options import MAX_REPEAT
-from commbench.rank import backends
+from commbench.backends import communicators as backends
 from commbench.plan import build_plan
 from commbench.run import api, jobs, launch
 from commbench.run.jobs import JobFolder, blocks
-from commbench.machine_facts import facts
+from commbench.machine.facts import facts
 from fake_ranks import rank0_events, scripted, spec_of
 
 
@@ -72,7 +72,7 @@ def test_cpu_seconds(monkeypatch):
     def unreadable(*args, **kwargs):
         raise OSError("no /proc here")
 
-    from commbench.rank import load
+    from commbench.machine import load
 
     monkeypatch.setattr(load, "open", unreadable, raising=False)
     assert jobs._cpu_seconds() is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from commbench.errors import InputError, OK
-from commbench.rank.spec_file import decode_spec
+from commbench.folder.spec_file import decode_spec
 from commbench.run.launch import build_commands, find_binary, resolve_launcher
 from commbench.spec import SweepSpec
 from conftest import ROOT, load_run, needs_mpirun
@@ -76,7 +76,7 @@ def test_resolve_launcher():
 
 def test_launcher_none_outside_a_job_takes_one_rank(monkeypatch):
     """(a probe: --launcher none -n 2 in a shell failed as a job, exit 1, naming WorldError)"""
-    from commbench.rank import topology
+    from commbench.machine import topology
 
     monkeypatch.setattr(topology, "inside_launched_job", lambda env=None: False)
     with pytest.raises(InputError, match=r"^--launcher none runs this process as a rank of a job already started "

@@ -16,7 +16,7 @@ from cli_inprocess import run_cli
 from commbench.errors import BAD_INPUT, InputError, OK
 from commbench.options import (LOCAL_RANKS_PER_CORE, MAX_ITERS, MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_REPEAT,
                                MAX_SIZES)
-from commbench.rank.spec_file import SPEC_FILE, decode_spec
+from commbench.folder.spec_file import SPEC_FILE, decode_spec
 from commbench.run import launch
 from commbench.spec import SweepSpec
 from limits_fixtures import CORES, FUZZ, launch_nothing  # noqa: F401

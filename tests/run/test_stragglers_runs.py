@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from commbench.errors import BAD_INPUT, FAILED, OK
-from commbench.schema import RANK_SUMMARY, RANKS_CSV
+from commbench.folder.schema import RANK_SUMMARY, RANKS_CSV
 from conftest import needs_mpirun
 
 SMALL = ["-c", "all_reduce", "-b", "1K", "-e", "64K", "-f", "8", "--out-of-place"]

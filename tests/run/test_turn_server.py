@@ -17,7 +17,7 @@ import pytest
 from commbench.errors import InputError, JobError
 from commbench.events import PREFIX
 from commbench.rank.turns import PROTOCOL, TURNS_ENV, connect
-from commbench.rank.spec_file import SIDE_SPEC_FILES, decode_spec
+from commbench.folder.spec_file import SIDE_SPEC_FILES, decode_spec
 from commbench.run import launch, turn_server
 from commbench.run.launch import SAFE_PATH
 from commbench.run.turn_server import TurnJob, TurnServer, _Conn

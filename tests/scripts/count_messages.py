@@ -9,9 +9,9 @@ from collections import Counter
 
 from commbench.dtypes import DTYPES
 from commbench.algorithms import ALGORITHMS, Context
-from commbench.rank.backends import open_backend
+from commbench.backends.communicators import open_backend
 from commbench.collectives import COLLECTIVES
-from commbench.rank.traffic import block_elems
+from commbench.machine.traffic import block_elems
 from forced_chunks import Forced
 
 

@@ -15,8 +15,8 @@ import numpy as np
 from mpi4py import MPI
 
 from commbench.algorithms import ALGORITHMS, Context
-from commbench.rank.backends import open_backend
-from commbench.rank.backends.mpi import MPICommunicator
+from commbench.backends.communicators import open_backend
+from commbench.backends.mpi import MPICommunicator
 from forced_chunks import Forced
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}

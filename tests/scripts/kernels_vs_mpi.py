@@ -1,4 +1,4 @@
-"""Run under mpirun: ring_kernel's and tree_kernel's all-reduce (commbench/rank/kernel_abi.py's
+"""Run under mpirun: ring_kernel's and tree_kernel's all-reduce (commbench/kernels/abi.py's
 NodeKernels on the job's /dev/shm segment) against MPI's own Allreduce on the same random integer
 data, byte for byte, for several dtypes, ops, sizes and channels. Rank 0 prints one line:
 "compared N results, M differ" (then the first differing cases); the exit code is 1 if any differ."""
@@ -8,8 +8,9 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from commbench.rank import kernel_node, kernel_abi
-from commbench.rank.backends import open_backend
+from commbench.kernels import node as kernel_node
+from commbench.kernels import abi as kernel_abi
+from commbench.backends.communicators import open_backend
 
 OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
 DTYPES = ["float32", "float64", "int32", "int64", "int8", "uint8"]

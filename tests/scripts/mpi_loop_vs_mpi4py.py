@@ -1,4 +1,4 @@
-"""Run under mpirun: the C timing loop (commbench/rank/mpi_loop.c) against mpi4py's own call, on
+"""Run under mpirun: the C timing loop (commbench/kernels/mpi_loop.c) against mpi4py's own call, on
 the harness' buffers as `commbench run` lays them out, byte for byte: every collective with a
 C entry x every MPI dtype x op x in place / out of place x sizes that are not multiples of
 anything. One call of each (a timed loop repeats it; one shows it is the same call). Rank 0
@@ -9,11 +9,11 @@ import sys
 
 
 from commbench.dtypes import DTYPES
-from commbench.rank.backends import open_backend
+from commbench.backends.communicators import open_backend
 from commbench.collectives import COLLECTIVES
 from commbench.rank.harness import Buffers
-from commbench.rank.patterns import Pattern
-from commbench.rank.timers import loop_for
+from commbench.collectives.patterns import Pattern
+from commbench.timers import loop_for
 
 SIZES = [8, 36, 4100, 1 << 20]  # bytes as nccl-tests counts them
 OPS = ["sum", "prod", "min", "max"]

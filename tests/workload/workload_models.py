@@ -13,8 +13,8 @@ from cli_inprocess import run_cli
 
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.errors import OK
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
+from commbench.folder.schema import build_row
+from commbench.folder.write import RunFolder
 
 TRUTH = Params(5e-6, 2e-10, 0.0, 0.0, 1e-10)  # 5 µs a message, 5 GB/s copies, 10 GB/s reductions
 RANKS = 4

@@ -18,7 +18,7 @@ sizes), sizes 1 B .. MAX_SIZE_BYTES (commbench.options: the largest size a run t
 all-to-all print them where -b is below ranks x element size) measured nothing and is left out.
 nccl-tests' correctness column is its #wrong (elements, "%5g") or, in older versions, its `error`
 (the largest |result - expected|, "%5.0le": an error beyond its tolerance counts as 1 wrong), or
-N/A (not checked). A file, its points and its samples are bounded (commbench.analysis.limits:
+N/A (not checked). A file, its points and its samples are bounded (commbench.folder.limits:
 IMPORT_BYTES, IMPORT_POINTS, IMPORT_SAMPLES) so a huge or hostile file costs a bounded time and
 memory; a FIFO or device is refused before it is opened.
 

@@ -11,17 +11,18 @@ from pathlib import Path
 
 import numpy as np
 
-from commbench.analysis import limits
+from commbench.folder import limits
 from commbench.backends import BACKENDS
+from commbench.dtypes import DTYPES
 from commbench.errors import InputError
 from commbench.metrics import summarize
-from commbench.run.folder import RunFolder
-from commbench.schema import build_row
+from commbench.folder.write import RunFolder
+from commbench.folder.schema import RunStatus, build_row
 
-ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
-            "uint32": 4, "int64": 8, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
+# bytes per element of the types a report may name: commbench's own, and those others sweep that commbench does not
+ITEMSIZE = {**{name: d.itemsize for name, d in DTYPES.items()}, "uint32": 4, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 
-# The importers' own bounds (the file's size, points and samples: commbench.analysis.limits; a run's:
+# The importers' own bounds (the file's size, points and samples: commbench.folder.limits; a run's:
 # commbench.options'; the largest size is shared)
 MAX_IMPORT_RANKS = 2**20  # import osu --nprocs, and the ranks an nccl-tests report lists
 MAX_IMPORTED_US = 1e10  # almost 3 hours for one call: no collective; a sample past it is no measurement
@@ -53,7 +54,7 @@ def max_json_values() -> int:
 def read_input(path) -> str:
     """An import file's text: a regular file (a FIFO or device is refused, not waited on), UTF-8,
     within IMPORT_BYTES (its size from stat, before it is read)."""
-    from commbench.analysis.run_files import regular_file
+    from commbench.folder.files import regular_file
 
     where = Path(path)
     size = limits.IMPORT_BYTES.check(str(path), regular_file(where.parent, where.name, inside=False).st_size)
@@ -183,5 +184,5 @@ def _write_points(imp: Imported, folder: RunFolder, label: str, run_id: str) -> 
         ranks = {r: (times, None) for r, times in enumerate(p["ranks"])} if p.get("ranks") else None
         folder.add(build_row(**fields), p["samples"], ranks=ranks)
     folder.finalize()
-    folder.update({"status": "completed", "points_measured": len(imp.points),
+    folder.update({"status": RunStatus.COMPLETED, "points_measured": len(imp.points),
                    "wrong_total": sum(p["wrong"] or 0 for p in imp.points)})

@@ -8,14 +8,14 @@ import math
 import re
 from collections import Counter
 
-from commbench.analysis import limits
+from commbench.folder import limits
 from commbench.analysis.importers.base import (ITEMSIZE, MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer,
                                                lines, looks_like_result, max_json_values, number, once, show,
                                                too_many, word)
 from commbench.collectives import COLLECTIVES
 from commbench.errors import InputError
 from commbench.options import MAX_SIZE_BYTES
-from commbench.schema import EXACT_INTEGERS
+from commbench.folder.schema import EXACT_INTEGERS
 
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
               "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from commbench.analysis import limits
+from commbench.folder import limits
 from commbench.analysis.importers.base import (ITEMSIZE, MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer,
                                                lines, looks_like_result, number, once, show, too_many, word)
 from commbench.collectives import COLLECTIVES

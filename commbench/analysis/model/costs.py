@@ -6,6 +6,7 @@ the registry that define a cost."""
 from __future__ import annotations
 
 from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.algorithms.cost import Params, Shape, footprint
 
 __all__ = ["MEMORY", "Params", "Shape", "footprint", "modelled", "time_s"]
@@ -19,7 +20,7 @@ def modelled() -> list[str]:
 
 
 def time_s(p: Params, algorithm: str, collective: str, shape: Shape, size_bytes: float,
-           segment_bytes: int = 1 << 20, in_place: bool = True) -> float | None:
+           segment_bytes: int = SEGMENT_BYTES, in_place: bool = True) -> float | None:
     """Modelled seconds of one call; None where the algorithm has no such collective or no cost."""
     algo = ALGORITHMS.get(algorithm)
     if algo is None or not algo.modelled or collective not in algo.collectives or shape.n < 1:

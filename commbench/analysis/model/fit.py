@@ -35,9 +35,10 @@ from scipy.optimize import least_squares
 from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time_s
 from commbench.analysis.model.determined import RANGES, bounded, log_covariance, log_sigma, not_informed, verdict
 from commbench.errors import InputError
-from commbench.analysis import limits
-from commbench.options import MAX_RANKS
+from commbench.folder import limits
+from commbench.options import MAX_PREDICT_RANKS
 from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.algorithms.hierarchical_kernel import IN_ORDER
 
 NAMES = tuple(Params.__dataclass_fields__)
@@ -112,10 +113,10 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Measured, correct points of modelled algorithms with what the model needs."""
     rows = rows[rows.algorithm.isin(modelled()) & (pd.to_numeric(rows.wrong, errors="coerce").fillna(1) == 0)]
     rows = rows[pd.to_numeric(rows.time_us, errors="coerce") > 0].copy()
-    big = pd.to_numeric(rows.world_size, errors="coerce") > MAX_RANKS
+    big = pd.to_numeric(rows.world_size, errors="coerce") > MAX_PREDICT_RANKS
     if big.any():  # a row's message pattern is built rank by rank: absurd sizes would take hours and all memory
         raise InputError(f"world_size {rows.world_size[big].iloc[0]} is more than the model takes (at most "
-                         f"{MAX_RANKS} ranks, as model predict)")
+                         f"{MAX_PREDICT_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
     if "library_choice" in rows:  # what the formulas do not model: UNMODELLED
@@ -125,7 +126,7 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     rows["ranks_per_node"] = _numbers(rows, "ranks_per_node").fillna(rows.world_size // rows.nodes).astype(int)
     rows["placement"] = rows.get("placement", pd.Series("block", index=rows.index)).fillna("").replace("", "block")
     if "segment_bytes" not in rows:
-        rows["segment_bytes"] = 1 << 20
+        rows["segment_bytes"] = SEGMENT_BYTES
     rows["in_place"] = pd.to_numeric(rows.get("in_place", pd.Series(1, index=rows.index)), errors="coerce").fillna(1).astype(bool)
     rows["group"] = [group_of(b, a) for b, a in zip(rows.backend, rows.algorithm)]
     return rows[rows.nodes * rows.ranks_per_node == rows.world_size]
@@ -304,8 +305,8 @@ def _check_fit(name: str, f: dict) -> Fit:
         "engine": isinstance(engine, str) and engine in {a.engine for a in ALGORITHMS.values()},
         "params": isinstance(params, dict) and all(_param_ok(k, v, undetermined) for k, v in params.items()),
         "rel_std": isinstance(rel, dict) and all(v is None or _finite(v) for v in rel.values()),
-        "links_per_node": type(f["links_per_node"]) is int and 1 <= f["links_per_node"] <= MAX_RANKS,
-        "lanes": type(f["lanes"]) is int and 1 <= f["lanes"] <= MAX_RANKS,
+        "links_per_node": type(f["links_per_node"]) is int and 1 <= f["links_per_node"] <= MAX_PREDICT_RANKS,
+        "lanes": type(f["lanes"]) is int and 1 <= f["lanes"] <= MAX_PREDICT_RANKS,
         "points": type(f["points"]) is int and f["points"] >= 0,
         "median_error": _finite(f["median_error"]),
         "p90_error": _finite(f["p90_error"]),

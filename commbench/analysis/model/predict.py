@@ -21,13 +21,14 @@ from commbench import runinfo
 from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time_s
 from commbench.errors import InputError
 from commbench.metrics import bandwidth
-from commbench.options import MAX_RANK_SIZES, MAX_RANKS
+from commbench.options import MAX_PREDICT_RANK_SIZES, MAX_PREDICT_RANKS
 from commbench.algorithms import ALGORITHMS
+from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.collectives import COLLECTIVES
-from commbench.rank.traffic import expected_internode_bytes
-from commbench.schema import build_row
-from commbench.run.folder import RunFolder
-from commbench.run.folder_place import check_place
+from commbench.machine.traffic import expected_internode_bytes
+from commbench.folder.schema import RunStatus, build_row
+from commbench.folder.write import RunFolder
+from commbench.folder.place import check_place
 
 ITEMSIZE = 4  # float32
 # the scale `model predict` takes: every rank's messages are laid out per algorithm and size
@@ -35,18 +36,18 @@ ITEMSIZE = 4  # float32
 
 
 def check_scale(nodes: int, per_node: int, sizes: int | None = None, collectives: int = 1) -> None:
-    """InputError where a prediction is larger than MAX_RANKS ranks or MAX_RANK_SIZES ranks x
+    """InputError where a prediction is larger than MAX_PREDICT_RANKS ranks or MAX_PREDICT_RANK_SIZES ranks x
     sizes x collectives (sizes None: the ranks alone, checked before the sizes are made)."""
     ranks = nodes * per_node
     if ranks < 2:
         raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is one rank, which communicates nothing: "
                          "predict at least 2")
-    if ranks > MAX_RANKS:
+    if ranks > MAX_PREDICT_RANKS:
         raise InputError(f"--nodes {nodes} x --ranks-per-node {per_node} is {ranks} ranks; model predict takes "
-                         f"at most {MAX_RANKS}")
-    if sizes is not None and ranks * sizes * collectives > MAX_RANK_SIZES:
+                         f"at most {MAX_PREDICT_RANKS}")
+    if sizes is not None and ranks * sizes * collectives > MAX_PREDICT_RANK_SIZES:
         raise InputError(f"{ranks} ranks x {sizes} sizes x {collectives} collective(s) is more than model predict "
-                         f"takes (ranks x sizes x collectives at most {MAX_RANK_SIZES}): fewer sizes (-b, -e, a larger "
+                         f"takes (ranks x sizes x collectives at most {MAX_PREDICT_RANK_SIZES}): fewer sizes (-b, -e, a larger "
                          "-f, --sizes), collectives (-c) or ranks")
 
 
@@ -74,7 +75,7 @@ def links(text: str, what: str) -> tuple[float, float]:
 
 
 def predict(params: Params | dict[str, Params], shape: Shape, collective: str, sizes: list[int],
-            segment_bytes: int = 1 << 20) -> pd.DataFrame:
+            segment_bytes: int = SEGMENT_BYTES) -> pd.DataFrame:
     """params: per engine (Algorithm.engine: "steps", "kernel"), or the step algorithms' alone."""
     per_engine = params if isinstance(params, dict) else {"steps": params}
     coll = COLLECTIVES[collective]
@@ -241,7 +242,7 @@ def write(table: pd.DataFrame, out_dir: str | Path, run_id: str, description: di
                                      op="sum" if COLLECTIVES[r["collective"]].reduces else "none",
                                      in_place=1, iterations=0, batch=0, warmup=0, predicted=1), [r["time_us"]])
             folder.finalize()
-            folder.update({"status": "completed", "end_time": runinfo.utc_now()})
+            folder.update({"status": RunStatus.COMPLETED, "end_time": runinfo.utc_now()})
             os.rename(tmp, out)  # onto nothing, or an empty folder
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

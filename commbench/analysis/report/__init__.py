@@ -6,7 +6,7 @@ collective with its charts (bandwidth and latency always; speedup over native wh
 native and another algorithm; topology-aware over the flat ring only for runs over several nodes;
 power only where it was measured); every point; every run's environment. A series (a run ×
 backend × algorithm × dtype × op × mode × ranks) keeps one name and one colour on every chart;
-runs sharing a label are told apart by their folders (commbench.analysis.load.run_names). A
+runs sharing a label are told apart by their folders (commbench.folder.load.run_names). A
 `commbench workload` OUT folder adds its "Workload: <name>" section after the summary
 (commbench.analysis.report.workload); its measured/ runs are read as any others. A `commbench check`
 folder adds its verdicts and node x node link grid, runs with per-rank samples a "Stragglers" section
@@ -20,14 +20,14 @@ from pathlib import Path
 import pandas as pd
 
 from commbench import runinfo
-from commbench.analysis.load import load_runs, run_names
+from commbench.folder.load import load_runs, run_names
 from commbench.analysis.report import charts, health, workload
 from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table,
                                             section, toc, write_page)
 from commbench.analysis.report.series import Series
 from commbench.analysis.report.summary import summarize, summary_table
 from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
-from commbench.outputs import output_file
+from commbench.folder.outputs import output_file
 from commbench.collectives import COLLECTIVES
 
 __all__ = ["build_report"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from commbench.analysis import fabric, stragglers
 from commbench.analysis.report.page import esc, section
 from commbench.fabric_rule import SLOW
-from commbench.schema import RANKS_CSV
+from commbench.folder.schema import RANKS_CSV
 
 
 def _verdict(v: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from commbench.outputs import write_text
+from commbench.folder.outputs import write_text
 from commbench.terminal import printable
 
 STYLE = """
@@ -191,6 +191,6 @@ def document(title: str, generated: str, sections: list[str], plotly_js: str) ->
 
 
 def write_page(page: str, out_file: str | Path) -> Path:
-    """Write the page whole (commbench.outputs.write_text: temp file + rename, one InputError line);
+    """Write the page whole (commbench.folder.outputs.write_text: temp file + rename, one InputError line);
     an unpaired surrogate (a JSON file's "\\ud800") is written as its escape, not a crash."""
     return write_text(out_file, page.encode("utf-8", "backslashreplace").decode("utf-8"), "report")

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from commbench.analysis import limits
-from commbench.analysis.run_files import read_bytes, read_file, regular_file
+from commbench.folder import limits
+from commbench.folder.files import read_bytes, read_file, regular_file
 from commbench.analysis.report.charts import TEMPLATE
 from commbench.analysis.report.page import chart, esc, section
 from commbench.errors import InputError
-from commbench.workload.mix import KINDS
-from commbench.workload.report import FORMAT
+from commbench.folder.workload_files import FORMAT, KINDS, MIX_CSV, WORKLOAD_JSON
 
-WORKLOAD_JSON, MIX_CSV = "workload.json", "mix.csv"
 FIGURES = (("measured_ms", "measured here", "measured_missing"), ("predicted_here_ms", "model here",
            "predicted_here_missing"), ("predicted_ms", "model at scale", "predicted_missing"),
            ("predicted_exposed_ms", "exposed at scale", "predicted_missing"))  # (field, name, entries without it)

@@ -1,0 +1,263 @@
+"""The contract between cuda/collectives.cu and Python: its structures (CbComm, CbCall) field for
+field, its constants, the connections and trees a rank's CbComm describes, the kernels' names,
+and the sizing rules (slots, channels, how long a wait spins). Building and running them:
+host.py (the host build, the /dev/shm segment), gpu.py (NVRTC, CUDA IPC) and
+node.py (one communicator's kernels, bound to the harness' buffers).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from commbench.machine.facts import facts
+from commbench.sources import CUDA_DIR
+from commbench.trees import double_tree
+
+SOURCE = CUDA_DIR / "collectives.cu"
+MAX_NODE_RANKS, MAX_CHANNELS, MAX_CONNS = 64, 32, 8  # as cuda/collectives.cu (CB_MAX_RANKS: the ranks of one node)
+TREES = 2  # lanes per channel (CB_TREES): the double binary tree's two, the ring uses the first
+MAX_LANES = MAX_CHANNELS * TREES
+LINE = 64  # CB_LINE: a flag's line; each FIFO slot's line for a small message and its number
+ONESHOT_LINES = 64  # CB_ONESHOT_LINES: a one-shot message's lines, each with LINE - 8 bytes of data
+ONESHOT_OFFSET = 2 * MAX_LANES * MAX_CONNS * LINE
+FIFO_OFFSET = ONESHOT_OFFSET + MAX_NODE_RANKS * 2 * ONESHOT_LINES * LINE
+SKEW_BYTES = 16 * 256  # CB_SKEWS * CB_SKEW
+GPU_THREADS = 512  # CB_THREADS
+SLOTS = 8  # FIFO depth per connection and lane
+SLOT_BYTES = {"cpu": 1 << 16, "cuda": 1 << 18}  # one chunk
+CHANNEL_BYTES = {"cpu": 1 << 20, "cuda": 1 << 19}  # a call gets a channel per this many bytes ...
+MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also cores / local ranks)
+# A call whose message to each peer (all-reduce: the buffer; reduce-scatter and all-gather: a block) is at
+# most this many bytes (all-reduce: per kernel) runs the one-shot schedule instead of the kernel's own
+# (cuda/collectives.cu): one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each
+# cross between the cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks,
+# one-shot / ring time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is
+# aligned, commbench ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against
+# the ring, 1.39 against the tree), 2 KB 1.19; so the tree's all-reduce goes one-shot up to 256 B only
+# (commbench ab, 48 rounds, one-shot / the tree's own schedule: 8 B 0.43, 64 B 0.58, 128 B 0.62, 256 B 1.02,
+# level, 512 B 1.41); reduce-scatter 256 B messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28
+# (the direct all-gather copies a block once, from a neighbour's input that stays in this core's cache).
+# Where the host's ranks outnumber its cores ("oversubscribed") every all-reduce or reduce-scatter message a
+# one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may wait for a rank to
+# get a core (4 ranks on 2 cores, one-shot / ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter
+# blocks up to 2 KB 0.21-0.51); all-gather blocks up to 512 B only, the direct ring copying each block once
+# (4 ranks on 2 cores, 2026-11-29, three pairs of jobs, kernel / native, one-shot against the ring: 128 B
+# blocks 0.65-0.83 against 1.05-1.62, 512 B 0.52-0.86 against 0.57-0.91, 1 KB 0.90-1.54 against 0.61-0.91,
+# 2 KB 0.87-1.92 against 0.51-0.83).
+# Host only: on a GPU (H200, every rank in one launch, benchmarks/kernels_one_gpu.py) it was timed, not
+# checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
+# but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
+ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
+ONESHOT_MAX = {"cpu": {"all_reduce": {"ring": 512, "tree": 256}, "reduce_scatter": 256, "all_gather": LINE - 8},
+               "oversubscribed": {"all_reduce": ONESHOT_BYTES, "reduce_scatter": ONESHOT_BYTES, "all_gather": 512},
+               "cuda": {}}
+# How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
+# median of 3 jobs each, 0.3 us / 2 us ring_kernel time 0.47-1.16 (median 0.75); the better kernel / native
+# 0.22-0.80 against 0.33-1.19. A GPU's wait never yields nor sleeps: past this it also reads the call's error
+# record, once per CB_ABORT_POLL_NS (cuda/portable.h).
+SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
+# After how long a wait naps instead of yielding, where it naps at all (nap_time). hierarchical_kernel,
+# gloo between 4x2 emulated nodes (1 Gbit/s), 16 MB all-reduce, median of 5 per job, the ring 240-247 ms
+# beside it: never (yield) 319 / 532 ms, after 10 ms 387 / 308, 1 ms 217 / 243, 100 us 223 / 238,
+# 20 us 218 / 221 / 235 / 214 (and 64 MB 844 / 842 against the ring's 960 / 969; 2x2 138-140 and
+# 551-552 ms, 1.46-1.49x the ring, where yielding took 151 and 556). Beside MPI, after 20 us, 2x2
+# (1 MB messages between the nodes, before hierarchical.inter_segment): 165-178 and 699-716 ms
+# against 156-167 and 669-683 yielding; after it (60 KiB messages, a thread per stage, 16 MB, a job of 40
+# calls): 141.1 ms median (the slowest calls 202-309 ms) against 137.1 and 138.0 yielding (two such jobs).
+# One host, gloo, 4 ranks as 2 nodes (--ranks-per-node 2), three jobs each: 4 KB 1.6-3.6 ms against
+# 3.6-8.0 yielding, 1 MB 23-28 against 27-35, 16 MB 27-36 against 25-38 (level).
+NAP_S = 20e-6
+ERROR_WORDS = 6
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernels cannot be built or run here; the message is the one line the user sees."""
+
+
+class KernelFault(RuntimeError):
+    """A kernel's wait timed out (a peer died or stalled)."""
+
+
+class CbComm(ctypes.Structure):
+    """struct CbComm of cuda/collectives.cu, field for field."""
+
+    _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
+                                                  "timeout_ns", "spin_ns", "nap_ns")] + [
+        ("error", ctypes.c_void_p),
+        ("region", ctypes.c_void_p * MAX_NODE_RANKS),
+        ("in_conn", ctypes.c_int * MAX_NODE_RANKS), ("out_conn", ctypes.c_int * MAX_NODE_RANKS),
+        ("peer_in_conn", ctypes.c_int * MAX_NODE_RANKS), ("peer_out_conn", ctypes.c_int * MAX_NODE_RANKS),
+        ("tree_parent", ctypes.c_int * TREES), ("tree_child", (ctypes.c_int * 2) * TREES),
+        ("tree_depth", ctypes.c_int * TREES),
+        ("in_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_seq", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("out_freed", (ctypes.c_ulonglong * MAX_CONNS) * MAX_LANES),
+        ("oneshot_calls", ctypes.c_ulonglong),
+    ]
+
+
+class CbCall(ctypes.Structure):
+    _fields_ = [("entry", ctypes.c_void_p), ("comm", ctypes.POINTER(CbComm)), ("send", ctypes.c_void_p),
+                ("recv", ctypes.c_void_p), ("count", ctypes.c_longlong), ("channels", ctypes.c_longlong),
+                ("stride", ctypes.c_longlong)]  # 0, or the ranks' buffers in reach, this far apart: direct
+
+
+# --- topology: who talks to whom ----------------------------------------------------------------------
+def trees(n: int) -> list[tuple[list[int | None], list[list[int]]]]:
+    """The two binary trees (parent, children) of the double binary tree: dbtree's."""
+    return double_tree(n)
+
+
+def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Every rank's senders and receivers (ring neighbours and tree neighbours), sorted: the
+    connection index of a peer is its place in these lists."""
+    senders, receivers = [set() for _ in range(n)], [set() for _ in range(n)]
+    for r in range(n if n > 1 else 0):
+        senders[r].add((r - 1) % n)
+        receivers[r].add((r + 1) % n)
+        for parent, children in trees(n):
+            for q in ([parent[r]] if parent[r] is not None else []) + children[r]:
+                senders[r].add(q)
+                receivers[r].add(q)
+    return [sorted(s) for s in senders], [sorted(s) for s in receivers]
+
+
+def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
+                slot_bytes: int, spin_s: float, nap_s: float = 0.0) -> CbComm:
+    """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
+    if slot_bytes < LINE or slot_bytes % LINE:
+        raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
+    senders, receivers = peers(n)
+    c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
+               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9),
+               nap_ns=int(nap_s * 1e9))
+    for p in range(MAX_NODE_RANKS):
+        c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
+    for p in range(n):
+        c.region[p] = regions[p]
+        if p in senders[rank]:
+            c.in_conn[p] = senders[rank].index(p)
+            c.peer_out_conn[p] = receivers[p].index(rank)
+        if p in receivers[rank]:
+            c.out_conn[p] = receivers[rank].index(p)
+            c.peer_in_conn[p] = senders[p].index(rank)
+    for t, (parent, children) in enumerate(trees(n)):
+        c.tree_parent[t] = -1 if parent[rank] is None else parent[rank]
+        for k in range(2):
+            c.tree_child[t][k] = children[rank][k] if k < len(children[rank]) else -1
+        c.tree_depth[t] = depth(parent, rank)
+    return c
+
+
+def depth(parent: list[int | None], rank: int) -> int:
+    """How many edges below its tree's root a rank is."""
+    d = 0
+    while parent[rank] is not None:
+        rank, d = parent[rank], d + 1
+    return d
+
+
+def connections(n: int) -> int:
+    """The most connections any rank has in either direction (CbComm.conns: in_conn and out_conn
+    both index below it; a FIFO per incoming one)."""
+    senders, receivers = peers(n)
+    return max([len(s) for s in senders + receivers] + [1])
+
+
+def region_bytes(n: int, channels: int, slot_bytes: int) -> int:
+    return FIFO_OFFSET + SKEW_BYTES + connections(n) * channels * TREES * SLOTS * (LINE + slot_bytes)  # fifo_slot
+
+
+def entry_points() -> dict[str, list[str]]:
+    """Every kernel of cuda/collectives.cu the Python side launches (tests/cuda/test_cuda_compile.py)."""
+    from commbench.kernels.reducers import CUDA_DTYPES, CUDA_OPS
+
+    names = [entry(a, c, d, o) for a, c in (("ring", "all_reduce"), ("ring", "reduce_scatter"), ("tree", "all_reduce"),
+                                            ("oneshot", "all_reduce"), ("oneshot", "reduce_scatter"))
+             for d in CUDA_DTYPES for o in CUDA_OPS]
+    return {SOURCE.name: names + [entry(a, "all_gather", "float32", None) for a in ("ring", "oneshot")]}
+
+
+def schedule(kernel: str, collective: str, device: str, nranks: int, message_bytes: int, host_ranks: int) -> str:
+    """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
+    (message_bytes) is small enough (ONESHOT_MAX: the device's, or "oversubscribed" where the host's ranks,
+    host_ranks, outnumber its cores), else the kernel's own. One channel for a one-shot call."""
+    most = oneshot_max("oversubscribed" if oversubscribed(device, host_ranks) else device, collective, kernel)
+    if nranks < 2 or message_bytes <= 0 or most is None:
+        return kernel
+    return "oneshot" if message_bytes <= most else kernel
+
+
+def oneshot_max(where: str, collective: str, kernel: str) -> int | None:
+    """ONESHOT_MAX's bound for a call of `kernel` ("ring" or "tree") where `where` is a device or
+    "oversubscribed" (a bound may be one per kernel); None: that call never goes one-shot."""
+    most = ONESHOT_MAX[where].get(collective)
+    return most.get(kernel) if isinstance(most, dict) else most
+
+
+def entry(algorithm: str, collective: str, dtype: str, op: str | None) -> str:
+    """The kernel's name in cuda/collectives.cu (avg runs as sum; the caller divides)."""
+    if collective == "all_gather":  # (the tree has none: the ring's)
+        return f"cb_{'ring' if algorithm == 'tree' else algorithm}_all_gather"
+    return f"cb_{algorithm}_{collective}_{dtype}_{'sum' if op in (None, 'avg') else op}"
+
+
+def schedule_of(name: str) -> str:
+    """The schedule an entry point runs: cb_oneshot_all_reduce_int8_max -> oneshot."""
+    return name.split("_")[1]
+
+
+def what(name: str) -> str:
+    """A kernel's schedule, for messages: cb_ring_all_reduce_int8_max -> ring_all_reduce."""
+    return "_".join(name.split("_")[1:4])
+
+
+def describe(error, what: str) -> str:
+    """The error record (cuda/collectives.cu record_error) in one line. A code of -1 is a record
+    claimed whose details are still being written (read from the host while the GPU runs)."""
+    code, rank, channel, step, peer, kind = (int(e) for e in error[:ERROR_WORDS])
+    if code == -1:
+        return f"{what}: a wait timed out (its record was still being written when read)"
+    waited = {0: f"rank {peer}'s data", 1: f"a free slot at rank {peer}", 3: f"rank {peer} to start the call"}.get(
+        kind, f"rank {peer} to read this rank's output")
+    return f"{what}: rank {rank} timed out at step {step} of channel {channel} waiting for {waited} (code {code})"
+
+
+def spin_time(device: str, local_ranks: int) -> float:
+    """How long a wait spins before it backs off (on a GPU: before it first reads the error record):
+    long where every rank has a core of its own (a yield hands the core to whatever else runs, the
+    launcher say, for a time slice: measured 3x slower all-reduce on 2 ranks), short where ranks
+    outnumber cores (the rank being waited for needs this core). Automatic channels never outnumber
+    the cores (auto_channels)."""
+    if device == "cuda":
+        return SPIN_S["cuda"]
+    return SPIN_S["oversubscribed"] if oversubscribed(device, local_ranks) else SPIN_S["cpu"]
+
+
+def nap_time(device: str, backend: str) -> float:
+    """After how long a wait sleeps between looks instead of yielding (CbComm.nap_ns; 0: never; never
+    before its spin, spin_time, is over), for kernels that run beside the backend's own transfers
+    (hierarchical_kernel's node kernels). The pool's wait for a call's other channels (cb_host_call)
+    yields as before. gloo's transfers block in the OS: its threads need a core the moment their data
+    arrives, and the ranks' yielding waits keep both cores busy. Open MPI's transfers poll instead:
+    beside them a napping wait loses its core to the polling (NAP_S's figures)."""
+    return NAP_S if device == "cpu" and backend == "gloo" else 0.0
+
+
+def oversubscribed(device: str, local_ranks: int) -> bool:
+    """The host's ranks outnumber its cores (on the CPU: they take turns on them)."""
+    return device == "cpu" and local_ranks > facts().cpus
+
+
+def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:
+    cap = MAX_AUTO_CHANNELS[device]
+    if device == "cpu":
+        cap = min(cap, max(1, facts().cpus // max(local_ranks, 1)))
+    return max(1, min(cap, nbytes // CHANNEL_BYTES[device]))
+
+
+def address(buf) -> int:
+    """Where a numpy array's or a torch tensor's first element is."""
+    return buf.ctypes.data if isinstance(buf, np.ndarray) else buf.data_ptr()
