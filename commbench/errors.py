@@ -1,6 +1,7 @@
 """Errors the CLI turns into one line and an exit code, and the exit codes (commbench.cli.app.main)."""
 
 OK, FAILED, BAD_INPUT, INTERNAL = 0, 1, 2, 3  # FAILED: a regression, a failed or wrong measurement
+NO_VERDICT = BAD_INPUT  # compare / ab judged no point (every one inconclusive): nothing usable came out, not a pass
 
 
 class Unavailable(str):

@@ -178,6 +178,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("quiet", bool, False, "Print only the summary.", spec=None, suite=False),
     Option("json_rows", bool, False, "Print each row as one JSON object on stdout.", flag="--json", spec=None,
            suite=False),
+    Option("allow_skips", bool, False, "Exit 0 when an asked-for algorithm or backend could not run (it failed to "
+                                       "build, load or run here): its points are skips, listed, for exploratory "
+                                       "sweeps. Without it such a run fails (exit 1).", spec=None, suite=False),
     Option("resume", str, None, "Finish an interrupted or failed run in this folder: measure only its missing points, "
                                 "with its recorded options (other measurement options are refused; launcher arguments "
                                 "only as given again with --launcher-args).", spec=None, suite=False),

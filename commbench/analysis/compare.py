@@ -32,7 +32,7 @@ from commbench.analysis import conditions, verdicts
 from commbench.folder.load import load_run, refuse_repeats
 from commbench.folder.files import run_dirs
 from commbench.analysis.verdicts import MIN_JOBS
-from commbench.errors import InputError
+from commbench.errors import FAILED, NO_VERDICT, OK, InputError
 
 KEY = ["collective", "backend", "algorithm", "dtype", "op", "size_bytes", "world_size", "in_place"]
 FEW_SAMPLES = 5  # a job with fewer samples is summarised by them all the same; the note says so
@@ -151,8 +151,17 @@ class Comparison:
         return bool(self.missing) and not self.allow_missing
 
     @property
+    def no_verdict(self) -> bool:
+        """No point could be judged: every one inconclusive (or none compared). A gate must not pass on it."""
+        return all(v.verdict == "inconclusive" for v in self.verdicts)
+
+    @property
     def exit_code(self) -> int:
-        return int(self.regressed or (self.strict and self.count("inconclusive") > 0) or self.missing_fails)
+        """1 on a regression, a missing point (without --allow-missing) or, with --strict, an inconclusive one;
+        else 2 when no point could be judged ("no verdict"); 0 otherwise."""
+        if self.regressed or (self.strict and self.count("inconclusive") > 0) or self.missing_fails:
+            return FAILED
+        return NO_VERDICT if self.no_verdict else OK
 
     def jobs_text(self) -> str:
         def span(values):
@@ -210,7 +219,14 @@ class Comparison:
             out.append(f"{len(self.missing)} point(s) of the baseline missing in the candidate fail the comparison "
                        "(a point that was not measured is no point that did not regress): measure them, or "
                        "--allow-missing")
-        return out
+        return out + self.no_verdict_advice()
+
+    def no_verdict_advice(self) -> list[str]:
+        """The line that says why the exit is 2, when no point could be judged."""
+        if self.exit_code != NO_VERDICT:
+            return []
+        return [f"no verdict: none of the {len(self.verdicts)} point(s) could be judged, so the comparison neither "
+                "passes nor fails (exit 2)"]
 
     def detectable(self) -> list[float]:
         """Per point with an interval: the smallest candidate / baseline ratio that the same jobs'

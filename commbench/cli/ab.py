@@ -22,7 +22,7 @@ from commbench.spec import CLUSTER, SweepSpec
 from commbench.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)
-NOT_AB = ("resume", "repeat", "json_rows", "iters", "min_time", "max_iters", "power", "nccl_tuning")
+NOT_AB = ("resume", "repeat", "json_rows", "allow_skips", "iters", "min_time", "max_iters", "power", "nccl_tuning")
 AB_TABLE = tuple(o for o in options.CLI_OPTIONS if o.name not in NOT_AB)
 # a side's --args-x may set any of these (the rest are the comparison's: --out, --quiet, --launcher-args, the cluster)
 SIDE_TABLE = tuple(o for o in AB_TABLE if (o.spec is not None or o.sets_mode) and o.name not in ("out", *CLUSTER))
@@ -166,4 +166,6 @@ def ab(ctx: typer.Context, **values):
     if result.wrong:
         err.print(f"[bold red]FAILED[/]: {result.wrong} wrong elements; {escape(printable(summary))}")
         raise typer.Exit(1)
+    for line in result.comparison.no_verdict_advice():  # exit 2: its one line on stderr
+        err.print(escape(line))
     raise typer.Exit(result.comparison.exit_code)

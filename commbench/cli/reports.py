@@ -137,4 +137,6 @@ def compare(
         else:
             write_text(path, (text if kind == fmt else FORMATS[kind](result)) + "\n", flag)
     print(text)
+    for line in result.no_verdict_advice():  # exit 2: its one line on stderr, where a gate's log shows it
+        err.print(escape(line))
     raise typer.Exit(result.exit_code)

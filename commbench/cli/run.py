@@ -43,7 +43,7 @@ def extra_option(name: str, annotation, default, *flags: str, help: str) -> insp
 
 
 # what `run --resume` takes besides the folder: everything else is the run's recorded spec
-RESUME_OPTIONS = ("resume", "launcher_args", "quiet", "json_rows", "oversubscribe")
+RESUME_OPTIONS = ("resume", "launcher_args", "quiet", "json_rows", "oversubscribe", "allow_skips")
 
 
 def given(ctx, table=options.CLI_OPTIONS) -> list[str]:
@@ -105,7 +105,7 @@ def run(ctx: typer.Context, **values):
                                repeat=values["repeat"])
     finally:
         renderer.close()
-    _summarize(result, values["json_rows"], values["quiet"])
+    _summarize(result, values["json_rows"], values["quiet"], values["allow_skips"])
 
 
 def say_backend_choice(backends) -> None:
@@ -116,9 +116,9 @@ def say_backend_choice(backends) -> None:
             err.print(f"[yellow]note[/]: {escape(note)}")
 
 
-def _summarize(result, json_rows: bool, quiet: bool) -> None:
+def _summarize(result, json_rows: bool, quiet: bool, allow_skips: bool = False) -> None:
     """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
-    OK / FAILED line."""
+    OK / FAILED line (allow_skips: an asked-for algorithm that could not run is a note, not a failure)."""
     from commbench.folder.schema import RESULTS_CSV
     from commbench.run.console import summary_text
 
@@ -133,7 +133,12 @@ def _summarize(result, json_rows: bool, quiet: bool) -> None:
 
         print_comparison([str(result.out_dir)])
     failures = [f"{result.wrong} wrong elements"] if result.wrong else []
-    failures += [f"{algorithm} could not run ({reason})" for algorithm, reason in result.failed_skips().items()]
+    lost = [f"{algorithm} could not run ({reason})" for algorithm, reason in result.failed_skips().items()]
+    if allow_skips:
+        for line in lost:
+            err.print(f"[yellow]not measured (--allow-skips)[/]: {escape(line)}")
+    else:
+        failures += lost
     if failures:
         err.print(f"[bold red]FAILED[/]: {escape('; '.join(failures))}; {escape(summary)}")
         raise typer.Exit(1)
@@ -164,6 +169,7 @@ _SWEEP_EXTRA = (
         False, "--resume", help="Finish an interrupted sweep in --out: keep completed runs, resume the others.")),
     inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
         False, "--quiet", help="Print only each run's summary.")),
+    extra_option("allow_skips", bool, False, "--allow-skips", help=options.BY_NAME["allow_skips"].help),
     inspect.Parameter("allow_launcher_args", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
         False, "--allow-launcher-args", help="Run the suite's launcher_args (they reach mpirun/torchrun/srun, which "
                                              "can start any program).")),
@@ -234,7 +240,9 @@ def sweep(ctx: typer.Context, **values):
     wrong = sum(r.wrong for _, r, _ in outcomes if r is not None)
     for label, r, error in outcomes:  # a run whose asked-for algorithm could not run has failed (run's rule)
         lost = r.failed_skips() if r is not None and not error else {}
-        if lost:
+        for a, why in lost.items() if values["allow_skips"] else ():
+            err.print(f"[yellow]run {escape(printable(label))}: not measured (--allow-skips)[/]: {escape(f'{a} could not run ({why})')}")
+        if lost and not values["allow_skips"]:
             failed.append((label, "; ".join(f"{a} could not run ({why})" for a, why in lost.items())))
     for label, error in failed:
         err.print(f"[bold red]run {escape(printable(label))} failed[/]: {escape(one_line(error))}")

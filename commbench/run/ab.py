@@ -112,7 +112,7 @@ class AbComparison(Comparison):
             out.append(f"{open_} inconclusive: more rounds (--budget, --rounds) or a quieter machine would settle them")
         if self.strict and open_:
             out.append("--strict: inconclusive points fail the comparison")
-        return out
+        return out + self.no_verdict_advice()
 
 
 def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFAULT_BUDGET_S,

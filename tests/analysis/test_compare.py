@@ -16,7 +16,7 @@ from synthetic_runs import drop_job_column, write_run
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from compare_false_positives import inject_slowdown  # noqa: E402
-from commbench.errors import BAD_INPUT, FAILED, OK
+from commbench.errors import BAD_INPUT, FAILED, NO_VERDICT, OK
 
 QUIET = [10.0, 10.15, 9.9]  # job medians: 1.5% spread between jobs, as on a quiet machine
 
@@ -56,8 +56,10 @@ def test_faster_is_an_improvement(tmp_path):
 def test_one_job_a_side_is_inconclusive_whatever_the_ratio(tmp_path, factor):
     base = write_run(tmp_path / "base", [10.0], seed=1)
     cand = write_run(tmp_path / "cand", [10.0 * factor], seed=2)
-    proc = commbench("compare", base, cand, check_rc=OK)
+    proc = commbench("compare", base, cand, check_rc=NO_VERDICT)  # nothing judged: not a pass
     assert "0 regressions" in proc.stdout and "2 inconclusive" in proc.stdout
+    assert proc.stdout.rstrip().endswith("no verdict: none of the 2 point(s) could be judged, so the comparison "
+                                         "neither passes nor fails (exit 2)")
     assert "jobs per point: baseline 1, candidate 1" in proc.stdout
     assert "measure both sides with --repeat 3 or more" in proc.stdout
     strict = commbench("compare", base, cand, "--strict", check_rc=FAILED)
@@ -67,7 +69,7 @@ def test_one_job_a_side_is_inconclusive_whatever_the_ratio(tmp_path, factor):
 def test_interval_across_the_threshold_is_inconclusive_and_says_what_settles_it(tmp_path):
     base = write_run(tmp_path / "base", [10.0, 10.6, 9.5], seed=1)  # jobs 5% apart
     cand = write_run(tmp_path / "cand", [11.0, 10.4, 11.5], seed=2)  # about 7% slower
-    doc = _json(base, cand, rc=OK)
+    doc = _json(base, cand, rc=NO_VERDICT)
     for p in doc["points"]:
         assert p["verdict"] == "inconclusive" and p["ci_low"] < 1.05 < p["ci_high"], p
         assert p["repeat_needed"] and 3 < p["repeat_needed"] <= 100 and f"--repeat {p['repeat_needed']}" in p["note"]
@@ -80,7 +82,7 @@ def test_the_summary_says_how_large_a_slowdown_the_jobs_can_see(tmp_path):
     jobs, 8 %; one job a side has no spread, so no such line."""
     base = write_run(tmp_path / "base", [10.0, 10.6, 9.5], seed=1)
     cand = write_run(tmp_path / "cand", [11.0, 10.4, 11.5], seed=2)
-    doc = _json(base, cand, rc=OK)
+    doc = _json(base, cand, rc=NO_VERDICT)
     reach = [1.05 * p["ci_high"] / p["ratio"] for p in doc["points"]]
     [line] = [a for a in doc["advice"] if "smaller ones go unseen" in a]
     assert f"about {np.median(reach) - 1:.0%} or more" in line and f"{min(reach) - 1:.0%} at the steadiest" in line
@@ -89,14 +91,14 @@ def test_the_summary_says_how_large_a_slowdown_the_jobs_can_see(tmp_path):
                   rc=OK)
     [line] = [a for a in quiet["advice"] if "smaller ones go unseen" in a]
     assert 1.05 < 1 + int(line.split("about ")[1].split("%")[0]) / 100 < 1.12
-    one = _json(write_run(tmp_path / "o1", [10.0], seed=1), write_run(tmp_path / "o2", [10.0], seed=2), rc=OK)
+    one = _json(write_run(tmp_path / "o1", [10.0], seed=1), write_run(tmp_path / "o2", [10.0], seed=2), rc=NO_VERDICT)
     assert not [a for a in one["advice"] if "unseen" in a]
 
 
 def test_a_slower_side_beside_other_work_is_inconclusive(tmp_path):
     base = write_run(tmp_path / "base", QUIET, seed=1, background=[0.0, 0.02, 0.0])
     busy = write_run(tmp_path / "busy", [12.4, 12.6, 12.55], seed=3, background=[0.9, 1.0, 0.8])
-    doc = _json(base, busy, rc=OK)
+    doc = _json(base, busy, rc=NO_VERDICT)
     assert all(p["verdict"] == "inconclusive" and "ran beside other work" in p["note"] for p in doc["points"])
     quiet = write_run(tmp_path / "quiet", [12.4, 12.6, 12.55], seed=3, background=[0.0, 0.0, 0.1])
     assert all(p["verdict"] == "regression" for p in _json(base, quiet, rc=FAILED)["points"])
@@ -154,7 +156,7 @@ def test_junit_inconclusive_is_skipped_unless_strict(tmp_path):
     rows = (partial / "results.csv").read_text().splitlines()
     (partial / "results.csv").write_text("\n".join(rows[:-1]) + "\n")
     report = tmp_path / "junit.xml"
-    commbench("compare", base, partial, "--format", "junit", "-o", report, "--allow-missing", check_rc=OK)
+    commbench("compare", base, partial, "--format", "junit", "-o", report, "--allow-missing", check_rc=NO_VERDICT)
     suite = ET.parse(report).getroot()
     assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
     commbench("compare", base, partial, "--format", "junit", "-o", report, "--strict", "--allow-missing",
@@ -175,8 +177,9 @@ def test_a_point_the_candidate_lacks_fails_the_gate_unless_allowed(tmp_path):
     assert suite.get("failures") == "1" and suite.find("testcase[@classname='commbench.missing']/failure") is not None
     text = commbench("compare", base, partial, check_rc=FAILED).stdout
     assert "missing in candidate:" in text and "fail the comparison" in text
-    doc = json.loads(commbench("compare", base, partial, "--format", "json", "--allow-missing", check_rc=OK).stdout)
-    assert doc["allow_missing"] is True and len(doc["missing"]) == 1 and doc["exit_code"] == OK
+    doc = json.loads(commbench("compare", base, partial, "--format", "json", "--allow-missing",
+                               check_rc=NO_VERDICT).stdout)  # its one point, inconclusive: nothing judged
+    assert doc["allow_missing"] is True and len(doc["missing"]) == 1 and doc["exit_code"] == NO_VERDICT
     assert proc.stdout.startswith("<?xml")  # what --format says goes to stdout too
 
 

@@ -117,3 +117,24 @@ def test_the_table_leaves_out_bands_nothing_measured_and_escapes_names():
     table = summary_table(summarize(rows, rows))
     assert "<b>" not in table and "<i>" not in table and "&lt;b&gt;x&lt;/b&gt;" in table
     assert "64K – 8M" not in table and "fastest &lt; 64K" in table and "<td>–</td>" in table  # no busbw
+
+
+def test_the_report_shows_what_the_terminal_flags_unreliable(tmp_path):
+    """A point measured beside other work is correct but its time is not to be trusted: the headline says
+    how many, the points table has the unreliable and background columns and marks the row, the charts draw
+    it hollow. A run with nothing flagged says nothing of it."""
+    run = write_run(tmp_path / "busy", [10.0])
+    results = pd.read_csv(run / "results.csv")
+    results["unreliable"] = results.unreliable.astype(object)
+    results.loc[results.point == 1, ["unreliable", "background_cores"]] = ["busy machine (1.5 cores of other work)", 1.5]
+    results.to_csv(run / "results.csv", index=False)
+    page = build_report([str(run)], tmp_path / "r.html").read_text()
+    assert ('<span class="ok">all 2 points correct</span>; <span class="warn">1 of them flagged unreliable</span> '
+            "(their times are not to be trusted: the unreliable column of Every point says why; up to 1.5 cores' "
+            "worth of other work beside the ranks)") in page
+    points = page.split('id="points"')[1].split("</table>")[0]
+    assert "<th>unreliable</th>" in points and "<th>background (cores)</th>" in points
+    assert len(re.findall(r'<tr class="unreliable">', points)) == 1 and "busy machine (1.5 cores" in points
+    assert '"symbol":["circle","circle-open"]' in page.replace(" ", "")
+    quiet = build_report([str(write_run(tmp_path / "quiet", [10.0]))], tmp_path / "q.html").read_text()
+    assert "flagged unreliable" not in quiet and '<tr class="unreliable">' not in quiet

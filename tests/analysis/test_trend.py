@@ -16,7 +16,7 @@ from synthetic_runs import write_run
 
 from commbench.analysis.compare import compare, point_name
 from commbench.analysis.report.page import esc
-from commbench.analysis.report.trend import COLOURS, _rgba, _steps, build_trend, history_chart, verdict_table
+from commbench.analysis.report.trend import COLOURS, SIZE_GREYS, SYMBOLS, _rgba, _steps, build_trend, history_chart, verdict_table
 
 QUIET = [10.0, 10.15, 9.9]
 
@@ -54,6 +54,10 @@ def test_a_line_and_a_band_per_size_markers_coloured_by_verdict(history):
     assert list(lines[0].x) == ["baseline: base", "1: same", "2: slow"]
     assert list(lines[0].y) == [lv[0] for lv in levels]
     assert list(lines[0].marker.color) == [COLOURS[None], COLOURS["unchanged"], COLOURS["regression"]]
+    assert list(lines[0].marker.symbol) == [SYMBOLS[None], SYMBOLS["unchanged"], SYMBOLS["regression"]]
+    # colour is the verdicts' alone: the sizes' lines are greys told apart by dashes
+    assert {t.line.color for t in lines} <= set(SIZE_GREYS) and len({t.line.dash for t in lines}) == len(lines)
+    assert not set(SIZE_GREYS) & set(COLOURS.values())
     assert list(lines[0].text) == ["baseline", f"unchanged, ratio {small.history[0]['ratio']:.3f}",
                                    f"regression, ratio {small.history[1]['ratio']:.3f}"]
     assert list(bands[0].x) == ["baseline: base", "1: same", "2: slow", "2: slow", "1: same", "baseline: base"]

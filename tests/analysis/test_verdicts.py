@@ -16,7 +16,7 @@ from trust_sides import QUIET, sides, strict_json  # noqa: F401 - sides: a fixtu
 
 from commbench.analysis import compare as cmp_module
 from commbench.analysis.verdicts import judge, level
-from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, OK
+from commbench.errors import BAD_INPUT, FAILED, INTERNAL, NO_VERDICT, InputError, OK
 
 
 def test_verdict_math_guards_its_callers():
@@ -40,7 +40,7 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     base = write_run(tmp_path / "base", [10.0, 10.0, 10.0], noise=0.0)
     cand = write_run(tmp_path / "cand", [10.0, 10.0, 10.0], noise=0.0, seed=3)
     outcome = run_cli("compare", base, cand, "--format", "json")
-    outcome.assert_clean(codes=(OK,))
+    outcome.assert_clean(codes=(NO_VERDICT,))  # nothing judged
     doc = strict_json(outcome.stdout)
     # noise 0: each side's three jobs are one job's copies, counted once: no interval, never a verdict
     assert {p["verdict"] for p in doc["points"]} == {"inconclusive"} and all(p["p_value"] is None for p in doc["points"])
@@ -51,7 +51,7 @@ def test_identical_folders_zero_spread_and_one_sided_points(tmp_path):
     outcome = run_cli("compare", base, one)  # a point the candidate lacks fails the gate
     assert outcome.code == FAILED and "missing in candidate: all_reduce native mpi float32 sum out-of-place 65536 B x2" \
         in outcome.stdout
-    assert run_cli("compare", base, one, "--allow-missing").code == OK
+    assert run_cli("compare", base, one, "--allow-missing").code == NO_VERDICT
     doc = strict_json(run_cli("compare", base, one, "--format", "json", "--allow-missing").stdout)
     assert doc["points"][0]["ci_low"] is None and doc["points"][0]["history"][0]["level"][1] is None
 

@@ -18,7 +18,7 @@ from synthetic_runs import write_run
 from trust_sides import QUIET, sides  # noqa: F401 - sides: a fixture
 
 from commbench.cli.reports import print_comparison, threshold_fraction
-from commbench.errors import BAD_INPUT, FAILED, InputError, OK
+from commbench.errors import BAD_INPUT, FAILED, NO_VERDICT, InputError, OK
 from commbench.folder.schema import build_row
 from commbench.folder.write import RunFolder
 
@@ -83,7 +83,7 @@ def test_strict_fails_an_inconclusive_comparison(tmp_path):
     base = write_run(tmp_path / "base", [10.0], seed=1)  # one job a side: inconclusive
     cand = write_run(tmp_path / "cand", [10.0], seed=2)
     plain = run_cli("compare", base, cand)
-    assert plain.code == OK and "2 inconclusive" in plain.stdout
+    assert plain.code == NO_VERDICT and "2 inconclusive" in plain.stdout  # nothing judged: not a pass
     strict = run_cli("compare", base, cand, "--strict")
     assert strict.code == FAILED and "--strict: inconclusive points fail the comparison" in strict.stdout
 

@@ -140,6 +140,10 @@ def test_the_summary_says_ok_or_failed(measured):
     assert lost.code == FAILED
     assert lost.stderr.splitlines()[-1] == (f"FAILED: tree_kernel could not run (no compiler); 2 points measured, "
                                             f"3 skipped; results in {result['out_dir']}")
+    allowed = run_cli("run", "-n", "2", "--backend", "gloo", "--sizes", "8", "--allow-skips")  # exploratory: listed, exit 0
+    assert allowed.code == OK, allowed.stderr
+    assert allowed.stderr.splitlines()[-2:] == ["not measured (--allow-skips): tree_kernel could not run (no compiler)",
+                                                f"OK: 2 points measured, 3 skipped; results in {result['out_dir']}"]
 
 
 def test_the_default_backend_says_when_it_falls_back_to_gloo(measured, monkeypatch):

@@ -44,13 +44,25 @@ def _figures(rows: pd.DataFrame, collective: str, series: Series) -> list:
 
 
 def _correctness(rows: pd.DataFrame) -> str:
-    """"all 36 points correct (every job checked: 108 measurements)", or how many are not."""
+    """The summary's headline, as the terminal says it: "all 36 points correct (every job checked: 108
+    measurements)", or how many are not; and how many were flagged unreliable, with the background load
+    the busiest run saw (a point measured on a busy machine is correct but its time is not to be trusted)."""
     wrong = pd.to_numeric(rows.wrong, errors="coerce").fillna(0) > 0
-    points = rows.assign(bad=wrong).groupby(["folder", "run", "point"]).bad.any()
+    grouped = rows.assign(bad=wrong, flagged=charts.unreliable(rows)).groupby(["folder", "run", "point"])
+    points, flagged = grouped.bad.any(), grouped.flagged.any()
     jobs = f" (every job checked: {len(rows)} measurements)" if len(rows) > len(points) else ""
     if points.any():
-        return f'<p><span class="bad">{int(points.sum())} of {len(points)} points have wrong results</span>{jobs}</p>'
-    return f'<p><span class="ok">all {len(points)} points correct</span>{jobs}</p>'
+        head = f'<span class="bad">{int(points.sum())} of {len(points)} points have wrong results</span>{jobs}'
+    else:
+        head = f'<span class="ok">all {len(points)} points correct</span>{jobs}'
+    if flagged.any():
+        load = pd.to_numeric(rows.get("background_cores", pd.Series(dtype=float)), errors="coerce")
+        busiest = (f"; up to {load.max():.2g} cores' worth of other work beside the ranks"
+                   if load.notna().any() and load.max() > 0 else "")
+        head += (f'; <span class="warn">{int(flagged.sum())} of them flagged unreliable</span> (their times are not '
+                 f"to be trusted: the unreliable column of Every point says why{busiest})")
+    return f"<p>{head}</p>"
+
 
 
 def build_report(paths: list[str], out_file: str | Path, title: str = "commbench report") -> Path:

@@ -71,12 +71,23 @@ def _lines(rows: pd.DataFrame, series: Series):
     return [(k, groups[k]) for k in series.keys if k in groups]
 
 
+def unreliable(rows: pd.DataFrame) -> pd.Series:
+    """Per row: does its `unreliable` column give a reason not to trust its time (a busy machine, a wide spread)?"""
+    if "unreliable" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows.unreliable.fillna("").astype(str).str.strip().ne("")
+
+
 def _marker(g: pd.DataFrame, colour: str) -> dict:
+    """A point's marker: a red cross where its results were wrong, a hollow circle where its time is flagged
+    unreliable, else a small dot in its series' colour."""
     wrong = pd.to_numeric(g.wrong, errors="coerce").fillna(0) > 0
-    if not wrong.any():
+    flagged = unreliable(g)
+    if not wrong.any() and not flagged.any():
         return {"color": colour}
     return {"color": [WRONG_COLOUR if w else colour for w in wrong],
-            "symbol": ["x" if w else "circle" for w in wrong], "size": [11 if w else 6 for w in wrong]}
+            "symbol": ["x" if w else "circle-open" if u else "circle" for w, u in zip(wrong, flagged, strict=True)],
+            "size": [11 if w else 10 if u else 6 for w, u in zip(wrong, flagged, strict=True)]}
 
 
 def size_charts(rows: pd.DataFrame, collective: str, series: Series | None = None) -> list[go.Figure]:
@@ -84,10 +95,10 @@ def size_charts(rows: pd.DataFrame, collective: str, series: Series | None = Non
     series = series or Series(rows)
     sub = rows[rows.collective == collective]
     bw = _figure(f"{collective}: bus bandwidth", "busbw (GB/s)", sub.busbw_gbps, sub.size_bytes,
-                 "at each size's median time (nccl-tests' busbw); red cross: wrong results")
+                 "at each size's median time (nccl-tests' busbw); red cross: wrong results; hollow circle: unreliable")
     spread = pd.concat([sub.time_us, sub.time_us_min, sub.time_us_p95])
     lat = _figure(f"{collective}: latency", "time per call (µs)", spread, sub.size_bytes,
-                  f"median time per call; {BARS}")
+                  f"median time per call; {BARS}; hollow circle: unreliable (see the points' unreliable column)")
     for key, g in _lines(sub, series):
         name, line = series.name(key), series.line(key)
         marker = _marker(g, line["color"])

@@ -27,7 +27,8 @@ td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4;cursor:pointer;user-select:none;position:sticky;top:0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.wrong td{background:#fde2e2;color:#b00020;font-weight:600}
-.ok{color:#137333;font-weight:600} .bad{color:#b00020;font-weight:600}
+tr.unreliable td{background:#fff4e0}
+.ok{color:#137333;font-weight:600} .bad{color:#b00020;font-weight:600} .warn{color:#b26a00;font-weight:600}
 .env td:first-child{white-space:nowrap;font-weight:600}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px}
 .charts>div,.charts>figure{min-width:0;overflow:hidden}
@@ -80,7 +81,8 @@ def _cell(value) -> str:
 
 
 OPTIONAL_COLUMNS = [("latency_efficiency", "floor / time"), ("bandwidth_efficiency", "busbw / copy rate"),
-                    ("library_choice", "library's choice")]  # shown when any row has one
+                    ("library_choice", "library's choice"), ("unreliable", "unreliable"),
+                    ("background_cores", "background (cores)")]  # shown when any row has one
 
 
 def points_table(rows: pd.DataFrame) -> str:
@@ -93,8 +95,10 @@ def points_table(rows: pd.DataFrame) -> str:
     for r in rows.to_dict("records"):
         wrong = r.get("wrong")
         bad = wrong not in (None, "") and not pd.isna(wrong) and float(wrong) > 0
+        flagged = str(r.get("unreliable") or "").strip() not in ("", "nan")
         cells = "".join(_cell(_native(r.get(col))) for col, _ in columns)
-        body.append(f'<tr class="wrong">{cells}</tr>' if bad else f"<tr>{cells}</tr>")
+        row_class = ' class="wrong"' if bad else ' class="unreliable"' if flagged else ""
+        body.append(f"<tr{row_class}>{cells}</tr>")
     return f'<table class="sortable" id="points"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 

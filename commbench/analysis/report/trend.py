@@ -18,8 +18,11 @@ from commbench.analysis.report.page import chart, document, esc, plotly_js, writ
 
 COLOURS = {"regression": "#b00020", "inconclusive": "#e69500", "improvement": "#137333", "unchanged": "#607d8b",
            None: "#9e9e9e"}
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
-           "#d62728"]
+SYMBOLS = {"regression": "triangle-up", "improvement": "triangle-down", "unchanged": "circle",
+           "inconclusive": "diamond", None: "square"}  # a verdict's shape as well as its colour (colour-blind readers)
+# the sizes: dark-to-light greys and dash patterns, never a hue, so that colour only ever means a verdict
+SIZE_GREYS = ("#212121", "#5f6368", "#a8a8a8")
+SIZE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SERIES = ("collective", "backend", "algorithm", "dtype", "op", "in_place", "world_size")
 
 
@@ -45,7 +48,7 @@ def history_chart(cmp: Comparison, verdicts: list[Verdict]) -> go.Figure:
     fig.update_yaxes(type="log")
     x = [esc(s) for s in _steps(cmp)]
     for i, v in enumerate(sorted(verdicts, key=lambda v: v.key["size_bytes"])):
-        colour = PALETTE[i % len(PALETTE)]
+        colour, dash = SIZE_GREYS[i % len(SIZE_GREYS)], SIZE_DASHES[i % len(SIZE_DASHES)]
         levels = [v.baseline_level] + [h.get("level") for h in v.history]
         mid = [None if lv is None else lv[0] for lv in levels]
         low = [None if lv is None else (lv[1] if lv[1] is not None else lv[0]) for lv in levels]
@@ -61,9 +64,10 @@ def history_chart(cmp: Comparison, verdicts: list[Verdict]) -> go.Figure:
         text = ["baseline"] + [esc(f"{h.get('verdict', 'not measured')}, ratio {h['ratio']:.3f}")
                                if "ratio" in h else "not measured" for h in v.history]
         fig.add_trace(go.Scatter(x=[x[j] for j in shown], y=[mid[j] for j in shown], mode="lines+markers", name=name,
-                                 legendgroup=name, line={"color": colour},
-                                 marker={"size": 9, "color": [COLOURS[marks[j]] for j in shown],
-                                         "line": {"color": colour, "width": 2}},
+                                 legendgroup=name, line={"color": colour, "dash": dash},
+                                 marker={"size": 10, "color": [COLOURS[marks[j]] for j in shown],
+                                         "symbol": [SYMBOLS[marks[j]] for j in shown],
+                                         "line": {"color": colour, "width": 1}},
                                  text=[text[j] for j in shown], hovertemplate="%{y:.3g} µs: %{text}<extra></extra>"))
     return fig
 
@@ -98,6 +102,7 @@ def build_trend(cmp: Comparison, out_file: str | Path, title: str = "commbench c
         groups.setdefault(tuple(v.key[k] for k in SERIES), []).append(v)
     divs = [chart(history_chart(cmp, vs)) for _, vs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))]
     sections.append("<h2>History</h2><p class=\"muted\">each side's figure (geometric mean of its jobs' medians) and "
-                    "its 95% band from the spread between its jobs; markers: red regression, orange inconclusive, "
-                    f"green improvement, grey unchanged</p><div class=\"charts\">{''.join(divs)}</div>")
+                    "its 95% band from the spread between its jobs; sizes are grey lines told apart by their dashes; "
+                    "markers are verdicts: red ▲ regression, orange ◆ inconclusive, green ▼ improvement, blue-grey ● "
+                    f"unchanged, grey ■ baseline</p><div class=\"charts\">{''.join(divs)}</div>")
     return write_page(document(title, runinfo.utc_now(), sections, plotly_js()), out_file)
