@@ -31,16 +31,16 @@ import json
 import os
 import socket
 import sys
-import warnings
 
-from commbench.rank import harness, worker
+from commbench.folder.spec_file import decode_spec
+from commbench.kernels import reducers
 from commbench.machine import topology
+from commbench.plan import build_plan, rounding_twins
+from commbench.rank import harness, worker
 from commbench.rank.arena import Arena
 from commbench.rank.han import close_han
-from commbench.folder.spec_file import decode_spec
-from commbench.plan import build_plan, rounding_twins
-from commbench.timers import choose_batch
 from commbench.spec import SweepSpec
+from commbench.timers import choose_batch
 
 PROTOCOL = 1  # the parent refuses a side whose ranks speak another
 TURNS_ENV = "COMMBENCH_AB"  # JSON: the parent's address, the job's secret and name, the variables to report
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="commbench.rank.turns")
     parser.add_argument("--side", action="append", required=True, help="SIDE=spec file, once per side served")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", r"(overflow|invalid value) encountered", RuntimeWarning, r"commbench\.rank\.reducers")
+    reducers.quiet_overflow()
     channel = None
     try:
         channel = Channel(os.environ[TURNS_ENV])

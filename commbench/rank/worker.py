@@ -17,32 +17,27 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from commbench import runinfo, slurm
-from commbench.dtypes import DTYPES
-from commbench.errors import Unavailable
-from commbench.events import emit_stdout
-from commbench.rank import fabric, harness, nccl_log, world
-from commbench import timers
-from commbench.kernels import floor
-from commbench.machine import load
-from commbench.machine import inventory as machine
-from commbench.machine import power
-from commbench.machine import topology
-from commbench.machine import traffic
-from commbench.rank.han import close_han, han_target, library_choice, open_han
-from commbench.rank.point_events import make_row, send_point
-from commbench.folder.spec_file import decode_spec
+from commbench import runinfo, slurm, timers
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.backends.communicators import Communicator, open_backend
 from commbench.collectives import COLLECTIVES
-from commbench.plan import Point, build_plan, rounding_twins
-from commbench.spec import SweepSpec
+from commbench.dtypes import DTYPES
+from commbench.errors import Unavailable
+from commbench.events import emit_stdout
+from commbench.folder.spec_file import decode_spec
+from commbench.kernels import floor, reducers
+from commbench.machine import inventory as machine
+from commbench.machine import load, power, topology, traffic
 from commbench.library_calls import HAN, LIBRARY_CALLS
+from commbench.plan import Point, build_plan, rounding_twins
+from commbench.rank import fabric, harness, nccl_log, world
+from commbench.rank.han import close_han, han_target, library_choice, open_han
+from commbench.rank.point_events import make_row, send_point
+from commbench.spec import SweepSpec
 
 KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills
 
@@ -360,9 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="commbench.rank.worker")
     parser.add_argument("--spec", required=True, help="the JSON SweepSpec's file (the run folder's .spec.json)")
     args = parser.parse_args(argv)
-    # timed loops repeat in-place reductions, so values grow without bound: numpy's overflow
-    # warnings there say nothing (the correctness check starts again from a fresh fill)
-    warnings.filterwarnings("ignore", r"(overflow|invalid value) encountered", RuntimeWarning, r"commbench\.rank\.reducers")
+    reducers.quiet_overflow()
     try:
         run(decode_spec(args.spec))
     except BaseException as exc:  # noqa: BLE001 - every failure must end the whole job
