@@ -18,12 +18,23 @@ from commbench.terminal import inline
 
 ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
 _MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped
+_MD_PLAIN = set(",-+=%'\";?{}^/")  # never markup inside a line: left as they are, so the text reads as written
 
 
 def _md(value) -> str:
-    """A string from a file as literal markdown: terminal.inline, then every ASCII punctuation character
-    backslash-escaped, so no link, image, HTML, code, emphasis or table cell can start in it."""
-    return _MD_PUNCTUATION.sub(lambda m: "\\" + m.group(), inline(value))
+    """A string from a file as literal markdown: terminal.inline, then every ASCII punctuation character that
+    could start markup backslash-escaped, so no link (autolinks included: "www.", "x://", "@"), image, HTML,
+    code, emphasis, heading, math or table cell can start in it; the rest (commas, hyphens, slashes, a ">"
+    past the first character, a "." or ":" that begins no autolink) stays as it is."""
+    text = inline(value)
+
+    def escape(m: re.Match) -> str:
+        c, i = m.group(), m.start()
+        plain = (c in _MD_PLAIN or (c == ">" and i > 0) or (c == "." and not text[max(0, i - 3):i].lower() == "www")
+                 or (c == ":" and not text.startswith("/", i + 1)))
+        return c if plain else "\\" + c
+
+    return _MD_PUNCTUATION.sub(escape, text)
 
 
 def _fmt(x, spec=".3f"):
@@ -55,6 +66,14 @@ def context_lines(cmp: Comparison) -> list[str]:
     return out
 
 
+def legend(cmp: Comparison) -> str:
+    """One line that explains the table's columns (the same for every format)."""
+    return (f"columns: point (collective, algorithm, backend, dtype, op, buffers, size, xN = N ranks); base us / cand "
+            f"us: each side's time per call; ratio: candidate / baseline (> 1: slower); {cmp.INTERVAL}: the ratio's "
+            f"interval; p: the test's p-value for a difference; {cmp.UNIT}: baseline/candidate; verdicts judge the "
+            f"ratio against the threshold {cmp.threshold_text()}")
+
+
 def to_text(cmp: Comparison) -> str:
     lines = [f"baseline:  {inline(cmp.baseline)}"]
     lines += ([f"candidate: {inline(cmp.candidate)}"] if len(cmp.candidates) == 1 else
@@ -73,7 +92,7 @@ def to_text(cmp: Comparison) -> str:
                      + (f"  {_trend(v)}" if trend else "") + f"  {inline(v.note)}".rstrip())
     for m in cmp.missing:
         lines.append(f"missing in candidate: {inline(point_name(m))}")
-    lines += ["", cmp.summary()] + cmp.advice()
+    lines += ["", legend(cmp), "", cmp.summary()] + cmp.advice()
     return "\n".join(lines)
 
 
@@ -85,8 +104,10 @@ def to_markdown(cmp: Comparison) -> str:
     trend = len(cmp.candidates) > 1
     out = [f"### {cmp.TITLE}", "", f"**{cmp.summary()}**", ""]
     out += [f"* {a}" for a in cmp.advice()] + ([""] if cmp.advice() else [])
-    if context_lines(cmp):
-        out += [f"* {_md(line.strip())}" if line.startswith(" ") else _md(line) for line in context_lines(cmp)] + [""]
+    for path, changes in zip(cmp.candidates, cmp.context, strict=True):  # context_lines' lines, only the data escaped
+        if changes:
+            where = f" (candidate {_md(path)})" if len(cmp.candidates) > 1 else ""
+            out += [f"context changes, baseline -> candidate{where}:"] + [f"* {_md(str(c))}" for c in changes] + [""]
     out += [f"| point | verdict | baseline (us) | candidate (us) | ratio | {cmp.INTERVAL} | p | {cmp.UNIT} |"
             + (" history |" if trend else "") + " note |",
             "|---|---|---:|---:|---:|---|---:|---:|" + ("---|" if trend else "") + "---|"]
@@ -98,7 +119,7 @@ def to_markdown(cmp: Comparison) -> str:
     if cmp.missing:
         out += ["", f"Missing in candidate: {len(cmp.missing)} points" + ("" if cmp.allow_missing else " (they fail the "
                                                                           "comparison; --allow-missing accepts them)")]
-    return "\n".join(out)
+    return "\n".join(out + ["", f"<sub>{_md(legend(cmp))}</sub>"])
 
 
 def _strict(value):
@@ -135,12 +156,20 @@ def to_junit(cmp: Comparison) -> str:
                              name=inline(v.name()))
         detail = (f"baseline {v.baseline_us:.3f} us, candidate {v.candidate_us:.3f} us ({v.jobs[0]}/{v.jobs[1]} "
                   f"{cmp.UNIT}), {cmp.INTERVAL} of the ratio {_fmt(v.ci_low)}-{_fmt(v.ci_high)}. {inline(v.note)}").strip()
+        properties = ET.SubElement(case, "properties")  # every case's figures, passing ones too
+        for name, value in (("verdict", v.verdict), ("ratio", f"{v.ratio:.4f}"), ("ci_low", _fmt(v.ci_low, ".4f")),
+                            ("ci_high", _fmt(v.ci_high, ".4f")), ("p_value", _fmt(v.p_value, ".3g")),
+                            ("baseline_us", f"{v.baseline_us:.3f}"), ("candidate_us", f"{v.candidate_us:.3f}"),
+                            (cmp.UNIT, f"{v.jobs[0]}/{v.jobs[1]}")):
+            ET.SubElement(properties, "property", name=name, value=value)
         if v.verdict == "regression":
             ET.SubElement(case, "failure", message=f"{v.ratio:.3f}x slower (p={_fmt(v.p_value, '.2g')})",
                           type="regression").text = detail
         elif v.verdict == "inconclusive":
             ET.SubElement(case, "failure" if cmp.strict else "skipped", message=f"inconclusive: {inline(v.note)}",
                           type="inconclusive").text = detail
+        else:
+            ET.SubElement(case, "system-out").text = f"{v.verdict}, ratio {v.ratio:.3f}: {detail}"
     for m in cmp.missing:
         case = ET.SubElement(suite, "testcase", classname="commbench.missing", name=json.dumps(_strict(m)))
         ET.SubElement(case, "failure" if missing_fail else "skipped", message="missing in the candidate")

@@ -150,6 +150,7 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
               "looks": list(paired.looks(max_rounds, max(min_rounds, launch_pairs))),
               "sides": {s.name: {"options": s.options, "env": s.env, "python": s.python,
                                  "commbench": versions[s.name]["commbench"], "commbench_path": versions[s.name]["path"],
+                                 "git_revision": versions[s.name]["git_revision"],
                                  "spec": s.spec.__dict__} for s in (a, b)},
               "compared": [{"A": c.a.index, "B": c.b.index, "point": c.title} for c in compared]}
     # the cluster (--emulate) and the ranks' socket before the folder: where either cannot be had, nothing is written
@@ -186,7 +187,9 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
         raise InputError(f"nothing measured: every point was skipped ({'; '.join(dict.fromkeys(c.skip for c in compared))})")
     if gate.open and rounds != max_rounds:  # the budget ended the rounds: one last look at what there is
         gate.look([c.blocks(launch_pairs) for c in measured], last=True)
-    comparison = _comparison(a, b, compared, measured, gate, threshold, strict, chosen, rounds, seconds, m.facts)
+    revisions = {s: v["git_revision"] for s, v in versions.items()}
+    comparison = _comparison(a, b, compared, measured, gate, threshold, strict, chosen, rounds, seconds, m.facts,
+                             revisions)
     comparison.allow_missing = allow_missing
     comparison.missing = [dict(c.key, skipped_by=list(c.skipped_by)) for c in compared if len(c.skipped_by) == 1]
     write_text(folder.dir / AB_JSON, to_json(comparison) + "\n", AB_JSON)
@@ -194,7 +197,8 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
 
 
 def _comparison(a: AbSide, b: AbSide, compared: list[Compared], measured: list[Compared], gate, threshold: float,
-                strict: bool, grain: str, rounds: int, seconds: float, facts: dict) -> AbComparison:
+                strict: bool, grain: str, rounds: int, seconds: float, facts: dict,
+                revisions: dict | None = None) -> AbComparison:
     from commbench.analysis import conditions
 
     metas = []
@@ -204,6 +208,9 @@ def _comparison(a: AbSide, b: AbSide, compared: list[Compared], measured: list[C
         if side.options:
             meta["versions"] = dict(meta.get("versions", {}), options=side.options)
         meta["versions"] = dict(meta.get("versions", {}), python_executable=side.python)
+        revision = (revisions or {}).get(side.name)
+        if revision:  # each side's own source, as its Python imports it (run.json's git_revision is the parent's)
+            meta["versions"]["commbench_git_revision"] = revision
         metas.append(meta)
     cmp = AbComparison(f"A {a.options or '(common options)'}", f"B {b.options or '(common options)'}", threshold,
                        strict=strict, candidates=[f"B {b.options}"], context=[conditions.changes([metas[0]], [metas[1]])],

@@ -32,6 +32,17 @@ def test_identical_runs_are_unchanged(tmp_path):
     doc = _json(base, cand, rc=OK)
     assert [p["verdict"] for p in doc["points"]] == ["unchanged", "unchanged"], doc["points"]
     assert all(p["jobs"] == [3, 3] and p["ci_low"] < 1 < p["ci_high"] for p in doc["points"])
+    # JUnit: a passing case carries its figures too (properties, and a line in system-out)
+    report = tmp_path / "junit.xml"
+    commbench("compare", base, cand, "--format", "junit", "-o", report, check_rc=OK)
+    case = ET.parse(report).getroot().find("testcase")
+    props = {p.get("name"): p.get("value") for p in case.find("properties")}
+    point = next(p for p in doc["points"] if p["key"]["size_bytes"] == 1024)
+    assert case.get("name").endswith("1024 B x2") and props["verdict"] == "unchanged" and props["jobs"] == "3/3"
+    assert [float(props[k]) for k in ("ratio", "ci_low", "ci_high")] == pytest.approx(
+        [point["ratio"], point["ci_low"], point["ci_high"]], abs=1e-4)
+    assert float(props["baseline_us"]) == pytest.approx(point["baseline_us"], abs=1e-3)
+    assert case.find("system-out").text.startswith(f"unchanged, ratio {point['ratio']:.3f}: baseline ")
 
 
 def test_real_25_percent_slowdown_with_3_jobs_is_a_regression(tmp_path):

@@ -21,7 +21,7 @@ from commbench.analysis import compare as cmp_module
 from commbench.analysis import compare_formats
 from commbench.errors import BAD_INPUT, FAILED, OK
 
-MARKDOWN_SPECIALS = "[]()!<>`*_|"
+MARKDOWN_SPECIALS = "[]()!<`*_|#&~$@"  # ">" too where it starts a line: never inside these segments
 
 
 def _unescaped_markdown(segment: str) -> str:
