@@ -163,6 +163,7 @@ class Renderer:
         t.rows.append(row)
         if not in_place and (t.modes is None or (len(t.modes) == 2 and not t.in_place_seen)):
             t.pending.append(row)  # until its in-place half comes, or the table ends
+            self._pending(row)
             return
         if t.modes is None:
             self._open(t, (False, True) if t.pending else (True,), row)
@@ -180,6 +181,20 @@ class Renderer:
                 self._line([earlier, None])
             self._line([t.pending[match], row])
             del t.pending[:match + 1]
+
+    def _pending(self, row: dict) -> None:
+        """An out-of-place row whose table line waits for its in-place half: not silent meanwhile. On a
+        terminal the progress bar's description shows it; elsewhere (a CI log) it gets a line of its own."""
+        if self.quiet or self.repeat > 1:
+            return
+        text = f"{row['size_bytes']} B out-of-place: {row['time_us']:.2f} µs"
+        if self.progress:
+            self.progress.update(self.task, description=f"{_safe(group_title(row))} · {text}")
+        elif self.table is not None and self.table.modes is not None:  # under its table's header already
+            self._print(f"  [dim]measured {text} (its line comes with the in-place half)[/]")
+        else:
+            self._print(f"  [dim]measured {text} ({_safe(group_title(row, mode=False))}; its table line comes "
+                        "with the in-place half)[/]")
 
     def _open(self, t: _Table, modes: tuple[bool, ...], row: dict) -> None:
         t.modes = modes

@@ -69,7 +69,14 @@ def test_rows_are_grouped_under_one_header_each():
     renderer({"event": "row", "row": _row(size=2048)})
     renderer({"event": "row", "row": _row(size=1024, dtype="int32")})
     renderer({"event": "done"})
-    lines = _shown(renderer).splitlines()
+    shown = _shown(renderer).splitlines()
+    # not a terminal (a CI log): an out-of-place half waiting for its table line is said at once
+    progress = [line for line in shown if line.startswith("  measured ")]
+    assert progress == [f"  measured {size} B out-of-place: 10.00 µs (all_reduce · mpi · ring · {dtype} · sum; its "
+                        "table line comes with the in-place half)"
+                        for size, dtype in ((1024, "float32"), (2048, "float32"), (1024, "int32"))]
+    assert shown.index(progress[0]) < shown.index(next(line for line in shown if line.startswith("# all_reduce")))
+    lines = [line for line in shown if line not in progress]
     assert lines[0] == "commbench: 4 ranks on 2 node(s) (node-a, node-b), 3 points, 1 measured before"
     assert lines[1] == "rows of an earlier run are kept"
     headers = [i for i, line in enumerate(lines) if line.startswith("# all_reduce")]
@@ -141,7 +148,9 @@ def test_on_a_terminal_a_progress_bar_counts_the_points():
         assert (task.total, task.completed) == (3, 1)
         renderer({"event": "start", "point": POINT})
         assert task.description == group_title(POINT)
-        renderer({"event": "row", "row": _row()})
+        renderer({"event": "row", "row": _row()})  # out-of-place, its in-place half to come: shown on the bar
+        assert task.description == f"{group_title(POINT)} · 1024 B out-of-place: 10.00 µs"
+        assert "B out-of-place: 10.00 µs (" not in _shown(renderer)  # the bar says it: no line of its own
         renderer({"event": "skip", "point": POINT, "reason": "r"})
         assert task.completed == 3
     finally:
