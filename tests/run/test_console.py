@@ -228,3 +228,12 @@ def test_run_console_escapes_markup_and_control_characters():
     shown = renderer.console.file.getvalue()
     assert "\x1b" not in shown and "\u202e" not in shown
     assert shown.count("\\x1b[2J[bold red]owned[/] \\u202e") == 5, shown
+
+
+def test_under_an_open_table_a_waiting_half_is_said_in_short():
+    renderer = _renderer(modes=[False, True])  # `run`: both modes known, the table's header printed at once
+    renderer(_ready())
+    renderer({"event": "row", "row": _row(size=64)})
+    lines = _shown(renderer).splitlines()
+    assert lines[-1] == "  measured 64 B out-of-place: 10.00 µs (its line comes with the in-place half)"
+    assert lines[-5].startswith("# all_reduce · mpi · ring · float32 · sum · 4 ranks")
