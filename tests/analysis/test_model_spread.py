@@ -116,7 +116,13 @@ def test_a_model_file_keeps_the_covariance_and_refuses_a_malformed_one():
     for bad in ({"alpha_intra": {"alpha_intra": -1.0}}, {"alpha_intra": {"beta_intra": 1.0}},
                 {"alpha_intra": {"alpha_intra": 1.0, "beta_intra": 2.0}, "beta_intra": {"alpha_intra": 3.0, "beta_intra": 1.0}},
                 {"nonsense": {"nonsense": 1.0}}, [1], {"alpha_intra": {"alpha_intra": "1"}},
-                {"alpha_intra": {"alpha_intra": float("nan")}}, {"alpha_intra": {"alpha_intra": True}}):
+                {"alpha_intra": {"alpha_intra": float("nan")}}, {"alpha_intra": {"alpha_intra": True}},
+                # symmetric, variances positive, but not positive semi-definite (eigenvalues 3 and -1): some
+                # combination's variance negative, which an interval would turn into a width of zero
+                {"alpha_intra": {"alpha_intra": 1.0, "beta_intra": 2.0}, "beta_intra": {"alpha_intra": 2.0, "beta_intra": 1.0}}):
         doc["fits"]["mpi"]["log_cov"] = bad
         with pytest.raises(InputError, match="log_cov"):
             from_json(doc, None)
+    doc["fits"]["mpi"]["log_cov"] = {"alpha_intra": {"alpha_intra": 1.0, "beta_intra": 1.0},  # singular: PSD, taken
+                                     "beta_intra": {"alpha_intra": 1.0, "beta_intra": 1.0}}
+    assert from_json(doc, None)[0].log_cov["beta_intra"]["beta_intra"] == 1.0

@@ -255,6 +255,8 @@ def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
 
 MODEL_FORMAT = 1  # to_json's "commbench_model"
 MAX_MODEL_BYTES = 1 << 20  # a model file (a fit is about 1 KB)
+MAX_COV = 1e12  # a log parameter's (co)variance in a model file: far beyond any fit's (exp of its width overflows)
+PSD_TOLERANCE = 1e-9  # of the largest eigenvalue: rounding of a fitted covariance, not a negative variance
 MAX_PARAM = 1e15  # a parameter of a model file (seconds, s/B, bytes: far beyond any machine's)
 
 
@@ -341,14 +343,20 @@ def _param_ok(name, value, undetermined) -> bool:
 
 
 def _cov_ok(cov, params) -> bool:
-    """A square, symmetric table of finite numbers over the model's parameters, variances not negative."""
+    """A square, symmetric table of finite numbers over the model's parameters, positive semi-definite (as
+    σ²(JᵀJ)⁺ is, to rounding): a table that is not gives some combination a negative variance, which a
+    prediction's interval would turn into a width of zero."""
     if not isinstance(cov, dict) or not set(cov) <= set(NAMES):
         return False
     if not all(isinstance(r, dict) and set(r) == set(cov) for r in cov.values()):
         return False
     numbers = [v for r in cov.values() for v in r.values()]
-    return all(type(v) in (int, float) and math.isfinite(v) for v in numbers) and \
-        all(cov[a][a] >= 0 and cov[a][b] == cov[b][a] for a in cov for b in cov)
+    if not (all(type(v) in (int, float) and math.isfinite(v) and abs(v) <= MAX_COV for v in numbers)
+            and all(cov[a][a] >= 0 and cov[a][b] == cov[b][a] for a in cov for b in cov)):
+        return False
+    names = sorted(cov)
+    eigen = np.linalg.eigvalsh(np.array([[cov[a][b] for b in names] for a in names], dtype=float)) if names else []
+    return len(eigen) == 0 or eigen.min() >= -PSD_TOLERANCE * max(abs(eigen).max(), 1e-300)
 
 
 def _undetermined_ok(entries, params) -> bool:
