@@ -39,7 +39,7 @@ from pathlib import Path
 
 from commbench.machine.facts import facts
 from commbench.machine.load import machine_id
-from commbench.kernels.native_build import BuildFailed, build, cache_dir, first_line
+from commbench.kernels.native_build import BuildFailed, build, cache_dir, first_line, private
 
 SOURCE = Path(__file__).with_name("floor.cc")
 FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-pthread")
@@ -150,11 +150,36 @@ def cache_path() -> Path:
     return cache_dir().parent / "floors" / f"{socket.gethostname()[:64]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
+MAX_CACHE_BYTES = 64 << 10  # a floors file (about 300 B)
+
+
+def _own(st: os.stat_result, kind) -> bool:
+    """A file or folder of this user's that no one else may write to."""
+    return kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def cached() -> dict | None:
-    """This machine's floors from the cache, or None (never measured here, or unreadable)."""
+    """This machine's floors from the cache, or None (never measured here, unreadable, or not to be believed:
+    a file or folder another user owns or may write to, a link, a file too large: measured again)."""
+    path = cache_path()
     try:
-        found = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
+        if not _own(os.lstat(path.parent), stat.S_ISDIR):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not _own(st, stat.S_ISREG) or st.st_size > MAX_CACHE_BYTES:
+            return None
+        data = os.read(fd, MAX_CACHE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError):
         return None
     return found if _as_measured(found) else None
 
@@ -181,10 +206,12 @@ def machine_floor(fresh: bool = False) -> dict:
         found = kept_best(cached(), measure())
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({k: v for k, v in found.items() if k != "slower_now"}))
+            private(path.parent)  # this user's alone, as the build cache beside it
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps({k: v for k, v in found.items() if k != "slower_now"}))
             os.replace(tmp, path)
-        except OSError:  # an unwritable cache (or a folder in the file's place): measured again next time
+        except (OSError, BuildFailed):  # an unwritable cache, another user's, a folder in the file's place: not kept
             try:
                 tmp.unlink()
             except OSError:

@@ -31,7 +31,7 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
-def _private(folder: Path) -> None:
+def private(folder: Path) -> None:
     """Make the folder (and the cache's folder above it) this user's alone: made 0700; one of this user's
     that others may write to is made 0700; one of another user's is refused (a library loaded from it
     would run whatever they put there)."""
@@ -72,7 +72,7 @@ def build(stem: str, text: str, suffix: str, command: Callable[[Path, Path], lis
     folder = cache_dir()
     lib = folder / f"{stem}-{digest}.so"
     try:
-        _private(folder)
+        private(folder)
         lock = os.open(folder / f"{stem}-{digest}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)

@@ -4,6 +4,7 @@ machine, gathered per host, and every point's efficiency read against them; `com
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -285,3 +286,43 @@ def test_a_name_planted_at_the_hand_off_marker_is_neither_followed_nor_fatal(cac
         assert not target.exists() and (marker.is_symlink() if planted == "link" else marker.is_dir())
     finally:
         marker.unlink() if planted == "link" else marker.rmdir()
+
+
+def test_a_cache_someone_else_could_have_written_is_not_believed(cache, tmp_path):
+    """The floors become every row's efficiencies: a file another user may have written (a link, a file or
+    folder others can write to, another owner's) is measured again, never read as this machine's (issue 67,
+    M6); a file written here is this user's alone (0600 in a 0700 folder) whatever the umask."""
+    path = floor.cache_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(MEASURED))
+    assert floor.cached() == MEASURED
+    path.chmod(0o666)
+    assert floor.cached() is None
+    path.chmod(0o600)
+    path.parent.chmod(0o777)
+    assert floor.cached() is None
+    path.parent.chmod(0o700)
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps(MEASURED))
+    path.unlink()
+    path.symlink_to(planted)
+    assert floor.cached() is None
+    path.unlink()
+    path.write_text(json.dumps(MEASURED) + " " * floor.MAX_CACHE_BYTES)
+    assert floor.cached() is None
+    if os.getuid() == 0:  # another owner: only root can make one here
+        path.write_text(json.dumps(MEASURED))
+        os.chown(path, 12345, 12345)
+        assert floor.cached() is None
+        path.unlink()
+    old = os.umask(0)
+    try:
+        path.unlink(missing_ok=True)
+        path.parent.chmod(0o777)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(floor, "measure", lambda: dict(MEASURED))
+            assert floor.machine_floor() == MEASURED
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert floor.cached() == MEASURED
