@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import stat
 import sys
 import unicodedata
 
@@ -76,3 +77,39 @@ class Console(RichConsole):
         except (OSError, ValueError, AttributeError):
             pass
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+class StdoutUnwritable(BrokenPipeError):
+    """Standard output refused a write (no room: /dev/full, a full file system): the command stops as for a
+    closed pipe (the job ended, its rows kept), and says so (commbench.cli.app), never blaming the results
+    folder."""
+
+
+def stdout_full(exc: OSError) -> bool:
+    """Whether a write error that names no file was standard output's: no room (ENOSPC, EDQUOT) where
+    stdout is /dev/full (1, 7) or a file on a file system with no block left."""
+    if isinstance(exc, StdoutUnwritable):
+        return True
+    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return False
+    try:
+        fd = sys.stdout.fileno()
+        st = os.fstat(fd)
+        if stat.S_ISCHR(st.st_mode):
+            return (os.major(st.st_rdev), os.minor(st.st_rdev)) == (1, 7)
+        return stat.S_ISREG(st.st_mode) and os.fstatvfs(fd).f_bavail == 0
+    except (OSError, ValueError, AttributeError):  # no stdout to look at (closed, or replaced by a stream)
+        return False
+
+
+def shown(on_event):
+    """on_event, with standard output's refusal to take what it shows raised as StdoutUnwritable (what
+    the shown event holds is on disk already: a folder's writer records before it shows)."""
+    def show(event):
+        try:
+            on_event(event)
+        except OSError as exc:
+            if not isinstance(exc, BrokenPipeError) and stdout_full(exc):
+                raise StdoutUnwritable(exc.errno, exc.strerror) from None
+            raise
+    return show

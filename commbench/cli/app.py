@@ -3,10 +3,8 @@ point that turns errors into one line and an exit code."""
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import stat
 import sys
 import tempfile
 import traceback
@@ -20,7 +18,7 @@ from rich.markup import escape
 from commbench import interrupts, plugins
 import commbench
 from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
-from commbench.terminal import Console, one_line
+from commbench.terminal import Console, StdoutUnwritable, one_line, stdout_full
 
 # -h is --help in every command (subcommands inherit the root's context settings)
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
@@ -110,21 +108,6 @@ def _stdout_closed() -> None:
     _one_line("commbench: stopped: ", f"standard output was closed (broken pipe){_kept()}", 128 + signal.SIGPIPE)
 
 
-def _stdout_full(exc: OSError) -> bool:
-    """Whether a write error that names no file was standard output's: no room (ENOSPC, EDQUOT) where
-    stdout is /dev/full (1, 7) or a file on a file system with no block left."""
-    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-        return False
-    try:
-        fd = sys.stdout.fileno()
-        st = os.fstat(fd)
-        if stat.S_ISCHR(st.st_mode):
-            return (os.major(st.st_rdev), os.minor(st.st_rdev)) == (1, 7)
-        return stat.S_ISREG(st.st_mode) and os.fstatvfs(fd).f_bavail == 0
-    except (OSError, ValueError, AttributeError):  # no stdout to look at (closed, or replaced by a stream)
-        return False
-
-
 def main() -> None:
     """Entry point. Exit codes: 0 ok; 1 a regression, or a measurement that failed or was wrong;
     2 bad input or unusable data (one line); 3 an internal error (one line, traceback in a
@@ -137,6 +120,9 @@ def main() -> None:
 
 
 def _main() -> None:
+    if sys.stdout is None:  # started with file descriptor 1 closed (`>&-`): refused before any work
+        _one_line("commbench: error: ", "standard output is closed: give the command a file (or /dev/null) to "
+                  "write to", BAD_INPUT)
     try:
         plugins.check()
         command = typer.main.get_command(app)
@@ -159,10 +145,13 @@ def _main() -> None:
         _one_line("[bold red]commbench: failed[/]: ", exc, FAILED)
     except (KeyboardInterrupt, Abort):
         _interrupted()
+    except StdoutUnwritable as exc:  # before BrokenPipeError, its base: no room, not a reader gone
+        _stdout_to_devnull()
+        _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
     except BrokenPipeError:
         _stdout_closed()
     except OSError as exc:  # the machine refused a file or a resource: not commbench's fault
-        if _stdout_full(exc):
+        if stdout_full(exc):
             _stdout_to_devnull()
             _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
         _one_line("commbench: error: ", f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""),

@@ -176,8 +176,7 @@ def _measure(spec: SweepSpec, folder: JobFolder, launcher: str, launcher_args: l
                 folder.update({"jobs": log})
     except (KeyboardInterrupt, BrokenPipeError) as exc:  # the launch under way marked nothing final: cut short
         folder.final = True
-        session.finish(total, folder, RunStatus.INTERRUPTED, "standard output was closed" if isinstance(exc, BrokenPipeError)
-                       else "interrupted by the user")
+        session.finish(total, folder, RunStatus.INTERRUPTED, session.stopped_why(exc))
         raise
     finally:
         try:

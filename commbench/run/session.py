@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commbench.folder.schema import RunStatus
-from commbench import interrupts
+from commbench import interrupts, terminal
 from commbench.folder import outputs
 from commbench.errors import InputError, JobError
 from commbench.plan import build_plan
@@ -75,7 +75,7 @@ def check_runnable(spec: SweepSpec) -> None:
 
 def start(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
             relay) -> RunResult:
-    on_event = on_event or (lambda e: None)
+    on_event = terminal.shown(on_event or (lambda e: None))  # stdout full: stopped as for a closed pipe
     relay = relay or (lambda line: print(line.text, file=sys.stderr))
     if launcher == "none":
         return run_in_process(spec, folder, on_event)
@@ -110,7 +110,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         with interrupts.deferred():  # a second Ctrl-C waits until the run's status is written
             if job is not None:
                 job.kill()
-            why = "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
+            why = stopped_why(exc)
             if result.status != "done" and every_point_recorded(spec, result):
                 folder.record({"event": "done"})  # the ranks had measured everything: what "done" writes
                 result.status = "done"
@@ -146,6 +146,13 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         raise JobError(error)
     finish(result, folder, RunStatus.COMPLETED, None)
     return result
+
+
+def stopped_why(exc: BaseException) -> str:
+    """run.json's `error` of a run cut short by its user's side: a signal, or standard output gone or full."""
+    if isinstance(exc, terminal.StdoutUnwritable):
+        return "standard output could not be written (no space left)"
+    return "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
 
 
 def every_point_recorded(spec: SweepSpec, result: RunResult) -> bool:

@@ -108,6 +108,35 @@ def test_a_full_standard_output_is_named_in_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [said]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_run_whose_standard_output_fills_stops_keeping_its_rows_and_blames_stdout(job, tmp_path):
+    """`run --json > /dev/full` (issue 67, M4): the first row is on disk before it is shown; showing it fails,
+    the job is stopped as for a closed pipe, run.json says why, and the line names standard output, never
+    the results folder, which stays resumable."""
+    out = tmp_path / "r"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "commbench", "run", "-n", "2", "--backend", "gloo", "--sizes",
+                               "8,16", "-c", "all_reduce", "--in-place", "--iters", "3", "--json", "--out", str(out)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == BAD_INPUT, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("commbench: error: cannot write standard output: No space left on "
+                                                    "device; rows measured so far are kept")
+    meta = json.loads((out / "run.json").read_text())
+    assert (meta["status"], meta["error"]) == ("interrupted", "standard output could not be written (no space left)")
+    assert len((out / "results.csv").read_text().splitlines()) == 2  # the header and the row shown first
+
+
+def test_a_closed_standard_output_is_refused_before_any_work(job, tmp_path):
+    """`commbench run >&-` (issue 67, M3): Python starts without sys.stdout; one line, exit 2, nothing made."""
+    proc = subprocess.run([sys.executable, "-m", "commbench", "run", "-n", "2", "--sizes", "8", "--out",
+                           str(tmp_path / "r")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=120, preexec_fn=lambda: os.close(1))
+    assert proc.returncode == BAD_INPUT, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["commbench: error: standard output is closed: give the command a "
+                                                "file (or /dev/null) to write to"]
+    assert not (tmp_path / "r").exists()
+
+
 def test_version_and_help():
     import commbench as pkg
 
