@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from commbench.backends import LOCAL_STORE_ENV
 from commbench.dtypes import DType
 from commbench.backends.base import Communicator, Convention, Request, Requests
 from commbench.collectives import COLLECTIVES, NativeCall
@@ -100,7 +101,9 @@ class TorchCommunicator(Communicator):
         if group is None:
             if self.device == "cuda":
                 torch.cuda.set_device(local_rank % _gpu_count())
-            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+            store = os.environ.get(LOCAL_STORE_ENV)  # a local launch: a file, no TCP store on the network
+            dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s),
+                                    **({"store": dist.FileStore(store, world)} if store else {}))
             ranks = list(range(world))
         self.group = group
         self.ranks = ranks  # global rank of each member, in this communicator's rank order

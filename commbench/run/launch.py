@@ -4,14 +4,17 @@ events and kills the whole process group on a timeout, an error or Ctrl-C."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
-from commbench.backends import emulated_launcher, needs_mpi_launcher
+from commbench.backends import LOCAL_STORE_ENV, emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.machine.facts import facts
@@ -195,10 +198,21 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
         return [(run + extra + worker[1:], env)]
     if launcher == "local":
         port = topology.free_port()
-        return [(worker, dict(env, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(n),
-                              GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                for r in range(n)]
+        local = dict(env, WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), GROUP_RANK="0", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=LOOPBACK, **{LOCAL_STORE_ENV: local_store()})
+        return [(worker, dict(local, RANK=str(r), LOCAL_RANK=str(r))) for r in range(n)]
     raise ValueError(f"no command for launcher {launcher!r}")
+
+
+LOOPBACK = "lo"  # the ranks of a local launch talk through it alone (gloo's pairs: GLOO_SOCKET_IFNAME)
+
+
+def local_store() -> str:
+    """A file for torch's FileStore in a folder of this user's alone (0700, removed when this process ends): the
+    ranks of one machine meet through it, so nothing of a local run listens on the network (issue 67, M7)."""
+    folder = tempfile.mkdtemp(prefix="commbench-store-")
+    atexit.register(shutil.rmtree, folder, True)
+    return os.path.join(folder, "store")
 
 
 def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:

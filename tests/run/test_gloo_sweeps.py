@@ -40,3 +40,42 @@ def test_gloo_sweep_exact(job, tmp_path, world, launcher, dtypes, ops):
     assert set(rows.dtype) == set(dtypes) and set(rows.op.fillna("none")) == set(ops) | {"none"}
     assert set(rows.collective) == {"all_reduce", "all_gather", "reduce_scatter"}
     assert meta["versions"]["torch"]
+
+
+def _listening() -> set[tuple[str, str]]:
+    """(family, local address in /proc's hex) of every TCP socket listening on this machine."""
+    found = set()
+    for family in ("tcp", "tcp6"):
+        try:
+            lines = open(f"/proc/net/{family}").read().splitlines()[1:]
+        except OSError:
+            continue
+        found |= {(family, f[1].split(":")[0]) for f in (line.split() for line in lines) if f[3] == "0A"}
+    return found
+
+
+def _loopback(family: str, address: str) -> bool:
+    if family == "tcp":
+        return address.endswith("7F")  # 127.x.x.x, little-endian
+    return address == "00000000000000000000000001000000" or (  # ::1, or ::ffff:127.x.x.x
+        address.startswith("0000000000000000FFFF0000") and address.endswith("7F"))
+
+
+def test_a_local_gloo_run_listens_on_loopback_only(job, tmp_path):
+    """Issue 67, M7: the ranks of a local launch meet through a FileStore (no TCP store on every interface) and
+    gloo's pairs bind loopback (GLOO_SOCKET_IFNAME=lo). Every socket that listens while the run does is loopback's."""
+    import subprocess
+    import sys
+    import time
+
+    before = _listening()
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", "run", "-n", "2", "--backend", "gloo", "-c", "all_reduce",
+                             "--sizes", "8,16,32", "--in-place", "--min-time", "1", "--out", str(tmp_path / "r"),
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = set()
+    while proc.poll() is None:
+        seen |= _listening() - before
+        time.sleep(0.1)
+    assert proc.wait() == OK, proc.stderr.read()
+    assert seen, "no listening socket seen: the poll missed the run"  # gloo's pairs: loopback's
+    assert all(_loopback(*s) for s in seen), sorted(seen)
