@@ -236,18 +236,37 @@ class Line:
     stream: str  # "stdout" or "stderr"
 
 
+def _dies_with_this_process():
+    """A preexec_fn: the launched process gets SIGTERM when the process that started it dies, however it dies
+    (SIGKILL included: an mpirun or a hung rank outlived its parent, run.json left "running": issue 67, M2).
+    mpirun and torchrun end their ranks on SIGTERM. Linux's prctl; elsewhere nothing. Resolved before the fork
+    (the child only calls it), and the parent's death before the call is caught by its pid."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
+
+    def arm():
+        prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died between the fork and the call
+            os.kill(os.getpid(), signal.SIGTERM)
+    return arm
+
+
 class Job:
-    """The launched processes, in one process group that is killed as a whole."""
+    """The launched processes, in one process group that is killed as a whole, and that ends when this
+    process does (_dies_with_this_process)."""
 
     def __init__(self, commands: list[tuple[list[str], dict]]):
         self.procs: list[subprocess.Popen] = []
         self.queue: queue.Queue = queue.Queue()
         self._open = 0
-        pgid = 0
+        pgid, arm = 0, _dies_with_this_process()
         for argv, env in commands:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace",
-                                    process_group=pgid)
+                                    process_group=pgid, preexec_fn=arm)
             pgid = pgid or proc.pid
             self.procs.append(proc)
             for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):

@@ -188,3 +188,45 @@ def test_resume_keeps_the_columns_the_run_started_with(job, tmp_path):
     resumed, _, _ = load_run(out)
     assert sorted(resumed.size_bytes) == [8, 1024, 65536] and (resumed.wrong == 0).all()
     assert (resumed.time_us > 0).all() and set(resumed.collective) == {"all_reduce"}
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(c) for t in os.listdir(f"/proc/{p}/task")
+                    for c in open(f"/proc/{p}/task/{t}/children").read().split()]
+        except OSError:
+            continue
+        found |= set(kids)
+        todo += kids
+    return found
+
+
+@needs_mpirun
+@pytest.mark.parametrize("backend,launcher", [("mpi", "mpirun"), ("gloo", "local")])
+def test_a_killed_parent_takes_its_job_with_it(job, tmp_path, backend, launcher):
+    """Issue 67, M2: SIGKILL the commbench process while a rank hangs: its launcher (mpirun's prterun) and
+    every rank end within seconds instead of running on; the folder stays resumable (its run.json is
+    'running' under a pid that is gone, which --resume tells from a live writer)."""
+    out = tmp_path / "r"
+    env = dict(os.environ, **fault_env(hang=1))
+    parent = subprocess.Popen([sys.executable, "-m", "commbench", "run", "-n", "2", "--backend", backend,
+                               "--launcher", launcher, "-c", "all_reduce", "--sizes", "8", "--timeout", "120",
+                               "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while _workers_alive(out) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _workers_alive(out) >= 2, "the job did not start"  # (under mpirun its prterun names the worker too)
+    time.sleep(1)  # rank 1 hangs, rank 0 waits on it
+    job_pids = _descendants(parent.pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in job_pids):
+        time.sleep(0.2)
+    left = [p for p in job_pids if os.path.exists(f"/proc/{p}")
+            and open(f"/proc/{p}/stat").read().split(")")[-1].split()[0] != "Z"]
+    assert left == [] and _workers_alive(out) == 0, left
+    assert json.loads((out / "run.json").read_text())["status"] == "running"  # its writer died: resumable
