@@ -255,7 +255,6 @@ def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
 
 MODEL_FORMAT = 1  # to_json's "commbench_model"
 MAX_MODEL_BYTES = 1 << 20  # a model file (a fit is about 1 KB)
-MAX_COV = 1e12  # a log parameter's (co)variance in a model file: far beyond any fit's (exp of its width overflows)
 PSD_TOLERANCE = 1e-9  # of the largest eigenvalue: rounding of a fitted covariance, not a negative variance
 MAX_PARAM = 1e15  # a parameter of a model file (seconds, s/B, bytes: far beyond any machine's)
 
@@ -351,7 +350,7 @@ def _cov_ok(cov, params) -> bool:
     if not all(isinstance(r, dict) and set(r) == set(cov) for r in cov.values()):
         return False
     numbers = [v for r in cov.values() for v in r.values()]
-    if not (all(type(v) in (int, float) and math.isfinite(v) and abs(v) <= MAX_COV for v in numbers)
+    if not (all(type(v) in (int, float) and math.isfinite(v) for v in numbers)
             and all(cov[a][a] >= 0 and cov[a][b] == cov[b][a] for a in cov for b in cov)):
         return False
     names = sorted(cov)
