@@ -119,7 +119,7 @@ def to_markdown(cmp: Comparison) -> str:
     if cmp.missing:
         out += ["", f"Missing in candidate: {len(cmp.missing)} points" + ("" if cmp.allow_missing else " (they fail the "
                                                                           "comparison; --allow-missing accepts them)")]
-    return "\n".join(out + ["", f"<sub>{_md(legend(cmp))}</sub>"])
+    return "\n".join(out + ["", _md(legend(cmp))])
 
 
 def _strict(value):

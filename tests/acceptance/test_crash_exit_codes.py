@@ -8,7 +8,7 @@ import pytest
 
 from hostile_contract import case, meets_contract
 from hostile_fixtures import copy, mkdir, params, truncate, twin, write
-from commbench.errors import BAD_INPUT, FAILED, OK
+from commbench.errors import BAD_INPUT, FAILED, NO_VERDICT, OK
 
 CASES = [
     case(3, "compare-o-proc", "compare SYN TWIN -o /proc/nope.txt", *twin("SYN")),
@@ -21,7 +21,8 @@ CASES = [
     case(3, "compare-few-common-points", "compare SYN TOPO", copy("SYN"), copy("TOPO"), expect=(FAILED,),
          note="4 points in common, 28 of the baseline's missing in the candidate: a point not measured fails"),
     case(3, "compare-few-common-points-allowed", "compare SYN TOPO --allow-missing", copy("SYN"), copy("TOPO"),
-         expect=(OK,), note="--allow-missing: the 4 points in common decide (all inconclusive: 1 job a side)"),
+         expect=(NO_VERDICT,), note="--allow-missing: the 4 points in common decide (all inconclusive: 1 job a side): "
+                                   "no verdict, exit 2"),
     case(3, "compare-with-itself", "compare SYN SYN", copy("SYN"),
          note="a folder compared with itself can only say 'unchanged': refused"),
     case(3, "compare-with-itself-by-another-path", "compare SYN ./SYN/", copy("SYN")),

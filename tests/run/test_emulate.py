@@ -15,7 +15,7 @@ from commbench.kernels.host import compiler
 from commbench.run import emulate
 from conftest import commbench, fault_env, load_run, start_hung_emulated_run
 from sweep_checks import check_sweep
-from commbench.errors import BAD_INPUT, FAILED, OK
+from commbench.errors import BAD_INPUT, FAILED, NO_VERDICT, OK
 
 pytest.importorskip("torch")
 # hierarchical_kernel where the host build of the kernels can be made (its node kernels nap beside gloo)
@@ -83,14 +83,15 @@ def test_ab_pairs_two_algorithms_across_the_emulated_nodes(netns, tmp_path, no_l
     out = tmp_path / "ab"
     proc = commbench("ab", "--emulate", "2x2", "--backend", "gloo", "-c", "all_reduce", "--sizes", "64K",
                      "--args-a", "-a ring", "--args-b", "-a hierarchical", "--rounds", "1", "--out", out, env={})
-    assert proc.returncode in (OK, FAILED), proc.stderr  # a verdict either way: the link's speed is not this test's
+    assert proc.returncode in (OK, FAILED, NO_VERDICT), proc.stderr  # the link's speed is not this test's
     rows, _, meta = load_run(out)
     assert meta["ab"]["grain"] == "in-process" and meta["emulation"]["launcher"] == "torchrun"
     assert meta["status"] == "completed" and meta["nodes"] == 2 and (rows.wrong == 0).all()
     assert set(zip(rows.side, rows.algorithm)) == {("A", "ring"), ("B", "hierarchical")}
     # sides of a job each: one torchrun launch after another on the same cluster (node 0's port free again)
-    commbench("ab", "--emulate", "2x1", "--backend", "gloo", "-c", "all_reduce", "--sizes", "4K", "--in-place", "--env-b", "X=1",
-              "--rounds", "2", "--out", tmp_path / "launches", env={}, check_rc=OK)
+    proc = commbench("ab", "--emulate", "2x1", "--backend", "gloo", "-c", "all_reduce", "--sizes", "4K", "--in-place",
+                     "--env-b", "X=1", "--rounds", "2", "--out", tmp_path / "launches", env={})
+    assert proc.returncode in (OK, NO_VERDICT), proc.stderr  # two launch pairs: likely too few to judge
     _, _, meta = load_run(tmp_path / "launches")
     assert meta["ab"]["grain"] == "launch" and meta["status"] == "completed" and meta["rounds"] == 2
 

@@ -14,7 +14,7 @@ import pytest
 
 from commbench.run import emulate
 from conftest import ROOT, commbench, load_run, start_hung_emulated_run, needs_mpirun
-from commbench.errors import OK
+from commbench.errors import FAILED, NO_VERDICT, OK
 from sweep_checks import check_sweep
 
 pytestmark = needs_mpirun
@@ -115,7 +115,7 @@ def test_ab_pairs_two_algorithms_on_one_emulated_cluster(netns, tmp_path, no_lef
     proc = commbench("ab", "--emulate", "2x2", "--backend", "mpi", "-c", "all_reduce", "--sizes", "4M", "--in-place",
                      "--args-a", "-a ring", "--args-b", "-a hierarchical_kernel", "--rounds", "1", "--out", out,
                      "--format", "json", env={})
-    assert proc.returncode in (0, 1), proc.stderr  # a verdict either way: the link's speed is not this test's
+    assert proc.returncode in (OK, FAILED, NO_VERDICT), proc.stderr  # the link's speed is not this test's
     points = json.loads(proc.stdout)["points"]
     assert len(points) == 1 and points[0]["jobs"] == [8, 8] and points[0]["key"]["world_size"] == "4", points
     rows, _, meta = load_run(out)
@@ -128,8 +128,9 @@ def test_ab_pairs_two_algorithms_on_one_emulated_cluster(netns, tmp_path, no_lef
     assert choice["B"] == "pipelined" and pd.isna(choice["A"])
 
     out = tmp_path / "launches"
-    commbench("ab", "--emulate", "2x1", "--backend", "mpi", "-c", "all_reduce", "--sizes", "64K", "-a", "native",
-              "--env-b", "OMPI_MCA_coll_han_priority=100", "--rounds", "2", "--out", out, env={}, check_rc=OK)
+    proc = commbench("ab", "--emulate", "2x1", "--backend", "mpi", "-c", "all_reduce", "--sizes", "64K", "-a", "native",
+                     "--env-b", "OMPI_MCA_coll_han_priority=100", "--rounds", "2", "--out", out, env={})
+    assert proc.returncode in (OK, NO_VERDICT), proc.stderr  # two launch pairs: likely too few to judge
     _, _, meta = load_run(out)
     assert meta["ab"]["grain"] == "launch" and "one job at a time" in meta["ab"]["grain_reason"]
     assert meta["status"] == "completed" and meta["rounds"] == 2
