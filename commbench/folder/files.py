@@ -7,6 +7,7 @@ of a folder, and only regular files are opened (regular_file). Problems are one 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import errno
 import os
 import stat
@@ -202,3 +203,17 @@ def read_file(d: Path, name: str, reader):
         if not data_error(exc):
             raise  # a bug of commbench's own reader: exit 3 with its traceback, never blamed on the user's file
         raise InputError(f"{d}: unreadable {name} ({type(exc).__name__}: {exc})".splitlines()[0]) from None
+
+
+class DuplicateKey(ValueError):
+    """A JSON object gives one key twice."""
+
+
+def unique_keys(pairs: list) -> dict:
+    """json.loads' object_pairs_hook for files commbench reads: an object whose every key is given once (a
+    second value under a key would silently replace the first); a ValueError naming the key otherwise."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise DuplicateKey(f"key {twice[:40]!r} given twice in one object")
+    return out

@@ -56,7 +56,6 @@ from commbench.run.ab_rounds import PAIRS_PER_ROUND, SAMPLES_PER_TURN, AbFolder,
 from commbench.run.ab_sides import (GRAINS, LAUNCH_PAIRS, AbSide, Compared, arena_layout, choose_grain, match,
                                     prepare_sides)
 from commbench.run.side_python import check_python
-from commbench.run.turn_server import relay_stderr
 
 __all__ = ["GRAINS", "AbComparison", "AbResult", "AbSide", "arena_layout", "choose_grain", "match", "run_ab"]
 
@@ -123,7 +122,7 @@ def run_ab(a: AbSide, b: AbSide, threshold: float = 0.05, budget_s: float = DEFA
     """Compare side B against side A (module docstring). Raises InputError before anything starts,
     JobError when a job fails (the rows measured so far stay in the folder)."""
     on_event = on_event or (lambda e: None)
-    relay = relay or relay_stderr
+    relay = relay or launch.relay_stderr
     launcher_args = launcher_args or []
     if not 0 < threshold < 1:
         raise InputError(f"invalid threshold {threshold}: give a fraction between 0 and 1 (e.g. 5%)")

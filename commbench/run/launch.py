@@ -27,6 +27,7 @@ from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.machine.facts import facts
 from commbench.options import LOCAL_RANKS_PER_CORE
+from commbench.terminal import printable
 from commbench.plugins import PLUGINS_ENV
 from commbench.machine import topology
 from commbench.folder.spec_file import encode_spec, spec_path
@@ -234,6 +235,12 @@ def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:
 class Line:
     text: str
     stream: str  # "stdout" or "stderr"
+
+
+def relay_stderr(line: Line) -> None:
+    """A job's line that is not an event, passed on to this process's stderr terminal-safe: a rank's or a
+    launcher's output may hold escape sequences or NUL bytes, which reach the terminal as escapes."""
+    print(printable(line.text), file=sys.stderr)
 
 
 def _dies_with_this_process():

@@ -7,7 +7,6 @@ decides which, and owns the folder's lock."""
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +75,7 @@ def check_runnable(spec: SweepSpec) -> None:
 def start(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launcher_args: list[str], on_event,
             relay) -> RunResult:
     on_event = terminal.shown(on_event or (lambda e: None))  # stdout full: stopped as for a closed pipe
-    relay = relay or (lambda line: print(line.text, file=sys.stderr))
+    relay = relay or launch.relay_stderr
     if launcher == "none":
         return run_in_process(spec, folder, on_event)
     with emulate.cluster(spec) as emulation:  # nothing unless --emulate; torn down however this ends

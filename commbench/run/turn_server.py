@@ -19,7 +19,6 @@ import secrets
 import selectors
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from typing import Callable
@@ -374,7 +373,3 @@ class TurnJob:
     def kill(self) -> None:
         if not self.job.exited():
             self.job.kill()
-
-
-def relay_stderr(line: launch.Line) -> None:
-    print(line.text, file=sys.stderr)

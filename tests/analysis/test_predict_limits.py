@@ -92,6 +92,7 @@ def test_the_slowest_prediction_reads_back(tmp_path):
     ("{\"commbench_model\": 2, \"fits\": {}}", "not a commbench model file"),
     ("[" * 100_000 + "]" * 100_000, "not JSON"),
     ("\xff\xfe", "not JSON"),
+    (json.dumps(_model())[:-1] + ', "commbench_model": 1}', "key 'commbench_model' given twice in one object"),
     (json.dumps(_model(params={"gamma": float("nan")})), "field 'params' is not what `model fit` writes"),
     (json.dumps(_model(params={"gamma": -1.0})), "field 'params'"),
     (json.dumps(_model(params={"zeta": 1.0})), "field 'params'"),

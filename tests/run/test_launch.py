@@ -131,3 +131,13 @@ def test_emulated_mpi_argv_one_mpirun_in_the_bridge_with_a_host_per_node(tmp_pat
             build_commands(spec, "emulated", [])
     monkeypatch.setattr(emulate.socket, "gethostname", lambda: "node7.cluster.example.org")
     assert emulate.node_host(3) == "node7-n3"  # short, as Open MPI cuts it: the agent finds node 3 in it
+
+
+def test_a_job_s_lines_reach_the_terminal_escaped(capsys):
+    """A rank's or a launcher's own output (not an event) is passed on to stderr terminal-safe: an escape
+    sequence or a NUL byte shows as an escape, never drives the terminal (issue 67, low)."""
+    from commbench.run.launch import Line, relay_stderr
+
+    relay_stderr(Line("warning \x1b[2J\x00 done", "stderr"))
+    said = capsys.readouterr().err
+    assert said == "warning \\x1b[2J\\x00 done\n" and "\x1b" not in said

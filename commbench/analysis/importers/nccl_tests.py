@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 
 from commbench.folder import limits
+from commbench.folder.files import unique_keys
 from commbench.analysis.importers.base import (ITEMSIZE, MAX_IMPORT_RANKS, MAX_LINE, Imported, Lines, bad, integer,
                                                lines, looks_like_result, max_json_values, number, once, show,
                                                too_many, word)
@@ -20,15 +20,6 @@ from commbench.folder.schema import EXACT_INTEGERS
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
               "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
               "int": "int32", "char": "int8", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
-
-
-def _unique_keys(pairs: list) -> dict:
-    """A JSON object whose every key is given once (a second "results" would replace the first)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
-        raise ValueError(f"key {twice[:40]!r} given twice in one object")
-    return out
 
 
 def _named(given: str | None, named: str | None, path: str) -> str | None:
@@ -206,7 +197,7 @@ def parse_nccl_tests_json(text: str, path: str = "<json>", collective: str | Non
     if sum(map(text.count, ",[{")) > max_json_values():  # before parsing: bounded memory
         raise bad(path, f"more than {max_json_values()} JSON values: not one nccl-tests report")
     try:
-        doc = json.loads(text, object_pairs_hook=_unique_keys)
+        doc = json.loads(text, object_pairs_hook=unique_keys)  # a second "results" would replace the first
         if not isinstance(doc, dict):
             raise TypeError("its top level is not the report's object")
         results, config, args = doc["results"], doc.get("config") or {}, doc.get("args") or []

@@ -36,6 +36,7 @@ from commbench.analysis.model.costs import MEMORY, Params, Shape, modelled, time
 from commbench.analysis.model.determined import RANGES, bounded, log_covariance, log_sigma, not_informed, verdict
 from commbench.errors import InputError
 from commbench.folder import limits
+from commbench.folder.files import DuplicateKey, unique_keys
 from commbench.options import MAX_PREDICT_RANKS
 from commbench.algorithms import ALGORITHMS
 from commbench.algorithms.base import SEGMENT_BYTES
@@ -278,9 +279,10 @@ def load_model(path: str, backend: str | None = None) -> list[Fit]:
     if len(data) > MAX_MODEL_BYTES:
         raise InputError(f"model {path!r} is larger than {MAX_MODEL_BYTES >> 20} MB: not a model file of `model fit`")
     try:
-        return from_json(json.loads(data), backend)
+        return from_json(json.loads(data, object_pairs_hook=unique_keys), backend)
     except (ValueError, RecursionError) as exc:  # InputError is a ValueError: named once, with the file
-        raise InputError(f"model {path!r}: {str(exc)[:200] if isinstance(exc, InputError) else 'not JSON'}") from None
+        said = str(exc)[:200] if isinstance(exc, (InputError, DuplicateKey)) else "not JSON"
+        raise InputError(f"model {path!r}: {said}") from None
 
 
 def _finite(value, high: float = math.inf) -> bool:
