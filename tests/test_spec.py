@@ -76,7 +76,7 @@ def test_gloo_on_cuda_runs_the_peer_algorithms_only():
 def test_channels_and_ring_order_given_need_a_run_they_reach_to_use_them():
     """Checked on what a command line gives, across every spec it reaches (a suite's runs, ab's sides), not
     per spec: a suite of native and ring_kernel runs takes --channels, and a recorded spec is not checked."""
-    from commbench.cli.run import check_used
+    from commbench.cli.common import check_used
 
     native = SweepSpec(algorithms=["native", "ring"]).validate()
     kernel = SweepSpec(algorithms=["ring_kernel"]).validate()

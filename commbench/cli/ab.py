@@ -15,7 +15,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.reports import output_format, threshold_fraction
-from commbench.cli.run import check_used, given, say_backend_choice, with_options
+from commbench.cli.common import check_used, given, say_backend_choice, with_options
 from commbench.errors import InputError
 from commbench.folder.outputs import output_file, write_text
 from commbench.spec import CLUSTER, SweepSpec

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err
-from commbench.cli.run import extra_option, say_backend_choice, with_options
+from commbench.cli.common import extra_option, say_backend_choice, with_options
 from commbench.errors import FAILED, InputError
 from commbench.spec import SweepSpec
 

@@ -136,8 +136,8 @@ def model_validate(
 
 def _with_run_options(*names: str):
     """The command's own parameters, then `commbench run`'s options of these names, with run's
-    flags, defaults and help (commbench.options, through commbench.cli.run.with_options)."""
-    from commbench.cli.run import with_options
+    flags, defaults and help (commbench.options, through commbench.cli.common.with_options)."""
+    from commbench.cli.common import with_options
 
     def wrap(func):
         own = tuple(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(func).parameters.values()

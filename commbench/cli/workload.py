@@ -12,7 +12,7 @@ from rich.markup import escape
 from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.model import inter_option, intra_option
-from commbench.cli.run import check_used, given, say_backend_choice, with_options
+from commbench.cli.common import check_used, given, say_backend_choice, with_options
 
 # `commbench run`'s options a workload's sweeps take (the collectives and sizes come from the mix), from the
 # one table (commbench.options), two with defaults of their own: -a ring, an algorithm the cost model

@@ -17,6 +17,7 @@ from cli_inprocess import run_cli
 from synthetic_runs import write_run
 
 from commbench import options
+from commbench.cli import common
 from commbench.cli import run as cli_run
 from commbench.errors import BAD_INPUT, FAILED, InputError, OK
 from commbench.run import api
@@ -29,7 +30,7 @@ def test_with_options_gives_typer_one_parameter_per_option():
     table = (options.BY_NAME["nprocs"], options.BY_NAME["label"], options.BY_NAME["graph"])
     extra = (inspect.Parameter("flag", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool),)
 
-    @cli_run.with_options(table, extra)
+    @common.with_options(table, extra)
     def command(ctx, **values):
         return values
 
@@ -48,9 +49,9 @@ def _given(*argv) -> list[str]:
     app = typer.Typer()
 
     @app.command()
-    @cli_run.with_options(table)
+    @common.with_options(table)
     def command(ctx: typer.Context, **values):
-        seen["given"] = cli_run.given(ctx, table)
+        seen["given"] = common.given(ctx, table)
 
     typer.main.get_command(app).main(list(argv), standalone_mode=False)
     return seen["given"]
