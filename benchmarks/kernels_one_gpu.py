@@ -46,7 +46,7 @@ def main() -> None:
           "device-to-device copy of every rank's buffer at once (the HBM's rate for this footprint)")
     print(f"{'ranks':>5} {'size':>8} {'collective':>15} {'algorithm':>7} {'time_us':>10} {'busbw':>8} {'copy_GB/s':>9}")
     for n in map(int, args.ranks.split(",")):
-        # every rank's blocks of one launch resident at once (kernel_gpu.Residency), for each kernel
+        # every rank's blocks of one launch resident at once (commbench.kernels.gpu.Residency), for each kernel
         fits = min(residency(entry(a, c, "float32", "sum"), "float32", torch.cuda.current_device()).max_channels(n)
                    for a, c in kinds or oneshot)
         channels = min(args.channels, fits)

@@ -24,7 +24,7 @@ The GPU ratio (ring_kernel busbw / NCCL busbw) is reported without a target.
 On this VM a whole job's ratio moves with the machine's slow periods; benchmarks/kernel_isolation.py
 judges the CPU targets with the loops side by side in one process.
 
-Note: the kernels' host build times its calls in a loop in C (kernel_host.HostNode.bind);
+Note: the kernels' host build times its calls in a loop in C (commbench.kernels.host.HostNode.bind);
 native's MPI calls by the harness' C loop (commbench/kernels/mpi_loop.c; the `timer` column says which loop
 timed each row: gloo's native calls keep the Python loop, NCCL's a CUDA graph).
 """

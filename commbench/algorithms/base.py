@@ -91,13 +91,13 @@ class Pipeline:
     across + after(last), and only two threads of the rank are ever busy (a thread per stage made the
     ranks of a host with fewer cores than threads wait for their turns: README, An emulated cluster).
     across must use a communicator of its own; before and after, one after the other in one thread,
-    may share one."""
+    may share one. The thread is a daemon that waits between calls and ends with the process."""
 
     def __init__(self, comm: Communicator):
         self._ready: queue.SimpleQueue = queue.SimpleQueue()  # (call, across, item) whose before is done; None: stop
         self._crossed: queue.SimpleQueue = queue.SimpleQueue()  # per task: None (crossed) or its exception
-        self._call = 0  # the current call's number: a task of a call that failed is skipped
-        self._failed = -1
+        self._call = 0  # the current call's number
+        self._failed = -1  # the call whose crossing raised: its later items are skipped (the others' steps too)
         self._thread = threading.Thread(target=self._serve, args=(comm,), daemon=True, name="commbench-pipeline")
         self._thread.start()
 
@@ -139,17 +139,12 @@ class Pipeline:
                     before(items[k + 2])
                     self._ready.put((self._call, across, items[k + 2]))
                     pending += 1
-        finally:
-            self._failed = self._call if error is not None or pending else self._failed
-            for _ in range(pending):  # this call's tasks still queued: skipped, their answers taken
+        finally:  # the items already handed over cross (as every rank's do), and their answers are taken
+            for _ in range(pending):
                 found = self._crossed.get()
                 error = error or (found if found is not _SKIPPED else None)
         if error is not None:
             raise error if error is not _SKIPPED else RuntimeError("the pipeline skipped an item")
-
-    def close(self) -> None:
-        self._ready.put(None)
-        self._thread.join()
 
 
 _SKIPPED = RuntimeError("skipped: an earlier item of its call failed")

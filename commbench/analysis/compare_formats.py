@@ -19,19 +19,22 @@ from commbench.terminal import inline
 ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
 _MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped
 _MD_PLAIN = set(",-+=%'\";?{}^/")  # never markup inside a line: left as they are, so the text reads as written
+_MD_SHORTCODE = re.compile(r":[\w+-]+:")  # an emoji shortcode (GitHub: ":x:", ":rocket:")
 
 
 def _md(value) -> str:
     """A string from a file as literal markdown: terminal.inline, then every ASCII punctuation character that
     could start markup backslash-escaped, so no link (autolinks included: "www.", "x://", "@"), image, HTML,
-    code, emphasis, heading, math or table cell can start in it; the rest (commas, hyphens, slashes, a ">"
-    past the first character, a "." or ":" that begins no autolink) stays as it is."""
+    code, emphasis, heading, math, emoji shortcode or table cell can start in it; the rest (commas, hyphens,
+    slashes, a ">" past the first character, a "." that begins no "www." link, a ":" before a space or at the
+    end) stays as it is."""
     text = inline(value)
+    shortcodes = {i for m in _MD_SHORTCODE.finditer(text) for i in (m.start(), m.end() - 1)}  # ":x:", both colons
 
     def escape(m: re.Match) -> str:
         c, i = m.group(), m.start()
         plain = (c in _MD_PLAIN or (c == ">" and i > 0) or (c == "." and not text[max(0, i - 3):i].lower() == "www")
-                 or (c == ":" and not text.startswith("/", i + 1)))
+                 or (c == ":" and i not in shortcodes and (i + 1 == len(text) or text[i + 1].isspace())))
         return c if plain else "\\" + c
 
     return _MD_PUNCTUATION.sub(escape, text)

@@ -182,7 +182,7 @@ def header_names(d: Path, name: str, data: bytes) -> list[str]:
 # what the parsers (csv, json, pandas, pyarrow) raise about their input; pyarrow's own errors as well, whatever
 # builtin they subclass (a corrupt Parquet file raises ArrowTypeError, ArrowNotImplementedError, ...)
 DATA_ERRORS = (OSError, ValueError, UnicodeError, csv.Error, RecursionError, OverflowError, MemoryError, EOFError,
-               Warning)  # a warning made an error (frames.read_csv: pandas' ParserWarning of a row too long)
+               ImportError, Warning)  # a warning made an error (frames.read_csv: pandas' ParserWarning of a row too long)
 
 
 def data_error(exc: BaseException) -> bool:

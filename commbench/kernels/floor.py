@@ -13,7 +13,7 @@ The copy rate is the best of several batches; the hand-off and the exchange wait
 loop, a clock read every 16 or every 64 looks) and keep the best way's median batch (floor.cc). A
 floor is the machine at its best: this VM's cores flip between states for seconds to minutes at a
 time, every hand-off 4-5x slower in the slow one. The
-cache (commbench.kernels.native_build's folder, floors/) is keyed by host name, CPU model, the two cores
+cache (floors/ beside commbench.kernels.native_build's kernels/ folder, this user's alone) is keyed by host name, CPU model, the two cores
 and the probe's source: `commbench floor --fresh` measures again and keeps each figure the cache
 holds better (kept_best; `best_since`: the first probe of those kept); deleting the file forgets them.
 On a GPU rank, `device_copy_GBps`: the GPU's own device-to-device copy rate.

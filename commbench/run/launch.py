@@ -174,7 +174,8 @@ def build_commands(spec: SweepSpec, launcher: str, extra: list[str], worker: lis
 
 def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str],
               ranks_env: dict[str, str]) -> list[tuple[list[str], dict]]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **ranks_env)
+    inherited = {k: v for k, v in os.environ.items() if k != LOCAL_STORE_ENV}  # a store is the local launch's own
+    env = dict(inherited, PYTHONUNBUFFERED="1", **ranks_env)
     n = spec.nprocs
     if launcher == "mpirun":
         return [(_mpirun(n, env, ranks_env) + extra + worker, env)]
@@ -208,12 +209,21 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
 LOOPBACK = "lo"  # the ranks of a local launch talk through it alone (gloo's pairs: GLOO_SOCKET_IFNAME)
 
 
-def local_store() -> str:
-    """A file for torch's FileStore in a folder of this user's alone (0700, removed when this process ends): the
-    ranks of one machine meet through it, so nothing of a local run listens on the network (issue 67, M7)."""
+@functools.lru_cache(maxsize=None)
+def _store_folder() -> str:
+    """This process's folder for the local launches' stores: this user's alone (0700), removed at exit."""
     folder = tempfile.mkdtemp(prefix="commbench-store-")
     atexit.register(shutil.rmtree, folder, True)
-    return os.path.join(folder, "store")
+    return folder
+
+
+def local_store() -> str:
+    """A new file for torch's FileStore, one per launch, in this process's private folder: the ranks of one
+    machine meet through it, so nothing of a local run listens on the network (issue 67, M7)."""
+    fd, path = tempfile.mkstemp(prefix="store-", dir=_store_folder())
+    os.close(fd)
+    os.unlink(path)  # the name is this launch's; FileStore makes the file (and removes it when all ranks are done)
+    return path
 
 
 def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:

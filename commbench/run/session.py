@@ -150,7 +150,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
 def stopped_why(exc: BaseException) -> str:
     """run.json's `error` of a run cut short by its user's side: a signal, or standard output gone or full."""
     if isinstance(exc, terminal.StdoutUnwritable):
-        return "standard output could not be written (no space left)"
+        return f"standard output could not be written ({(exc.strerror or 'no space left').lower()})"
     return "standard output was closed" if isinstance(exc, BrokenPipeError) else "interrupted by the user"
 
 

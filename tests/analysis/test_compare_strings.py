@@ -114,3 +114,17 @@ def test_crafted_strings_through_the_cli_and_html_pages(tmp_path, sides):
     for page in (tmp_path / "r.html", tmp_path / "page.text.html"):
         html = page.read_text()
         assert "<img src=x" not in html and "\x1b" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_markdown_escapes_what_could_start_markup_and_leaves_plain_text_as_written():
+    """What a file says reaches a CI summary as text: links (autolinks too), HTML, emphasis, code, emoji
+    shortcodes and table cells cannot start in it; commas, hyphens, slashes, a colon before a space read as
+    written (they were all backslashed, `context changes\\, baseline \\-\\> candidate\\:`)."""
+    md = compare_formats._md
+    assert md("version python_executable: /tmp/old/py -> /venv/bin/python") == (
+        "version python\\_executable: /tmp/old/py -> /venv/bin/python")
+    assert md("interval straddles 1.05, in-place") == "interval straddles 1.05, in-place"
+    assert md(":x: see www.evil.example or http://x.y, mail a@b.c") == (
+        "\\:x\\: see www\\.evil.example or http\\://x.y, mail a\\@b.c")
+    assert md("> quote | [l](u) <b> *x* `c` # & ~ $m$") == (
+        "\\> quote \\| \\[l\\]\\(u\\) \\<b> \\*x\\* \\`c\\` \\# \\& \\~ \\$m\\$")

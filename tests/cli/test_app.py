@@ -122,7 +122,7 @@ def test_a_run_whose_standard_output_fills_stops_keeping_its_rows_and_blames_std
     assert proc.stderr.strip().splitlines()[-1] == ("commbench: error: cannot write standard output: No space left on "
                                                     "device; rows measured so far are kept")
     meta = json.loads((out / "run.json").read_text())
-    assert (meta["status"], meta["error"]) == ("interrupted", "standard output could not be written (no space left)")
+    assert (meta["status"], meta["error"]) == ("interrupted", "standard output could not be written (no space left on device)")
     assert len((out / "results.csv").read_text().splitlines()) == 2  # the header and the row shown first
 
 

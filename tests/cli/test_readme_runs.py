@@ -64,6 +64,7 @@ def test_a_readme_example_runs_as_written(job, tmp_path, line):
         assert len(verdicts) == 44 and "in-process pairs" in proc.stdout  # 22 sizes x 2 modes, each judged
         assert (proc.returncode == FAILED) == ("regression" in verdicts)
         assert (proc.returncode == NO_VERDICT) == (set(verdicts) == {"inconclusive"})  # nothing judged: not a pass
+        assert (proc.returncode == NO_VERDICT) == ("no verdict: none of the" in proc.stderr)  # not a refused input
         return
     if "--json" in line:
         rows = [json.loads(r) for r in (tmp_path / "rows.jsonl").read_text().splitlines()]

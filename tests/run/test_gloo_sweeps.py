@@ -42,19 +42,19 @@ def test_gloo_sweep_exact(job, tmp_path, world, launcher, dtypes, ops):
     assert meta["versions"]["torch"]
 
 
-def _listening() -> set[tuple[str, str]]:
-    """(family, local address in /proc's hex) of every TCP socket listening on this machine."""
+def _listening() -> set[tuple[str, str, str]]:
+    """(family, local address in /proc's hex, port) of every TCP socket listening on this machine."""
     found = set()
     for family in ("tcp", "tcp6"):
         try:
             lines = open(f"/proc/net/{family}").read().splitlines()[1:]
         except OSError:
             continue
-        found |= {(family, f[1].split(":")[0]) for f in (line.split() for line in lines) if f[3] == "0A"}
+        found |= {(family, *f[1].split(":")) for f in (line.split() for line in lines) if f[3] == "0A"}
     return found
 
 
-def _loopback(family: str, address: str) -> bool:
+def _loopback(family: str, address: str, port: str = "") -> bool:
     if family == "tcp":
         return address.endswith("7F")  # 127.x.x.x, little-endian
     return address == "00000000000000000000000001000000" or (  # ::1, or ::ffff:127.x.x.x

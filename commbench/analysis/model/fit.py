@@ -256,7 +256,7 @@ def fit(rows: pd.DataFrame, links_per_node: int = 1) -> list[Fit]:
 
 MODEL_FORMAT = 1  # to_json's "commbench_model"
 MAX_MODEL_BYTES = 1 << 20  # a model file (a fit is about 1 KB)
-PSD_TOLERANCE = 1e-9  # of the largest eigenvalue: rounding of a fitted covariance, not a negative variance
+PSD_TOLERANCE = 1e-9  # of a correlation matrix's eigenvalues: rounding of a fitted covariance, not a negative variance
 MAX_PARAM = 1e15  # a parameter of a model file (seconds, s/B, bytes: far beyond any machine's)
 
 
@@ -356,8 +356,14 @@ def _cov_ok(cov, params) -> bool:
             and all(cov[a][a] >= 0 and cov[a][b] == cov[b][a] for a in cov for b in cov)):
         return False
     names = sorted(cov)
-    eigen = np.linalg.eigvalsh(np.array([[cov[a][b] for b in names] for a in names], dtype=float)) if names else []
-    return len(eigen) == 0 or eigen.min() >= -PSD_TOLERANCE * max(abs(eigen).max(), 1e-300)
+    m = np.array([[cov[a][b] for b in names] for a in names], dtype=float).reshape(len(names), len(names))
+    d = np.sqrt(np.diag(m))
+    zero = d == 0
+    if np.any(m[zero] != 0):  # a variance of 0 with a covariance beside it: no such table is semi-definite
+        return False
+    keep = ~zero  # judged as correlations: an undetermined direction's 1e13 beside a 1e-5 hides nothing
+    r = m[np.ix_(keep, keep)] / np.outer(d[keep], d[keep])
+    return not r.size or np.linalg.eigvalsh(r).min() >= -PSD_TOLERANCE
 
 
 def _undetermined_ok(entries, params) -> bool:

@@ -22,8 +22,8 @@ import pandas as pd
 from commbench import runinfo
 from commbench.folder.load import load_runs, run_names
 from commbench.analysis.report import charts, health, workload
-from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table,
-                                            section, toc, write_page)
+from commbench.analysis.report.page import (chart, document, environment_table, esc, plotly_js, points_table, section,
+                                            toc, unreliable, write_page)
 from commbench.analysis.report.series import Series
 from commbench.analysis.report.summary import summarize, summary_table
 from commbench.analysis.topology_comparison import TOPOLOGY_AWARE
@@ -48,7 +48,7 @@ def _correctness(rows: pd.DataFrame) -> str:
     measurements)", or how many are not; and how many were flagged unreliable, with the background load
     the busiest run saw (a point measured on a busy machine is correct but its time is not to be trusted)."""
     wrong = pd.to_numeric(rows.wrong, errors="coerce").fillna(0) > 0
-    grouped = rows.assign(bad=wrong, flagged=charts.unreliable(rows)).groupby(["folder", "run", "point"])
+    grouped = rows.assign(bad=wrong, flagged=unreliable(rows)).groupby(["folder", "run", "point"])
     points, flagged = grouped.bad.any(), grouped.flagged.any()
     jobs = f" (every job checked: {len(rows)} measurements)" if len(rows) > len(points) else ""
     if points.any():

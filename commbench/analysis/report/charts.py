@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from commbench.analysis.report.page import esc
+from commbench.analysis.report.page import esc, unreliable
 from commbench.analysis.report.series import SERIES, WRONG_COLOUR, Series, decades, key_of, log_scale
 from commbench.spec import format_size
 
@@ -69,13 +69,6 @@ def _lines(rows: pd.DataFrame, series: Series):
     """(key, rows by size) per series of the rows, in the report's series order."""
     groups = {key_of(k): g.sort_values("size_bytes") for k, g in rows.groupby(SERIES, sort=False)}
     return [(k, groups[k]) for k in series.keys if k in groups]
-
-
-def unreliable(rows: pd.DataFrame) -> pd.Series:
-    """Per row: does its `unreliable` column give a reason not to trust its time (a busy machine, a wide spread)?"""
-    if "unreliable" not in rows:
-        return pd.Series(False, index=rows.index)
-    return rows.unreliable.fillna("").astype(str).str.strip().ne("")
 
 
 def _marker(g: pd.DataFrame, colour: str) -> dict:

@@ -85,6 +85,13 @@ OPTIONAL_COLUMNS = [("latency_efficiency", "floor / time"), ("bandwidth_efficien
                     ("background_cores", "background (cores)")]  # shown when any row has one
 
 
+def unreliable(rows: pd.DataFrame) -> pd.Series:
+    """Per row: does its `unreliable` column give a reason not to trust its time (a busy machine, a wide spread)?"""
+    if "unreliable" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows.unreliable.fillna("").astype(str).str.strip().ne("")
+
+
 def points_table(rows: pd.DataFrame) -> str:
     columns = TABLE_COLUMNS + [(col, title) for col, title in OPTIONAL_COLUMNS
                                if col in rows and rows[col].replace("", pd.NA).notna().any()]
@@ -92,10 +99,9 @@ def points_table(rows: pd.DataFrame) -> str:
         columns.insert(1, ("job", "job"))
     head = "".join(f"<th>{esc(title)}</th>" for _, title in columns)
     body = []
-    for r in rows.to_dict("records"):
+    for r, flagged in zip(rows.to_dict("records"), unreliable(rows), strict=True):
         wrong = r.get("wrong")
         bad = wrong not in (None, "") and not pd.isna(wrong) and float(wrong) > 0
-        flagged = str(r.get("unreliable") or "").strip() not in ("", "nan")
         cells = "".join(_cell(_native(r.get(col))) for col, _ in columns)
         row_class = ' class="wrong"' if bad else ' class="unreliable"' if flagged else ""
         body.append(f"<tr{row_class}>{cells}</tr>")
