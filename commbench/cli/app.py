@@ -18,7 +18,7 @@ from rich.markup import escape
 from commbench import interrupts, plugins
 import commbench
 from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
-from commbench.terminal import Console, StdoutUnwritable, one_line, stdout_full
+from commbench.terminal import Console, one_line, stdout_full
 
 # -h is --help in every command (subcommands inherit the root's context settings)
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
@@ -145,15 +145,12 @@ def _main() -> None:
         _one_line("[bold red]commbench: failed[/]: ", exc, FAILED)
     except (KeyboardInterrupt, Abort):
         _interrupted()
-    except StdoutUnwritable as exc:  # before BrokenPipeError, its base: no room, not a reader gone
-        _stdout_to_devnull()
-        _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
-    except BrokenPipeError:
-        _stdout_closed()
     except OSError as exc:  # the machine refused a file or a resource: not commbench's fault
-        if stdout_full(exc):
+        if stdout_full(exc):  # no room on stdout (StdoutUnwritable too, a BrokenPipeError): not a reader gone
             _stdout_to_devnull()
             _one_line("commbench: error: ", f"cannot write standard output: {exc.strerror}{_kept()}", BAD_INPUT)
+        if isinstance(exc, BrokenPipeError):
+            _stdout_closed()
         _one_line("commbench: error: ", f"{exc.strerror or exc}" + (f": {exc.filename!r}" if exc.filename else ""),
                   BAD_INPUT)
     except MemoryError:
