@@ -114,6 +114,15 @@ OPTIONS: tuple[Option, ...] = (
            "osu_allreduce, alltoall, bcast, ...).", "-c", is_list=True),
     Option("root", int, 0, "The rank the rooted collectives start or end at (broadcast, reduce, gather, scatter), as "
            "nccl-tests' -r: 0 to ranks - 1."),
+    Option("spread", float, None, "all_to_allv's traffic, as nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD (read when not "
+           "given): 0 sends every peer the same, 1 (the default) sends the farther ranks more (rank i to i+d: "
+           "in proportion to d); each rank sends and receives the size in all."),
+    Option("matrix", str, None, "all_to_allv's traffic from a file, as nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE "
+           "(read when not given): a square of whitespace-separated numbers, row i column j the bytes rank i sends "
+           "rank j (at least the run's ranks; the first rows and columns used; each rounded down to 16 B). It sets "
+           "the size: no -b/-e/--sizes."),
+    Option("matrix_scale", float, None, "Multiply every --matrix entry by this (default 1; "
+           "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE when not given)."),
     Option("backend", str, "auto", f"Comma list: {', '.join(BACKENDS)} (auto: mpi if installed, else gloo).",
            is_list=True),
     Option("min_bytes", str, "8", "Smallest size (K/M/G/T binary suffixes).", "-b"),
@@ -203,9 +212,10 @@ _SIZE_RANGE = ("min_bytes", "max_bytes", "step_factor")
 
 # Options that another, given with them, leaves without effect: given together on a command line they are
 # refused (a user who typed both expects both to count). --iters fixes the calls per point, which --min-time
-# and --max-iters would adapt; --sizes lists the sizes that -b/-e/-f would make a range of.
+# and --max-iters would adapt; --sizes lists the sizes that -b/-e/-f would make a range of; --matrix sets the size.
 OVERRIDDEN = {"iters": ("fixes the timed calls per point", ("min_time", "max_iters")),
-              "sizes": ("lists the sizes", _SIZE_RANGE)}
+              "sizes": ("lists the sizes", _SIZE_RANGE),
+              "matrix": ("sets every block's bytes, and so the size", ("sizes", *_SIZE_RANGE))}
 
 
 def check_overridden(chosen) -> None:

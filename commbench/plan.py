@@ -29,20 +29,21 @@ class Point:
 def build_plan(spec: SweepSpec) -> list[Point]:
     points = []
     for backend, coll, algo, dtype in product(spec.backends, spec.collectives, spec.algorithms, spec.dtypes):
-        for op, in_place, size in product(spec.ops_of(coll), spec.in_place, spec.sizes):
+        for op, in_place, size in product(spec.ops_of(coll), spec.modes_of(coll), spec.sizes):
             points.append(Point(len(points), backend, coll, algo, dtype, op, in_place, size))
     return points
 
 
-def rounding_twins(plan: list[Point], world: int) -> dict[int, int]:
+def rounding_twins(plan: list[Point], world: int, traffic=None) -> dict[int, int]:
     """Point index -> the size of the first point of its table (backend, collective, algorithm,
     dtype, op, buffers) whose size measures as its own over `world` ranks (nccl-tests' rounding:
-    `--sizes 8,9,10` is 8 B three times): such a point is measured once. One pass over the plan."""
+    `--sizes 8,9,10` is 8 B three times): such a point is measured once. One pass over the plan.
+    traffic: the run's uneven all-to-all's (SweepSpec.peer_traffic)."""
     first: dict[tuple, int] = {}
     twins = {}
     for p in plan:
         key = (p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place,
-               COLLECTIVES[p.collective].counts(p.size, DTYPES[p.dtype].itemsize, world))
+               COLLECTIVES[p.collective].counts_for(p.size, DTYPES[p.dtype].itemsize, world, traffic))
         if key in first:
             twins[p.index] = first[key]
         else:

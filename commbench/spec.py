@@ -17,7 +17,8 @@ from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
 from commbench.library_calls import HAN, LIBRARY_CALLS
-from commbench.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES, peer_traffic
+from commbench.collectives.peer_traffic import PeerTraffic
 from commbench.kernels.abi import MAX_CHANNELS
 from commbench.timers import TIMER_CHOICES
 from commbench.backends import emulated_launcher
@@ -34,7 +35,8 @@ MAX_EMULATED_RANKS = 64
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
 # fields newer than the ranks a spec may reach (ab's sides of older builds): written only when set (to_json)
-WHEN_SET = ("inject_delay", "node_link_rate", "check", "check_peers", "check_budget")
+WHEN_SET = ("inject_delay", "node_link_rate", "check", "check_peers", "check_budget", "spread", "matrix", "matrix_scale",
+            "peer_bytes")
 CLUSTER = ("emulate", "link_rate", "placement", "node_link_rate")  # the fields that say what emulated cluster a run needs
 
 
@@ -93,6 +95,11 @@ class SweepSpec:
     check: bool = False  # `commbench check`: the ranks measure the fabric (commbench.rank.fabric), not a sweep
     check_peers: int | None = None  # check: each node meets this many others (sampled), None: every other
     check_budget: float = 150.0  # check: seconds of repetitions before verdicts still undecided are given
+    # the uneven all-to-all's traffic (commbench.collectives.peer_traffic), set where a run measures it:
+    spread: float | None = _D["spread"]  # generated, nccl-tests' spread
+    matrix: str | None = _D["matrix"]  # or read from this matrix file (as given, for the record) ...
+    matrix_scale: float | None = _D["matrix_scale"]  # ... scaled by this
+    peer_bytes: list[list[int]] | None = None  # ... into these bytes [i][j] from rank i to j, what the ranks use
 
     def point_timeout(self, size_bytes: int) -> float:
         """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
@@ -158,10 +165,14 @@ class SweepSpec:
             raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
         if not self.in_place:
             raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
+        for c in self.collectives:
+            if not self.modes_of(c):
+                raise InputError(f"{c} has no in-place form (nccl-tests has none either): measure it out of place")
         if self.ring_order == "topology" and "ring" in self.algorithms:
             self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
         if self.nccl_tuning and "nccl" not in self.backends:
             raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
+        self._validate_traffic()
         self._validate_emulation()
         self.delays()
         if self.check:
@@ -214,12 +225,44 @@ class SweepSpec:
         """The ops a collective runs with: every --op where it reduces, else none ([None])."""
         return list(self.ops) if COLLECTIVES[collective].reduces else [None]
 
+    def modes_of(self, collective: str) -> list[bool]:
+        """The buffer modes (in_place values) a collective runs in: the run's, but in place only where it has an
+        in-place form."""
+        return [m for m in self.in_place if not m or COLLECTIVES[collective].in_place_form]
+
+    def all_modes(self) -> dict[str, list[bool]]:
+        """modes_of every collective of the run."""
+        return {c: self.modes_of(c) for c in self.collectives}
+
     def point_count(self) -> int:
         """The points of the run (commbench.plan.build_plan's, counted without building them: a huge request is
-        refused before it is laid out): ops only where a collective reduces."""
-        per_collective = sum(len(self.ops_of(c)) for c in self.collectives)
-        return per_collective * math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes,
-                                                    self.in_place)))
+        refused before it is laid out): ops only where a collective reduces, in place only where it can."""
+        per_collective = sum(len(self.ops_of(c)) * len(self.modes_of(c)) for c in self.collectives)
+        return per_collective * math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes)))
+
+    def peer_traffic(self) -> PeerTraffic | None:
+        """The uneven all-to-all's traffic (validate() set it where the run measures one), else None."""
+        if self.peer_bytes is not None:
+            return PeerTraffic(matrix=tuple(map(tuple, self.peer_bytes)))
+        return None if self.spread is None else PeerTraffic(spread=self.spread)
+
+    def _validate_traffic(self) -> None:
+        uneven = [c for c in self.collectives if COLLECTIVES[c].takes_traffic]
+        if not uneven:
+            given = [f for f, v in (("--spread", self.spread), ("--matrix", self.matrix),
+                                    ("--matrix-scale", self.matrix_scale)) if v is not None]
+            if given:
+                names = ", ".join(c for c, x in COLLECTIVES.items() if x.takes_traffic)
+                raise InputError(f"{given[0]} shapes the uneven all-to-all's traffic: add -c {names}")
+            return
+        self.spread, self.matrix, self.matrix_scale, self.peer_bytes = peer_traffic.resolve(
+            self.spread, self.matrix, self.matrix_scale, self.peer_bytes, self.nprocs)
+        if self.peer_bytes is not None:
+            size = peer_traffic.matrix_size(self.peer_bytes)
+            if not 1 <= size <= MAX_SIZE_BYTES:
+                raise InputError(f"the traffic matrix makes a rank send or receive {size} B: it must be 1 B to "
+                                 f"{format_size(MAX_SIZE_BYTES)}")
+            self.sizes = [size]  # the matrix sets every block (options.OVERRIDDEN refuses -b/-e/--sizes with it)
 
     def _validate_sizes(self) -> None:
         """Sizes as the CLI takes them: ints, or text such as '1K' (a list, or comma text)."""

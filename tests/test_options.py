@@ -13,6 +13,9 @@ from commbench.options import BY_NAME, CLI_OPTIONS, OPTIONS, SPEC_DEFAULTS, SUIT
 from commbench.algorithms import ALGORITHMS
 from commbench.collectives import COLLECTIVES
 from commbench.run.suites import load_suite
+from conftest import ROOT
+
+MATRIX = str(ROOT / "tests" / "data" / "alltoallv_matrix_4.txt")
 from commbench.spec import SweepSpec
 
 
@@ -95,6 +98,9 @@ SPEC_SAMPLES = {
     "nccl_tuning": (True, {"backend": "nccl", "device": "cuda"}, lambda s: s.nccl_tuning),
     "label": ("x", {}, lambda s: s.label == "x"),
     "root": (2, {"nprocs": 4}, lambda s: s.root == 2),
+    "spread": (0.5, {"collective": "all_to_allv"}, lambda s: s.spread == 0.5),
+    "matrix": (MATRIX, {"collective": "all_to_allv", "nprocs": 4}, lambda s: s.peer_bytes is not None),
+    "matrix_scale": (2.0, {"collective": "all_to_allv", "nprocs": 4, "matrix": MATRIX}, lambda s: s.matrix_scale == 2.0),
     "out_dir": ("results/x", {}, lambda s: s.out_dir == "results/x"),
 }
 

@@ -49,6 +49,7 @@ class Context:
     notes: list = field(default_factory=list)  # one-line warnings for the run (rank 0's are shown once)
     arena: Any = None  # commbench ab: the memory both sides' buffers lie in (commbench.rank.arena), or None
     root: int = 0  # where a rooted collective starts or ends (--root: broadcast, reduce)
+    peers: tuple[tuple[int, ...], ...] | None = None  # the uneven all-to-all's elements [i][j] from i to j (Counts.peers)
 
     @property
     def reducer(self):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from commbench.dtypes import DTYPES, DType
-from commbench.collectives import COLLECTIVES, NativeCall
+from commbench.collectives import COLLECTIVES, Counts, NativeCall
 
 Buffer = Any
 
@@ -24,8 +24,9 @@ Buffer = Any
 @dataclass(frozen=True)
 class Convention:
     """How a backend calls the library functions of one calling convention (NativeCall.convention).
-    call(comm, function, send, recv, op, in_place, root) gives the zero-argument call and the buffer
-    holding the rank's output (root: Counts.root, for the rooted collectives)."""
+    call(comm, function, send, recv, op, in_place, counts) gives the zero-argument call and the buffer
+    holding the rank's output (counts: the point's Counts; its root for the rooted collectives, its peers
+    for the uneven all-to-all)."""
 
     call: Callable[..., tuple[Callable[[], Any], Any]]
     out_of_place: bool = True  # takes separate input and output buffers (else in place only)
@@ -118,16 +119,18 @@ class Communicator(ABC):
         """Elements of buf as float64 (exact for the values commbench writes)."""
 
     # --- collectives --------------------------------------------------------------------------
-    def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool, root: int = 0
-             ) -> tuple[Callable[[], Any], Buffer]:
+    def bind(self, collective: str, send: Buffer, recv: Buffer, op: str | None, in_place: bool,
+             counts: Counts | None = None) -> tuple[Callable[[], Any], Buffer]:
         """A zero-argument callable running the library's collective once, and the buffer
         that holds this rank's output. In place, send and recv share one buffer, laid out as
-        harness.Buffers does (Collective.in_place_offset). root: where a rooted collective starts
-        or ends (this communicator's rank)."""
+        harness.Buffers does (Collective.in_place_offset). counts: the point's (its root: where a
+        rooted collective starts or ends, this communicator's rank; its peers: the uneven all-to-all's; None:
+        root 0, even blocks)."""
+        counts = counts if counts is not None else Counts(len(send), len(recv), 0)
         call, fn = self.native_call(collective)
         if fn is None:
             raise ValueError(f"{self.backend} backend has no collective {collective!r}")
-        return self.conventions[call.convention].call(self, fn, send, recv, op, in_place, root)
+        return self.conventions[call.convention].call(self, fn, send, recv, op, in_place, counts)
 
     # --- control -----------------------------------------------------------------------------
     @abstractmethod

@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
+from commbench.collectives.all_to_allv import layout
 from commbench.dtypes import DType
 from commbench.kernels import mpi_loop
 from commbench.backends.base import Communicator, Convention, NumpyBuffers, Request
@@ -39,30 +40,37 @@ def _rooted(comm, fn, send, recv, op, in_place, root, at_root, elsewhere):
 # the calling conventions of the mpi4py calls the collectives declare (Collective.native["mpi"]); in
 # place, the harness' one buffer (harness.Buffers) as MPI takes it, MPI_IN_PLACE where MPI has it
 CONVENTIONS = {
-    "send_recv_op": Convention(lambda comm, fn, send, recv, op, in_place, root:
+    "send_recv_op": Convention(lambda comm, fn, send, recv, op, in_place, counts:
                                _call(fn, send, recv, in_place, _OPS[op])),
-    "send_recv": Convention(lambda comm, fn, send, recv, op, in_place, root: _call(fn, send, recv, in_place)),
+    "send_recv": Convention(lambda comm, fn, send, recv, op, in_place, counts: _call(fn, send, recv, in_place)),
     # Bcast(buf, root): one buffer, in and out
-    "bcast": Convention(lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, root=root), recv),
+    "bcast": Convention(lambda comm, fn, send, recv, op, in_place, counts: (partial(fn, recv, root=counts.root), recv),
                         out_of_place=False),
     # Reduce(send, recv, op, root): in place the root reduces into its one buffer, the others send theirs
-    "reduce_op": Convention(lambda comm, fn, send, recv, op, in_place, root:
-                            (partial(fn, send, recv, _OPS[op], root=root), recv) if not in_place else
-                            _rooted(comm, fn, send, recv, (_OPS[op],), True, root,
+    "reduce_op": Convention(lambda comm, fn, send, recv, op, in_place, counts:
+                            (partial(fn, send, recv, _OPS[op], root=counts.root), recv) if not in_place else
+                            _rooted(comm, fn, send, recv, (_OPS[op],), True, counts.root,
                                     lambda whole: (MPI.IN_PLACE, whole), lambda s, r, whole: (whole, None))),
     # Gather(send, recv, root): in place the root's own block is already at its place in the output
-    "gather": Convention(lambda comm, fn, send, recv, op, in_place, root:
-                         (partial(fn, send, recv, root=root), recv) if not in_place else
-                         _rooted(comm, fn, send, recv, (), True, root,
+    "gather": Convention(lambda comm, fn, send, recv, op, in_place, counts:
+                         (partial(fn, send, recv, root=counts.root), recv) if not in_place else
+                         _rooted(comm, fn, send, recv, (), True, counts.root,
                                  lambda whole: (MPI.IN_PLACE, whole), lambda s, r, whole: (s, None))),
     # Scatter(send, recv, root): in place the root keeps its own block where it is in the input
-    "scatter": Convention(lambda comm, fn, send, recv, op, in_place, root:
-                          (partial(fn, send, recv, root=root), recv) if not in_place else
-                          _rooted(comm, fn, send, recv, (), True, root,
+    "scatter": Convention(lambda comm, fn, send, recv, op, in_place, counts:
+                          (partial(fn, send, recv, root=counts.root), recv) if not in_place else
+                          _rooted(comm, fn, send, recv, (), True, counts.root,
                                   lambda whole: (whole, MPI.IN_PLACE), lambda s, r, whole: (None, r))),
     # Sendrecv to rank r+1 from rank r-1; in place Sendrecv_replace on the one buffer
-    "sendrecv": Convention(lambda comm, fn, send, recv, op, in_place, root: _ring_pair(comm, fn, send, recv, in_place)),
+    "sendrecv": Convention(lambda comm, fn, send, recv, op, in_place, counts: _ring_pair(comm, fn, send, recv, in_place)),
+    # Alltoallv([send, (counts, displacements)], [recv, (counts, displacements)]): the blocks Counts.peers sizes
+    "v": Convention(lambda comm, fn, send, recv, op, in_place, counts: _uneven(comm, fn, send, recv, counts)),
 }
+
+
+def _uneven(comm, fn, send, recv, counts):
+    sent, sent_at, got, got_at = layout(counts.peers, comm.rank)
+    return partial(fn, [send, (sent, sent_at)], [recv, (got, got_at)]), recv
 
 
 def _ring_pair(comm, fn, send, recv, in_place):
@@ -115,13 +123,15 @@ class MPICommunicator(NumpyBuffers, Communicator):
             return f"MPI has no {op} reduction"
         return super().unsupported(collective, dtype, op, in_place, native)
 
-    def bind(self, collective, send, recv, op, in_place, root=0):
+    def bind(self, collective, send, recv, op, in_place, counts=None):
         """The library's call, carrying the C loop that times it (commbench.kernels.mpi_loop) where
         there is one; where the loop cannot be built, the Python loop times it and a note says why."""
-        fn, out = super().bind(collective, send, recv, op, in_place, root)
+        fn, out = super().bind(collective, send, recv, op, in_place, counts)
         try:
             fn.timer = mpi_loop.bind_loop(self.comm, self.native_call(collective)[0].name, send, recv,
-                                          _OPS.get(op), in_place, root)
+                                          _OPS.get(op), in_place, counts.root if counts else 0,
+                                          None if counts is None or counts.peers is None
+                                          else layout(counts.peers, self.comm.rank))
         except mpi_loop.LoopUnavailable as exc:
             note = f"{exc}: native MPI points are timed by the Python loop (timer column: python)"
             if note not in self.notes:

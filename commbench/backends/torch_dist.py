@@ -22,6 +22,7 @@ from commbench.backends import LOCAL_STORE_ENV
 from commbench.dtypes import DType
 from commbench.backends.base import Communicator, Convention, Request, Requests
 from commbench.collectives import COLLECTIVES, NativeCall
+from commbench.collectives.all_to_allv import layout
 from commbench.kernels.reducers import TorchReducer, gpu_reducer
 
 _OPS = {
@@ -34,32 +35,41 @@ _OPS = {
 
 # the calling conventions of the torch.distributed calls the collectives declare
 # (Collective.native["torch"]); in place, recv and send share one tensor as harness.Buffers lays it out
-# (torch.distributed names ranks by their global rank: a root is comm.ranks[root])
+# (torch.distributed names ranks by their global rank: a root is comm.ranks[counts.root])
 CONVENTIONS = {
     "tensor_op": Convention(  # fn(tensor, op): one tensor, input and output
-        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, _OPS[op], group=comm.group), recv),
+        lambda comm, fn, send, recv, op, in_place, counts: (partial(fn, recv, _OPS[op], group=comm.group), recv),
         out_of_place=False),
     "output_input": Convention(
-        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, send, group=comm.group), recv)),
+        lambda comm, fn, send, recv, op, in_place, counts: (partial(fn, recv, send, group=comm.group), recv)),
     "output_input_op": Convention(
-        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, send, _OPS[op], group=comm.group), recv)),
+        lambda comm, fn, send, recv, op, in_place, counts: (partial(fn, recv, send, _OPS[op], group=comm.group), recv)),
     "tensor_root": Convention(  # broadcast(tensor, src): one tensor
-        lambda comm, fn, send, recv, op, in_place, root: (partial(fn, recv, comm.ranks[root], group=comm.group), recv),
+        lambda comm, fn, send, recv, op, in_place, counts: (partial(fn, recv, comm.ranks[counts.root], group=comm.group), recv),
         out_of_place=False),
     "tensor_root_op": Convention(  # reduce(tensor, dst, op): one tensor
-        lambda comm, fn, send, recv, op, in_place, root:
-        (partial(fn, recv, comm.ranks[root], _OPS[op], group=comm.group), recv), out_of_place=False),
+        lambda comm, fn, send, recv, op, in_place, counts:
+        (partial(fn, recv, comm.ranks[counts.root], _OPS[op], group=comm.group), recv), out_of_place=False),
     "gather_list": Convention(  # gather(tensor, gather_list, dst): the root's list, views of its output
-        lambda comm, fn, send, recv, op, in_place, root:
-        (partial(fn, send, _blocks(comm, recv, len(send)) if comm.rank == root else None, comm.ranks[root],
+        lambda comm, fn, send, recv, op, in_place, counts:
+        (partial(fn, send, _blocks(comm, recv, len(send)) if comm.rank == counts.root else None, comm.ranks[counts.root],
                  group=comm.group), recv)),
     "scatter_list": Convention(  # scatter(tensor, scatter_list, src): the root's list, views of its input
-        lambda comm, fn, send, recv, op, in_place, root:
-        (partial(fn, recv, _blocks(comm, send, len(recv)) if comm.rank == root else None, comm.ranks[root],
+        lambda comm, fn, send, recv, op, in_place, counts:
+        (partial(fn, recv, _blocks(comm, send, len(recv)) if comm.rank == counts.root else None, comm.ranks[counts.root],
                  group=comm.group), recv)),
     "ring_pair": Convention(  # batch_isend_irecv: to rank r+1 and from rank r-1, one group
-        lambda comm, fn, send, recv, op, in_place, root: (partial(_ring_pair, comm, fn, send, recv), recv)),
+        lambda comm, fn, send, recv, op, in_place, counts: (partial(_ring_pair, comm, fn, send, recv), recv)),
+    "v_output_input": Convention(  # all_to_all_single(output, input, output_split_sizes, input_split_sizes)
+        lambda comm, fn, send, recv, op, in_place, counts: _uneven(comm, fn, send, recv, counts)),
 }
+
+
+def _uneven(comm, fn, send, recv, counts):
+    """The blocks Counts.peers sizes; torch takes tensors exactly as long as the rank's own totals."""
+    sent, _, got, _ = layout(counts.peers, comm.rank)
+    out = recv.narrow(0, 0, sum(got))
+    return partial(fn, out, send.narrow(0, 0, sum(sent)), got, sent, group=comm.group), recv
 
 
 def _blocks(comm, buf, block: int) -> list:
@@ -141,9 +151,9 @@ class TorchCommunicator(Communicator):
     def read(self, buf, offset, count):
         return buf.narrow(0, offset, count).to(dtype=torch.float64, device="cpu").numpy()
 
-    def bind(self, collective, send, recv, op, in_place, root=0):
+    def bind(self, collective, send, recv, op, in_place, counts=None):
         """The library's call; NCCL's may be captured in a CUDA graph (harness.measure's --graph)."""
-        fn, out = super().bind(collective, send, recv, op, in_place, root)
+        fn, out = super().bind(collective, send, recv, op, in_place, counts)
         fn.capturable = self.backend == "nccl"
         return fn, out
 

@@ -60,7 +60,7 @@ def check(ctx: typer.Context, **values):
     spec = SweepSpec.from_options(**options.spec_arguments(fields))
     spec = dataclasses.replace(spec, check=True, check_peers=peers or None, check_budget=budget).validate()
     say_backend_choice([values["backend"]])
-    renderer = Renderer(quiet=True, modes=spec.in_place, stderr=True)  # the verdict table is the output
+    renderer = Renderer(quiet=True, modes=spec.all_modes(), stderr=True)  # the verdict table is the output
     try:
         result = check_fabric(spec, launcher_args, on_event=renderer, argv=sys.argv)
     finally:

@@ -21,7 +21,7 @@ def spec_lines(spec) -> list[str]:
 
     sizes = " ".join(format_size(s) for s in spec.sizes)
     combos = [(c, b, a, d, o, m) for c in spec.collectives for b, a, d in itertools.product(
-        spec.backends, spec.algorithms, spec.dtypes) for o, m in itertools.product(spec.ops_of(c), spec.in_place)]
+        spec.backends, spec.algorithms, spec.dtypes) for o, m in itertools.product(spec.ops_of(c), spec.modes_of(c))]
     return [f"  {c:15} {b:5} {a:22} {d:9} {o or 'none':5} {_mode(m):12} {sizes}" for c, b, a, d, o, m in combos]
 
 

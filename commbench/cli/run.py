@@ -53,7 +53,7 @@ def run(ctx: typer.Context, **values):
         spec = SweepSpec.from_options(**options.spec_arguments(options.cli_fields(values)))
         check_used(chosen, [spec])
         say_backend_choice([values["backend"]])
-    renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.in_place)
+    renderer = Renderer(quiet=values["quiet"], json_rows=values["json_rows"], modes=None if resume else spec.all_modes())
     try:
         if resume:  # launcher arguments only as given again (None: not given), never replayed from the folder
             result = resume_sweep(values["resume"], launcher_args=launcher_args if "launcher_args" in chosen else None,

@@ -23,6 +23,8 @@ class Counts:
     out_count: int
     size_bytes: int
     root: int = 0
+    # elements rank i sends rank j, [i][j] (the uneven all-to-all's; None where every rank's blocks are even)
+    peers: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def count(self) -> int:
@@ -56,6 +58,8 @@ class NativeCall:
 class Collective:
     name: str = ""
     reduces: bool = True  # takes a reduction op
+    takes_traffic: bool = False  # its blocks are sized by a run's uneven traffic (counts_for, peer_traffic)
+    in_place_form: bool = True  # has an in-place layout (else only out-of-place points are measured)
     rooted: bool = False  # one rank (--root) is where the data starts (broadcast, scatter) or ends (reduce, gather)
     # its place in the sweep -c means when not given (1, 2, 3: the three collectives training lives on);
     # 0: measured when asked for
@@ -75,6 +79,11 @@ class Collective:
     def counts(self, size_bytes: int, itemsize: int, world: int) -> Counts:
         """Per-rank element counts for a requested size, rounded down as nccl-tests does."""
         raise NotImplementedError
+
+    def counts_for(self, size_bytes: int, itemsize: int, world: int, traffic) -> Counts:
+        """counts() of a run's point: `traffic`, the run's uneven all-to-all (peer_traffic.PeerTraffic, or
+        None), shapes the collectives whose blocks it sizes; the others ignore it."""
+        return self.counts(size_bytes, itemsize, world)
 
     # OSU's Size is one block of the n that make this collective's size: its message to or from each rank
     # (all-gather, gather, all-to-all, scatter); else the size itself

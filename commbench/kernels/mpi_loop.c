@@ -13,7 +13,8 @@
  * Fortran integers (mpi4py's py2f), valid in every MPI; `count` is the smaller of the harness'
  * send and recv buffers (Alltoall: n blocks of count / n); in place (`in_place`), `whole` is the
  * harness' one buffer and each call passes MPI_IN_PLACE where MPI takes it (the rooted ones: at the
- * root), as commbench/backends/mpi.py's conventions do; `root` for the rooted collectives.
+ * root), as commbench/backends/mpi.py's conventions do; `root` for the rooted collectives; `v`, the
+ * uneven all-to-all's four arrays of counts and displacements (NULL for the others).
  */
 #include <mpi.h>
 #include <string.h>
@@ -28,6 +29,7 @@ typedef struct {
     MPI_Op op;
     MPI_Comm comm;
     int root, rank, size;
+    const int *v;  /* Alltoallv: send counts, send displacements, receive counts, receive displacements (size each) */
 } Args;
 
 #define IN_PLACE (a->whole != NULL)
@@ -98,6 +100,11 @@ static int alltoall(const Args *a) {
     return MPI_Alltoall(a->send, block, a->type, a->recv, block, a->type, a->comm);
 }
 
+static int alltoallv(const Args *a) {
+    const int n = a->size;
+    return MPI_Alltoallv(a->send, a->v, a->v + n, a->type, a->recv, a->v + 2 * n, a->v + 3 * n, a->type, a->comm);
+}
+
 static int gather(const Args *a) {
     if (!IN_PLACE) return MPI_Gather(a->send, a->count, a->type, a->recv, a->count, a->type, a->root, a->comm);
     if (a->rank == a->root)
@@ -126,19 +133,19 @@ static int nothing(const Args *a) {
 }
 
 static int timed(Call call, const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,
-                 MPI_Fint comm, int root, long long samples, long long batch, double delay, double *out,
-                 double *late) {
-    Args a = {send, recv, whole, count, MPI_Type_f2c(type), MPI_Op_f2c(op), MPI_Comm_f2c(comm), root, 0, 1};
+                 MPI_Fint comm, int root, const int *v, long long samples, long long batch, double delay,
+                 double *out, double *late) {
+    Args a = {send, recv, whole, count, MPI_Type_f2c(type), MPI_Op_f2c(op), MPI_Comm_f2c(comm), root, 0, 1, v};
     MPI_Comm_rank(a.comm, &a.rank);
     MPI_Comm_size(a.comm, &a.size);
     return loop(call, &a, samples, batch, delay, out, late);
 }
 
-#define ENTRY(function, call)                                                                                 \
-    int cb_time_##function(const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,   \
-                           MPI_Fint comm, int root, long long samples, long long batch, double delay,         \
-                           double *out, double *late) {                                                       \
-        return timed(call, send, recv, whole, count, type, op, comm, root, samples, batch, delay, out, late); \
+#define ENTRY(function, call)                                                                                    \
+    int cb_time_##function(const void *send, void *recv, void *whole, int count, MPI_Fint type, MPI_Fint op,      \
+                           MPI_Fint comm, int root, const int *v, long long samples, long long batch,            \
+                           double delay, double *out, double *late) {                                            \
+        return timed(call, send, recv, whole, count, type, op, comm, root, v, samples, batch, delay, out, late); \
     }
 
 ENTRY(Allreduce, allreduce)
@@ -147,6 +154,7 @@ ENTRY(Reduce_scatter_block, reduce_scatter_block)
 ENTRY(Bcast, bcast)
 ENTRY(Reduce, reduce)
 ENTRY(Alltoall, alltoall)
+ENTRY(Alltoallv, alltoallv)
 ENTRY(Gather, gather)
 ENTRY(Scatter, scatter)
 ENTRY(Sendrecv, sendrecv)

@@ -86,29 +86,32 @@ def entry(function: str):
     fn = getattr(library(), f"cb_time_{function}", None)
     if fn is not None:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_double, _double_p,
-                       _double_p]
+                       ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong,
+                       ctypes.c_double, _double_p, _double_p]
         fn.restype = ctypes.c_int
     return fn
 
 
 def bind_loop(comm: MPI.Comm, function: str, send: np.ndarray, recv: np.ndarray, op: MPI.Op | None,
-              in_place: bool, root: int = 0) -> Loop | None:
+              in_place: bool, root: int = 0, layout: tuple[list[int], ...] | None = None) -> Loop | None:
     """The C loop of `function` on the harness' buffers, as harness.measure's `fn.timer`; None where
-    the Python loop must time it (raises LoopUnavailable where the C loop cannot be built)."""
+    the Python loop must time it (raises LoopUnavailable where the C loop cannot be built). layout: the
+    uneven all-to-all's counts and displacements (collectives.all_to_allv.layout)."""
     call = entry(function)
     count = min(len(send), len(recv))  # the call's per-rank count, in place or not (mpi_loop.c)
     datatype = MPI._typedict.get(recv.dtype.char)
-    if call is None or datatype is None or count > INT_MAX:
-        return None
+    if call is None or datatype is None or max(count, 0 if layout is None else max(len(send), len(recv))) > INT_MAX:
+        return None  # (the uneven layout's counts and displacements lie within the buffers)
+    v = None if layout is None else np.ascontiguousarray(np.concatenate(layout), dtype=np.intc)
     whole = (send if len(send) >= len(recv) else recv).ctypes.data if in_place else None  # the one buffer
     sendp, recvp = send.ctypes.data, recv.ctypes.data
     handles = (datatype.py2f(), (op or MPI.OP_NULL).py2f(), comm.py2f())
-    keep = (send, recv)  # the buffers live as long as the loop
+    keep = (send, recv, v)  # the buffers live as long as the loop
+    arrays = None if v is None else v.ctypes.data
 
     def run(fn, samples: int, batch: int = 1, delay_s: float = 0.0):
         out, late = (ctypes.c_double * samples)(), (ctypes.c_double * samples)()
-        rc = call(sendp, recvp, whole, count, *handles, root, samples, batch, delay_s, out, late)
+        rc = call(sendp, recvp, whole, count, *handles, root, arrays, samples, batch, delay_s, out, late)
         if rc:
             raise MPI.Exception(rc)
         return (np.frombuffer(out, dtype=np.float64).copy() / batch, np.frombuffer(late, dtype=np.float64).copy() / batch)

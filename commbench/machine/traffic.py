@@ -31,9 +31,11 @@ def expected_internode_bytes(algorithm, collective: str, counts: Counts, itemsiz
                              node_of_rank: list[int], segment_bytes: int) -> int:
     from commbench.collectives import COLLECTIVES
 
-    rooted = {"root": counts.root} if COLLECTIVES[collective].rooted else {}  # where the line or tree starts
+    shape = {"root": counts.root} if COLLECTIVES[collective].rooted else {}  # where the line or tree starts
+    if counts.peers is not None:
+        shape["peers"] = counts.peers  # the uneven all-to-all's blocks
     sent = algorithm.messages(collective, block_elems(collective, counts), node_of_rank,
-                              max(1, segment_bytes // itemsize), **rooted)
+                              max(1, segment_bytes // itemsize), **shape)
     return internode(sent, node_of_rank) * itemsize
 
 

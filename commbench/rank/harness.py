@@ -121,7 +121,7 @@ class Prepared:
         self.bufs = bufs or Buffers(comm, coll, counts, dtype, in_place, getattr(bind, "alloc", None))
         self.pattern = Pattern(op, dtype, comm.size)
         if bind is None:
-            bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place, counts.root)  # noqa: E731
+            bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place, counts)  # noqa: E731
         self.fn, self.out = bind(self.bufs.send, self.bufs.recv)
         self.loop, self.notes = agree(comm, loop_for(self.fn, comm.device, timer, graph))
         self._graph_batch = None  # the batch a CUDA graph was captured for

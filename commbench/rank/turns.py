@@ -105,7 +105,7 @@ class Server:
         self.facts: dict = {}
         self.session = worker.open_session(_merged(specs), self._collect)
         self.plans = {side: build_plan(spec) for side, spec in specs.items()}
-        self.twins = {side: rounding_twins(plan, self.session.world) for side, plan in self.plans.items()}
+        self.twins = {side: rounding_twins(plan, self.session.world, specs[side].peer_traffic()) for side, plan in self.plans.items()}
         self.prepared: dict[str, harness.Prepared] = {}
         where = channel.conf.get("arena")  # the memory both sides' buffers lie in (commbench.rank.arena)
         self.arena = None if not where else Arena(where["path"], where["stride"], self.session.rank)

@@ -149,7 +149,7 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     s.load = load.open_meter(control)
-    s.twins = rounding_twins(s.plan, s.world)
+    s.twins = rounding_twins(s.plan, s.world, spec.peer_traffic())
     if HAN in spec.algorithms and "mpi" in comms:
         s.han = open_han(comms["mpi"])
     floors = floor.node_floors(control, spec.device)
@@ -229,7 +229,7 @@ def bind_point(s: Session, spec: SweepSpec, point: Point, twins: dict[int, int])
     twins: plan.rounding_twins of the plan of spec it is of."""
     comm = s.comms[point.backend]
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
-    counts = coll.counts(point.size, dtype.itemsize, s.world)
+    counts = coll.counts_for(point.size, dtype.itemsize, s.world, spec.peer_traffic())
     if coll.rooted:
         counts = dataclasses.replace(counts, root=spec.root)
     if point.algorithm == HAN:
@@ -343,6 +343,7 @@ def _algorithm_binder(algo, ctx: Context, point: Point, counts, dtype, spec: Swe
     ctx.timeout_s = KERNEL_TIMEOUT_SHARE * spec.point_timeout(counts.size_bytes)  # the kernel's line comes first
     ctx.channels = spec.channels
     ctx.root = spec.root
+    ctx.peers = counts.peers
 
     def bind(send, recv):
         return algo.bind(ctx, point.collective, send, recv, point.op, point.in_place, counts.in_count,

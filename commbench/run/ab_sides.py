@@ -115,7 +115,7 @@ def arena_layout(a: SweepSpec, b: SweepSpec) -> tuple[int, int]:
     for spec in (a, b):
         for p in build_plan(spec):
             itemsize = DTYPES[p.dtype].itemsize
-            counts = COLLECTIVES[p.collective].counts(p.size, itemsize, spec.nprocs)
+            counts = COLLECTIVES[p.collective].counts_for(p.size, itemsize, spec.nprocs, spec.peer_traffic())
             region = max(region, arena.region_bytes(counts.in_count, counts.out_count, itemsize, p.in_place))
     stride = arena.stride(region, world)
     return stride, stride * world

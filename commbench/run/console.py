@@ -64,8 +64,8 @@ class _Table:
 
 class Renderer:
     """Callable on each event. quiet: only the summary; json_rows: rows as JSON on stdout and
-    the human view on stderr. modes: the buffer modes the run measures (spec.in_place), where the
-    caller knows them; else an out-of-place row waits for its in-place half (the plan measures a
+    the human view on stderr. modes: the buffer modes the run measures of each collective
+    ({collective: spec.modes_of(collective)}), where the caller knows them; else an out-of-place row waits for its in-place half (the plan measures a
     table's out-of-place sizes first) or for the table's end. suite_points: the points of a whole
     suite, for a second progress bar over the suite. stderr: the human view on stderr (a command whose
     stdout is its own output: check)."""
@@ -73,7 +73,7 @@ class Renderer:
     def __init__(self, quiet: bool = False, json_rows: bool = False, modes=None, suite_points: int | None = None,
                  stderr: bool = False):
         self.quiet, self.json_rows = quiet, json_rows
-        self.modes = tuple(sorted({bool(m) for m in modes})) if modes else None
+        self.modes = {c: tuple(sorted({bool(m) for m in ms})) for c, ms in modes.items()} if modes else None
         self.console = Console(stderr=json_rows or stderr, highlight=False, soft_wrap=True)
         self.progress: Progress | None = None
         self.task = None
@@ -157,8 +157,9 @@ class Renderer:
             self._end_table()
         if self.table is None:
             self.table = _Table(key, row.get("job"))
-            if self.modes and in_place in self.modes:
-                self._open(self.table, self.modes, row)
+            modes = (self.modes or {}).get(row["collective"])
+            if modes and in_place in modes:
+                self._open(self.table, modes, row)
         t = self.table
         t.rows.append(row)
         if not in_place and (t.modes is None or (len(t.modes) == 2 and not t.in_place_seen)):

@@ -46,7 +46,7 @@ def test_the_native_call_table(comm):
     convention this backend knows."""
     names = {c: comm.native_call(c)[0].name for c in COLLECTIVES}
     assert names == {"all_reduce": "Allreduce", "all_gather": "Allgather", "reduce_scatter": "Reduce_scatter_block",
-                     "broadcast": "Bcast", "reduce": "Reduce", "all_to_all": "Alltoall", "gather": "Gather",
+                     "broadcast": "Bcast", "reduce": "Reduce", "all_to_all": "Alltoall", "all_to_allv": "Alltoallv", "gather": "Gather",
                      "scatter": "Scatter", "send_recv": "Sendrecv"}
     for c in COLLECTIVES:
         call, fn = comm.native_call(c)

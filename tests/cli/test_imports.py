@@ -72,12 +72,12 @@ def test_the_default_folder_is_under_results_here(tmp_path):
 
 
 def test_the_collective_is_checked_before_the_file_is_read(tmp_path):
-    outcome = run_cli("import", "nccl-tests", tmp_path / "no-such-file", "--collective", "all_to_allv",
+    outcome = run_cli("import", "nccl-tests", tmp_path / "no-such-file", "--collective", "alltoallw",
                       "--out", tmp_path / "imp")
     outcome.assert_clean()
     assert outcome.code == BAD_INPUT and outcome.stderr.startswith(
-        "commbench: error: unknown collective 'all_to_allv' (accepted: all_reduce, all_gather, reduce_scatter, "
-        "all_to_all, broadcast, gather, reduce, scatter, send_recv)")
+        "commbench: error: unknown collective 'alltoallw' (accepted: all_reduce, all_gather, reduce_scatter, "
+        "all_to_all, all_to_allv, broadcast, gather, reduce, scatter, send_recv)")
     assert not (tmp_path / "imp").exists()
 
 

@@ -67,9 +67,9 @@ def test_aliases_come_from_the_owners_and_name_accepted_types():
 @pytest.mark.parametrize("args,line", [
     (["-d", "flaot"], "unknown dtype 'flaot' (accepted: float32, float64, float16, bfloat16, int32, int64, int8, "
                       "uint8); did you mean float (float32)?"),
-    (["-c", "alreduce"], "unknown collective 'alreduce' (accepted: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, gather, reduce, scatter, send_recv); did you "
+    (["-c", "alreduce"], "unknown collective 'alreduce' (accepted: all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, gather, reduce, scatter, send_recv); did you "
                          "mean all_reduce?"),
-    (["-c", "all_reduce,osu_allgathr"], "unknown collective 'osu_allgathr' (accepted: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, gather, reduce, scatter, send_recv); did you mean "
+    (["-c", "all_reduce,osu_allgathr"], "unknown collective 'osu_allgathr' (accepted: all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, gather, reduce, scatter, send_recv); did you mean "
                                         "osu_allgather (all_gather)?"),
     (["-o", "summ"], "unknown op 'summ' (accepted: sum, prod, min, max, avg); did you mean sum?"),
     (["-a", "rign"], "did you mean ring?"),

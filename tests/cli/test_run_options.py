@@ -187,7 +187,7 @@ def test_bad_options_are_refused_before_run_sweep(measured):
     calls, _ = measured
     for args, message in ((["--in-place", "--both"], "choose one of --in-place, --out-of-place and --both"),
                           (["--launcher-args", "'unclosed"], "invalid launcher arguments \"'unclosed\""),
-                          (["-c", "alltoallv"], "unknown collective 'alltoallv'")):
+                          (["-c", "alltoallw"], "unknown collective 'alltoallw'")):
         outcome = run_cli("run", "-n", "2", "--backend", "gloo", *args)
         outcome.assert_clean()
         assert outcome.code == BAD_INPUT and message in outcome.stderr, (args, outcome.stderr)

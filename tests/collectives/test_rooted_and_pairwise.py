@@ -113,6 +113,9 @@ def test_each_collective_owns_its_footprint(name):
     """The cost model's working set is the collective's own (input + output; one buffer in place),
     never another's taken for it."""
     coll, n, size = COLLECTIVES[name], 4, 4096.0
+    if coll.takes_traffic:  # its size is the busiest rank's send or receive: both buffers of that size
+        assert footprint(name, size, n, False) == 2 * size
+        return
     c = coll.counts(4096 * 64, 1, n)
     ratio_in, ratio_out = c.in_count / (4096 * 64), c.out_count / (4096 * 64)
     assert footprint(name, size, n, False) == pytest.approx(size * (ratio_in + ratio_out))

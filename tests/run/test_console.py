@@ -231,7 +231,7 @@ def test_run_console_escapes_markup_and_control_characters():
 
 
 def test_under_an_open_table_a_waiting_half_is_said_in_short():
-    renderer = _renderer(modes=[False, True])  # `run`: both modes known, the table's header printed at once
+    renderer = _renderer(modes={"all_reduce": [False, True]})  # `run`: both modes known, the table's header printed at once
     renderer(_ready())
     renderer({"event": "row", "row": _row(size=64)})
     lines = _shown(renderer).splitlines()

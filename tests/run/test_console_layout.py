@@ -97,14 +97,19 @@ def test_only_out_of_place_measured_is_one_half_printed_when_the_table_ends():
 
 
 def test_a_caller_that_knows_the_modes_gets_each_line_at_once():
-    renderer = _renderer(modes=[False])
+    renderer = _renderer(modes={"all_reduce": [False]})
     renderer(_ready())
     _feed(renderer, _row(8, False, 0.16))
     assert _lines(renderer)[-1] == "         8          2  float32   sum      0.16    0.050    0.050      0    200"
-    both = _renderer(modes=[True, False])
+    both = _renderer(modes={"all_reduce": [True, False]})
     both(_ready())
     _feed(both, _row(8, False, 0.16))
     assert _lines(both)[2:] == ["# all_reduce · mpi · native · float32 · sum · 2 ranks", *HEAD_BOTH]  # waits
+    # each collective its own modes: one without an in-place form (all_to_allv) streams beside one that has both
+    mixed = _renderer(modes={"all_reduce": [True, False], "all_to_allv": [False]})
+    mixed(_ready())
+    _feed(mixed, _row(8, False, 0.16) | {"collective": "all_to_allv", "op": "none"})
+    assert _lines(mixed)[-1].startswith("         8          2  float32  none      0.16")
 
 
 def test_only_in_place_measured_streams_one_half():

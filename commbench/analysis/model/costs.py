@@ -8,6 +8,7 @@ from __future__ import annotations
 from commbench.algorithms import ALGORITHMS
 from commbench.algorithms.base import SEGMENT_BYTES
 from commbench.algorithms.cost import Params, Shape, footprint
+from commbench.collectives import COLLECTIVES
 
 __all__ = ["MEMORY", "Params", "Shape", "footprint", "modelled", "time_s"]
 
@@ -23,7 +24,8 @@ def time_s(p: Params, algorithm: str, collective: str, shape: Shape, size_bytes:
            segment_bytes: int = SEGMENT_BYTES, in_place: bool = True) -> float | None:
     """Modelled seconds of one call; None where the algorithm has no such collective or no cost."""
     algo = ALGORITHMS.get(algorithm)
-    if algo is None or not algo.modelled or collective not in algo.collectives or shape.n < 1:
+    if (algo is None or not algo.modelled or collective not in algo.collectives or shape.n < 1
+            or COLLECTIVES[collective].takes_traffic):  # (the model knows no uneven traffic)
         return None
     if shape.n == 1:
         return 0.0
