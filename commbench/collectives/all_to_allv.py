@@ -23,7 +23,8 @@ class AllToAllV(Collective):
     reduces = False
     in_place_form = False
     takes_traffic = True
-    native = {"mpi": NativeCall("Alltoallv", "v"),
+    native = {"mpi": NativeCall("Alltoallv", "v", in_place=False, no_in_place="has no in-place form here (nccl-tests' "
+                                                                           "alltoallv has none)"),
               "torch": NativeCall("all_to_all_single", "v_output_input", in_place=False,
                                   no_in_place="takes separate input and output tensors")}
     nccl_tests_name = "alltoallv"

@@ -51,7 +51,7 @@ def main():
                 for size in (4 * n * 5, 4 * (n * 5 + 3), 4 * (n * 70 + 5)):  # even and uneven blocks, pipeline chunks
                     counts = coll.counts(size, dtype.itemsize, n)
                     log.clear()
-                    ctx = Context(counted_comm, nodes, segment_elems=7)
+                    ctx = Context(counted_comm, nodes, segment_elems=7, peers=counts.peers)  # (all_to_allv's blocks)
                     send, recv = comm.alloc(counts.in_count, dtype), comm.alloc(counts.out_count, dtype)
                     fn, _ = algo.bind(ctx, coll_name, send, recv, "sum", False, counts.in_count, counts.out_count)
                     fn()
@@ -60,7 +60,8 @@ def main():
                         counted = Counter()
                         for one in logs:
                             counted.update(one)
-                        expected = algo.messages(coll_name, block_elems(coll_name, counts), nodes, 7)
+                        uneven = {} if counts.peers is None else {"peers": counts.peers}
+                        expected = algo.messages(coll_name, block_elems(coll_name, counts), nodes, 7, **uneven)
                         if algo.engine != "steps":  # a kernel moves the intra-node data through the node's memory
                             expected = Counter({e: v for e, v in expected.items() if nodes[e[0]] != nodes[e[1]]})
                         mode = f" pipelined={algo.forced}" if isinstance(algo, Forced) else ""

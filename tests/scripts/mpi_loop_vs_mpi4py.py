@@ -32,7 +32,7 @@ def main():
                         if counts.size_bytes == 0 or comm.unsupported(name, dtype, op, in_place):
                             continue
                         bufs = Buffers(comm, coll, counts, dtype, in_place)
-                        fn, out = comm.bind(name, bufs.send, bufs.recv, op, in_place)
+                        fn, out = comm.bind(name, bufs.send, bufs.recv, op, in_place, counts)
                         loop = loop_for(fn, "cpu")
                         loops.add(loop.name)
                         pattern = Pattern(op, dtype, comm.size)
