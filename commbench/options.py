@@ -150,6 +150,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("nprocs", int, None, "Number of ranks to launch (default: the Slurm allocation's tasks inside "
            f"salloc/sbatch, else {DEFAULT_NPROCS}, or NODES x RANKS of --emulate; at most {MAX_NPROCS}, and "
            f"{LOCAL_RANKS_PER_CORE} per core of this machine without --oversubscribe).", "-n"),
+    Option("split", str, None, "Run every point on groups of ranks at once, each group its own communicator: MODE:V as "
+           "nccl-tests' NCCL_TESTS_SPLIT (a rank's group is its rank and, or, mod or div V: mod:2 makes every other rank "
+           "a group), or tp=G (G consecutive ranks a group) / dp=G (G ranks strided by ranks / G). Every group runs the "
+           "same collective at the same moment; a row gives the slowest group's time, each group's time and busbw, and "
+           "their total busbw (groups of equal size; the libraries' calls and the message-passing algorithms)."),
     Option("oversubscribe", bool, False, f"Start more than {LOCAL_RANKS_PER_CORE} ranks per core of this machine "
            "(ranks started here: local, torchrun, --emulate, mpirun without hosts in --launcher-args)."),
     Option("launcher", str, "auto",

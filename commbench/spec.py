@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from commbench import plugins
+from commbench import plugins, split
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
 from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
@@ -36,7 +36,7 @@ MAX_EMULATED_RANKS = 64
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
 # fields newer than the ranks a spec may reach (ab's sides of older builds): written only when set (to_json)
 WHEN_SET = ("inject_delay", "node_link_rate", "check", "check_peers", "check_budget", "spread", "matrix", "matrix_scale",
-            "peer_bytes")
+            "peer_bytes", "split")
 CLUSTER = ("emulate", "link_rate", "placement", "node_link_rate")  # the fields that say what emulated cluster a run needs
 
 
@@ -100,6 +100,7 @@ class SweepSpec:
     matrix: str | None = _D["matrix"]  # or read from this matrix file (as given, for the record) ...
     matrix_scale: float | None = _D["matrix_scale"]  # ... scaled by this
     peer_bytes: list[list[int]] | None = None  # ... into these bytes [i][j] from rank i to j, what the ranks use
+    split: str | None = _D["split"]  # groups that run each point at once (commbench.split), as split.Split.text
 
     def point_timeout(self, size_bytes: int) -> float:
         """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
@@ -132,6 +133,7 @@ class SweepSpec:
             raise InputError(f"invalid number of processes {self.nprocs}: it must be at least 1")
         if self.nprocs > MAX_NPROCS:
             raise InputError(f"-n {self.nprocs} is more ranks than commbench starts (at most {MAX_NPROCS})")
+        self._validate_split()
         if self.warmup < 0:
             raise InputError(f"invalid warm-up count {self.warmup}: it must be 0 or more")
         if self.iters is not None and self.iters < 1:
@@ -154,9 +156,10 @@ class SweepSpec:
         if self.ranks_per_node is not None and not 1 <= self.ranks_per_node <= max(self.nprocs, 1):
             raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be from 1 to the run's "
                              f"{self.nprocs} ranks")
-        if self.root < 0 or self.root >= max(self.nprocs, 1):
-            raise InputError(f"invalid --root {self.root}: a rank of the run, 0 to {max(self.nprocs, 1) - 1} "
-                             f"({self.nprocs} ranks)")
+        ranks = max(self.group_size(), 1)
+        if self.root < 0 or self.root >= ranks:
+            where = f"of each group, 0 to {ranks - 1} (--split {self.split})" if self.split else f"of the run, 0 to {ranks - 1}"
+            raise InputError(f"invalid --root {self.root}: a rank {where} ({ranks} ranks)")
         if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
             raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
         if self.segment_bytes < 1:
@@ -246,6 +249,25 @@ class SweepSpec:
             return PeerTraffic(matrix=tuple(map(tuple, self.peer_bytes)))
         return None if self.spread is None else PeerTraffic(spread=self.spread)
 
+    def groups(self) -> list[list[int]]:
+        """The groups of ranks a point runs on at once (--split), each its world ranks; one of every rank without."""
+        return [list(range(self.nprocs))] if not self.split else split.parse(self.split, self.nprocs).groups(self.nprocs)
+
+    def group_size(self) -> int:
+        """The ranks one point's collective runs over: a group's (--split), else the run's."""
+        return len(self.groups()[0])
+
+    def _validate_split(self) -> None:
+        if self.split is None:
+            return
+        self.split = split.parse(self.split, self.nprocs).text
+        for a in self.algorithms:
+            if a == HAN or (a in OWN_ALGORITHMS and not OWN_ALGORITHMS[a].sends_messages):
+                raise InputError(f"--split runs the libraries' calls and the message-passing algorithms on each group: "
+                                 f"not {a} (its node's shared memory or its own communicator are the world's)")
+        if self.check:
+            raise InputError("check measures every link and node of the world: it takes no --split")
+
     def _validate_traffic(self) -> None:
         uneven = [c for c in self.collectives if COLLECTIVES[c].takes_traffic]
         if not uneven:
@@ -256,7 +278,7 @@ class SweepSpec:
                 raise InputError(f"{given[0]} shapes the uneven all-to-all's traffic: add -c {names}")
             return
         self.spread, self.matrix, self.matrix_scale, self.peer_bytes = peer_traffic.resolve(
-            self.spread, self.matrix, self.matrix_scale, self.peer_bytes, self.nprocs)
+            self.spread, self.matrix, self.matrix_scale, self.peer_bytes, self.group_size())
         if self.peer_bytes is not None:
             size = peer_traffic.matrix_size(self.peer_bytes)
             if not 1 <= size <= MAX_SIZE_BYTES:

@@ -99,6 +99,7 @@ SPEC_SAMPLES = {
     "label": ("x", {}, lambda s: s.label == "x"),
     "root": (2, {"nprocs": 4}, lambda s: s.root == 2),
     "spread": (0.5, {"collective": "all_to_allv"}, lambda s: s.spread == 0.5),
+    "split": ("MOD 2", {"nprocs": 4}, lambda s: s.split == "mod:2" and s.group_size() == 2),
     "matrix": (MATRIX, {"collective": "all_to_allv", "nprocs": 4}, lambda s: s.peer_bytes is not None),
     "matrix_scale": (2.0, {"collective": "all_to_allv", "nprocs": 4, "matrix": MATRIX}, lambda s: s.matrix_scale == 2.0),
     "out_dir": ("results/x", {}, lambda s: s.out_dir == "results/x"),

@@ -79,3 +79,10 @@ def test_a_wrong_element_in_one_group_is_caught(job, tmp_path):
     assert proc.returncode != OK
     rows, _, _ = load_run(out)
     assert (rows.wrong > 0).all()
+
+
+def test_compare_names_a_changed_split_as_a_context_change():
+    from commbench.analysis.conditions import changes
+
+    plain, split = {"spec": {"split": None}, "world_size": 4}, {"spec": {"split": "mod:2"}, "world_size": 4}
+    assert [str(c) for c in changes([plain], [split]) if c.fact == "split"] == ["split: none -> mod:2"]

@@ -51,6 +51,12 @@ def facts(meta: dict) -> tuple[dict[str, str], dict[str, str] | None]:
     for key in ("world_size", "nodes", "ranks_per_node", "launcher"):
         if meta.get(key) not in (None, ""):
             out[key.replace("_", " ")] = _clean(meta[key])
+    spec = _dict(meta.get("spec"))
+    if spec:  # what shapes the points beyond their keys: the groups at once, the uneven all-to-all's traffic
+        out["split"] = _clean(spec.get("split") or "none")
+        if spec.get("spread") is not None or spec.get("peer_bytes"):
+            out["all_to_allv traffic"] = (f"spread {_clean(spec['spread'])}" if spec.get("spread") is not None else
+                                          f"matrix {_clean(spec.get('matrix'))} x {_clean(spec.get('matrix_scale'))}")
     if "timers" in meta:  # compare.load_side: the rows' `timer` values (folders before the column: Python loops)
         out["timed by"] = ", ".join(meta["timers"]) or "python (not recorded)"
     if meta.get("launcher_args"):

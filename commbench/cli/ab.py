@@ -22,7 +22,8 @@ from commbench.spec import CLUSTER, SweepSpec
 from commbench.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)
-NOT_AB = ("resume", "repeat", "json_rows", "allow_skips", "iters", "min_time", "max_iters", "power", "nccl_tuning")
+NOT_AB = ("resume", "repeat", "json_rows", "allow_skips", "iters", "min_time", "max_iters", "power", "nccl_tuning",
+          "split")
 AB_TABLE = tuple(o for o in options.CLI_OPTIONS if o.name not in NOT_AB)
 # a side's --args-x may set any of these (the rest are the comparison's: --out, --quiet, --launcher-args, the cluster)
 SIDE_TABLE = tuple(o for o in AB_TABLE if (o.spec is not None or o.sets_mode) and o.name not in ("out", *CLUSTER))

@@ -99,6 +99,12 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
                     "exchange), link (two nodes' exchange) or cluster (an all-reduce across every node)"),
     ("check_nodes", "`commbench check`: the node (0-based; a path's), the two nodes of a link (A-B), or all"),
     ("check_ranks", "`commbench check`: a path's two ranks (A-B)"),
+    ("split", "--split: the groups that ran the point at once, as mod:2 (commbench.split); empty without"),
+    ("groups", "--split: how many groups ran it (world_size is each group's ranks; the row's time is the slowest "
+               "group's per sample)"),
+    ("group_time_us", "--split: each group's median time (its ranks' maximum per sample), ';' between groups"),
+    ("group_busbw_gbps", "--split: each group's busbw at its own median time, ';' between groups"),
+    ("busbw_total_gbps", "--split: the groups' busbw summed: what they move at once (nccl-tests: per group x groups)"),
     ("internode_bytes_measured", "bytes per call across node links, from the link counters"),
     ("internode_bytes_expected", "bytes per call across node links, from the algorithm's message pattern"),
     ("predicted", "1 on rows written by `commbench model predict`"),
@@ -148,7 +154,8 @@ KINDS = {
     "power_w_max": AMOUNT, "energy_j": AMOUNT, "energy_j_per_byte": AMOUNT, "cpu_power_w_avg": AMOUNT,
     "cpu_energy_j": AMOUNT, "cpu_energy_j_per_byte": AMOUNT, "internode_bytes_measured": AMOUNT,
     "internode_bytes_expected": AMOUNT, "predicted": COUNT, "round": POSITIVE, "background_cores": AMOUNT,
-    "latency_efficiency": AMOUNT, "bandwidth_efficiency": AMOUNT, "root": COUNT,
+    "latency_efficiency": AMOUNT, "bandwidth_efficiency": AMOUNT, "root": COUNT, "groups": POSITIVE,
+    "busbw_total_gbps": AMOUNT,
 }
 SAMPLE_KINDS = {"point": COUNT, "iteration": COUNT, "time_us": TIME, "job": POSITIVE, "round": POSITIVE, "pair": COUNT}
 SAMPLE_REQUIRED = ("run_id", "point", "time_us")

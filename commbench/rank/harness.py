@@ -41,10 +41,21 @@ class Measurement:
     schedule: str | None = None  # what the bound call runs, where it says (the kernels: ring, tree, oneshot)
     rank_s: np.ndarray | None = None  # ranks x samples: each rank's own seconds per call (see per_rank)
     late_s: np.ndarray | None = None  # ranks x samples: each rank's seconds per call outside the calls
+    group_s: np.ndarray | None = None  # --split: groups x samples, each group's seconds per call (its ranks' maximum)
 
     @property
     def iterations(self) -> int:
         return len(self.samples_s) * self.batch
+
+
+@dataclass(frozen=True)
+class Groups:
+    """--split (commbench.split): the point runs on this rank's group's communicator, every group at the same
+    moment. world: the communicator of every group's ranks, which agrees the loop, the calls and each sample's
+    start, and takes the maximum over all of them; index: this rank's group's; count: the groups'."""
+    world: Communicator
+    index: int
+    count: int
 
 
 class Buffers:
@@ -112,67 +123,82 @@ class Prepared:
     agreed by every rank. fill / warm / time / check are the steps of a measurement, each
     collective over the ranks; `measure` runs them once, `commbench ab` (commbench.rank.turns)
     times two of them turn by turn. bufs: buffers of another Prepared of the same layout to share
-    (an A/B pair times both calls on the same memory), else new ones (bind.alloc, where set)."""
+    (an A/B pair times both calls on the same memory), else new ones (bind.alloc, where set). groups:
+    --split's, where the point runs on a group of the world (`comm` is then the group's communicator)."""
 
     def __init__(self, comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
                  in_place: bool, bind: Bind | None = None, timer: str = "auto", graph: bool = False,
-                 bufs: Buffers | None = None):
+                 bufs: Buffers | None = None, groups: Groups | None = None):
         self.comm, self.coll, self.counts, self.dtype = comm, coll, counts, dtype
+        self.groups = groups
+        self.world = comm if groups is None else groups.world  # where the ranks agree, start and are summed
         self.bufs = bufs or Buffers(comm, coll, counts, dtype, in_place, getattr(bind, "alloc", None))
         self.pattern = Pattern(op, dtype, comm.size)
         if bind is None:
             bind = lambda send, recv: comm.bind(coll.name, send, recv, op, in_place, counts)  # noqa: E731
         self.fn, self.out = bind(self.bufs.send, self.bufs.recv)
-        self.loop, self.notes = agree(comm, loop_for(self.fn, comm.device, timer, graph))
+        self.loop, self.notes = agree(self.world, loop_for(self.fn, comm.device, timer, graph))
         self._graph_batch = None  # the batch a CUDA graph was captured for
         self.own = self.late = None  # this rank's seconds per call, and outside the calls, of the last time()
+        self.group = None  # --split: this rank's group's seconds per call (its maximum) of the last time()
 
     def warm(self, calls: int) -> tuple[float, int]:
         """Fill the inputs and run `calls` untimed calls (at least one): the per-call time every
         rank agrees on (the slowest rank's median) and the calls made. A graph's calls warm up eagerly."""
         self.bufs.fill(self.pattern)
-        self.comm.barrier()
+        self.world.barrier()
         probe = (CUDA_EVENTS if self.loop is CUDA_GRAPH else self.loop)(self.fn, max(calls, 1))
-        return float(self.comm.reduce_host(np.array([np.median(probe)]), "max")[0]), len(probe)
+        return float(self.world.reduce_host(np.array([np.median(probe)]), "max")[0]), len(probe)
 
     def time(self, samples: int, batch: int, delay_s: float = 0.0) -> np.ndarray:
         """`samples` timed batches of `batch` calls, all ranks starting together: seconds per call of
         each batch, the maximum over ranks (this rank's own in self.own, its time outside the calls in
         self.late). delay_s: this rank's busy wait before each call (--inject-delay), counted in its time."""
         if self.loop is CUDA_GRAPH or (self._graph_batch not in (None, batch)):  # a graph holds one batch
-            self.loop, notes = graph_loop(self.comm, self.fn, batch)
+            self.loop, notes = graph_loop(self.world, self.fn, batch)
             self._graph_batch = batch if self.loop.name == "cuda-graph" else None
             self.notes = tuple(dict.fromkeys(self.notes + notes))
-        self.comm.barrier()
+        self.world.barrier()
         self.own, self.late = self.loop.stamped(self.fn, samples, batch, delay_s)
-        return self.comm.reduce_host(self.own, "max")
+        if self.groups is not None:
+            self.group = self.comm.reduce_host(self.own, "max")
+        return self.world.reduce_host(self.own, "max")
+
+    def group_times(self) -> np.ndarray:
+        """--split: every group's seconds per call of the last time(), groups x samples, on every rank (collective
+        over the world): each group's maximum over its ranks, as its first rank has it."""
+        both = np.zeros((self.groups.count, len(self.group)))
+        if self.comm.rank == 0:
+            both[self.groups.index] = self.group
+        return self.world.reduce_host(both.ravel(), "sum").reshape(self.groups.count, -1)
 
     def per_rank(self) -> tuple[np.ndarray, np.ndarray]:
         """Every rank's own seconds per call and seconds outside the calls, of the last time(), as two
         ranks x samples arrays on every rank (collective); at most RANK_CELLS cells each: the first
         samples of every rank. A rank's own time runs from the batch's start on it to its last call's
         return, so the ranks' times differ where their calls return at different moments."""
-        size, kept = self.comm.size, min(len(self.own), max(1, RANK_CELLS // self.comm.size))
+        world = self.world  # (--split: every rank of every group, by its world rank)
+        size, kept = world.size, min(len(self.own), max(1, RANK_CELLS // world.size))
         both = np.zeros((2, size, kept))
-        both[0, self.comm.rank], both[1, self.comm.rank] = self.own[:kept], self.late[:kept]
-        both = self.comm.reduce_host(both.ravel(), "sum").reshape(2, size, kept)
+        both[0, world.rank], both[1, world.rank] = self.own[:kept], self.late[:kept]
+        both = world.reduce_host(both.ravel(), "sum").reshape(2, size, kept)
         return both[0], both[1]
 
     def check(self) -> int:
         """Fill again, run one call and count the wrong output elements, summed over the ranks."""
         self.bufs.fill(self.pattern)
-        self.comm.barrier()
+        self.world.barrier()
         self.fn()
         self.comm.synchronize()
         wrong = count_wrong(self.comm, self.coll, self.pattern, self.counts, self.out)
-        return int(self.comm.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
+        return int(self.world.reduce_host(np.array([wrong], dtype=np.float64), "sum")[0])
 
 
 def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, op: str | None,
             in_place: bool, warmup: int, iters: int | None, min_time: float, min_iters: int,
             max_iters: int, batch: int | None = None, bind: Bind | None = None,
             link_counter: Callable[[], int] | None = None, meter=None, timer: str = "auto",
-            graph: bool = False, delay: float = 0.0) -> Measurement:
+            graph: bool = False, delay: float = 0.0, groups: Groups | None = None) -> Measurement:
     """Time one point. iters: fixed count (else enough for min_time within the bounds);
     batch: calls per sample (else chosen from the warm-up so a sample lasts >= 100 us);
     bind: makes the callable to time from (send, recv), default the library's own collective (its
@@ -182,8 +208,9 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
     device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph;
     delay: this rank's injected delay (--inject-delay), a fraction of the warm-up's per-call time busy-waited
-    before each timed call."""
-    point = Prepared(comm, coll, counts, dtype, op, in_place, bind, timer, graph)
+    before each timed call; groups: --split's (comm: this rank's group's communicator), every group timed at once.
+    Samples, the loop and the calls are agreed over the world, so every group runs each sample together."""
+    point = Prepared(comm, coll, counts, dtype, op, in_place, bind, timer, graph, groups=groups)
     # warm-up, and the per-call estimate all ranks agree on
     per_call, warmed = point.warm(warmup)
     adaptive = iters is None
@@ -192,13 +219,14 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     n_samples, batch, note = sample_plan(iters, batch, per_call, adaptive, min_iters, max_iters)
 
     samples = point.time(n_samples, batch, delay * per_call)
+    group_s = None if groups is None else point.group_times()
     rank_s, late_s = point.per_rank()
-    traffic = None if link_counter is None else link_bytes(comm, point.fn, link_counter, batch)
-    energy = None if meter is None else power_window(comm, point.fn, meter, calls_for_window(per_call))
+    traffic = None if link_counter is None else link_bytes(point.world, point.fn, link_counter, batch)
+    energy = None if meter is None else power_window(point.world, point.fn, meter, calls_for_window(per_call))
     wrong = point.check()
     notes = point.notes + ((note,) if note else ())
     return Measurement(samples, batch, wrong, warmed, traffic, energy, point.loop.name, notes,
-                       getattr(point.fn, "schedule", None), rank_s, late_s)
+                       getattr(point.fn, "schedule", None), rank_s, late_s, group_s)
 
 
 def sample_plan(iters: int, batch: int | None, per_call: float, adaptive: bool, min_iters: int,

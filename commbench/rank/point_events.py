@@ -12,7 +12,7 @@ import numpy as np
 
 from commbench.collectives import COLLECTIVES
 from commbench.events import SAMPLES_PER_EVENT
-from commbench.metrics import summarize
+from commbench.metrics import bandwidth, summarize
 from commbench.folder.schema import build_row
 
 
@@ -25,6 +25,17 @@ def make_row(spec, point, counts, m, world, nodes, per_node, device, **extra) ->
         **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
         placement=spec.row_placement, root=counts.root if COLLECTIVES[point.collective].rooted else None,
         **extra)
+
+
+def group_columns(split: str, collective: str, counts, group_s: np.ndarray, comm_size: int) -> dict:
+    """--split's columns of a row from every group's seconds per call (groups x samples): the split, the
+    groups, each group's median time and its busbw (nccl-tests' convention, over the group's ranks), and their
+    total busbw (what every group moves at once)."""
+    medians = np.median(np.asarray(group_s), axis=1) * 1e6
+    factor = COLLECTIVES[collective].bus_factor(comm_size)
+    busbw = [bandwidth(counts.size_bytes, t, factor)[1] for t in medians]
+    return {"split": split, "groups": len(medians), "group_time_us": ";".join(f"{t:.4f}" for t in medians),
+            "group_busbw_gbps": ";".join(f"{b:.6g}" for b in busbw), "busbw_total_gbps": float(sum(busbw))}
 
 
 def send_point(emit: Callable[..., None], index: int, row: dict, samples_s, rank_s=None, late_s=None) -> None:

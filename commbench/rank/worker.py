@@ -36,7 +36,7 @@ from commbench.library_calls import HAN, LIBRARY_CALLS
 from commbench.plan import Point, build_plan, rounding_twins
 from commbench.rank import fabric, harness, nccl_log, world
 from commbench.rank.han import close_han, han_target, library_choice, open_han
-from commbench.rank.point_events import make_row, send_point
+from commbench.rank.point_events import group_columns, make_row, send_point
 from commbench.spec import SweepSpec
 
 KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills
@@ -100,6 +100,10 @@ class Session:
     floor: dict | None = None  # this host's floors (commbench.kernels.floor), for the rows' efficiency
     han: Communicator | str | None = None  # native_han's communicator, or why it has none (rank/han.py)
     twins: dict[int, int] = field(default_factory=dict)  # plan.rounding_twins of the plan
+    # --split: this rank's group (its world ranks), and by backend its group's communicator and the world's share
+    members: list[int] | None = None
+    group_comms: dict[str, Communicator] = field(default_factory=dict)
+    groups: dict[str, harness.Groups] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -108,6 +112,16 @@ class Session:
     @property
     def per_node(self) -> int | None:
         return self.world // self.nodes if self.world % self.nodes == 0 else None
+
+    def comm_of(self, backend: str) -> Communicator:
+        """The communicator a point runs on: this rank's group's (--split), else the world's."""
+        return self.group_comms.get(backend) or self.comms[backend]
+
+    def shape(self) -> tuple[int, int, int | None]:
+        """(ranks, nodes, ranks per node or None where uneven) of what a point runs on: a group, else the world."""
+        ranks = self.members if self.members is not None else range(self.world)
+        nodes = len({self.nodes_of[r] for r in ranks})
+        return len(ranks), nodes, (len(ranks) // nodes if len(ranks) % nodes == 0 else None)
 
 
 def run(spec: SweepSpec, emit: Emit = emit_stdout, progress: Emit = emit_stdout) -> int:
@@ -149,7 +163,9 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
     s = Session(spec, comms, control.rank, control.size, nodes_of, build_plan(spec),
                 {name: Context(c, nodes_of) for name, c in comms.items()}, tuning, _link_counter(info))
     s.load = load.open_meter(control)
-    s.twins = rounding_twins(s.plan, s.world, spec.peer_traffic())
+    if spec.split:
+        open_groups(s)
+    s.twins = rounding_twins(s.plan, s.shape()[0], spec.peer_traffic())
     if HAN in spec.algorithms and "mpi" in comms:
         s.han = open_han(comms["mpi"])
     floors = floor.node_floors(control, spec.device)
@@ -179,6 +195,19 @@ def open_session(spec: SweepSpec, emit: Emit) -> Session:
              note=s.power_note)
     control.barrier()  # rank 0's long "facts" line is out before any rank prints its own lines
     return s
+
+
+def open_groups(s: Session) -> None:
+    """--split: each backend's communicator split into the spec's groups (collective); this rank's group's
+    communicator, and the contexts of the own algorithms on it."""
+    groups = s.spec.groups()
+    index = next(i for i, g in enumerate(groups) if s.rank in g)
+    s.members = groups[index]
+    for name, c in s.comms.items():
+        sub = c.split(index, c.rank)
+        s.group_comms[name] = sub
+        s.groups[name] = harness.Groups(c, index, len(groups))
+        s.contexts[name] = Context(sub, [s.nodes_of[r] for r in s.members])
 
 
 def load_facts(meter: load.LoadMeter) -> dict:
@@ -227,9 +256,9 @@ class Bound:
 def bind_point(s: Session, spec: SweepSpec, point: Point, twins: dict[int, int]) -> Bound | str:
     """The point ready to measure on this rank, or why it cannot run here (the same on every rank);
     twins: plan.rounding_twins of the plan of spec it is of."""
-    comm = s.comms[point.backend]
+    comm = s.comm_of(point.backend)
     coll, dtype = COLLECTIVES[point.collective], DTYPES[point.dtype]
-    counts = coll.counts_for(point.size, dtype.itemsize, s.world, spec.peer_traffic())
+    counts = coll.counts_for(point.size, dtype.itemsize, comm.size, spec.peer_traffic())
     if coll.rooted:
         counts = dataclasses.replace(counts, root=spec.root)
     if point.algorithm == HAN:
@@ -239,13 +268,13 @@ def bind_point(s: Session, spec: SweepSpec, point: Point, twins: dict[int, int])
     algo = None if point.algorithm in LIBRARY_CALLS else ALGORITHMS[point.algorithm]
     reason = (comm.unsupported(point.collective, dtype, point.op, point.in_place, algo is None)
               or (None if algo is None else algo.unsupported(s.contexts[point.backend], point.collective)))
-    if reason is None and coll.rooted and spec.root >= s.world:
-        reason = f"--root {spec.root} is no rank of these {s.world}"
+    if reason is None and coll.rooted and spec.root >= comm.size:
+        reason = f"--root {spec.root} is no rank of these {comm.size}"
     if reason is None and counts.size_bytes == 0:
-        reason = f"{point.size} B of {dtype.name} over {s.world} ranks is less than one element per rank"
+        reason = f"{point.size} B of {dtype.name} over {comm.size} ranks is less than one element per rank"
     twin = None if reason else twins.get(point.index)
     if twin is not None:
-        reason = f"{point.size} B rounds to {counts.size_bytes} B over {s.world} ranks, measured as size {twin}"
+        reason = f"{point.size} B rounds to {counts.size_bytes} B over {comm.size} ranks, measured as size {twin}"
     if reason:
         return reason
     binder = None if algo is None else _algorithm_binder(algo, s.contexts[point.backend], point, counts, dtype, spec)
@@ -281,16 +310,17 @@ def run_point(s: Session, point: Point, emit: Emit, progress: Emit) -> int | Non
     s.load.start()
     m = harness.measure(comm, bound.coll, counts, dtype, point.op, point.in_place, spec.warmup, spec.iters,
                         spec.min_time, spec.min_iters, spec.max_iters, spec.batch, bound.binder, s.counter, s.meter,
-                        spec.timer, spec.graph, spec.delays().get(s.rank, 0.0))
-    busy, _ = load.background(comm, s.load.stop())
+                        spec.timer, spec.graph, spec.delays().get(s.rank, 0.0), s.groups.get(point.backend))
+    busy, _ = load.background(s.comms[point.backend], s.load.stop())
     for note in notes_of(s, bound, m.notes):
         if s.rank == 0:
             emit("warning", text=note)
     if s.rank == 0:
         why = load.reasons(s.load, busy, m.samples_s * 1e6)
-        row = make_row(spec, point, counts, m, s.world, s.nodes, s.per_node, comm.device, background_cores=busy,
+        ranks, nodes, per_node = s.shape()
+        row = make_row(spec, point, counts, m, ranks, nodes, per_node, comm.device, background_cores=busy,
                        unreliable=why, **_extra_columns(s, point, counts, m, bound.algo, dtype))
-        row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], s.world, s.nodes, comm.device))
+        row.update(floor.efficiency(s.floor, row["time_us"], row["busbw_gbps"], ranks, nodes, comm.device))
         send_point(emit, point.index, row, m.samples_s, m.rank_s, m.late_s)
     return m.wrong
 
@@ -307,9 +337,11 @@ def _extra_columns(s: Session, point: Point, counts, m: harness.Measurement, alg
         extra["library_choice"] = nccl_log.choice(s.tuning.read(), point.collective, counts.size_bytes)
     elif (choice := library_choice(point, m.schedule)) is not None:
         extra["library_choice"] = choice
+    if m.group_s is not None:
+        extra.update(group_columns(s.spec.split, point.collective, counts, m.group_s, comm_size=len(s.members)))
     if s.counter is not None:
-        extra["internode_bytes_measured"] = round(m.link_bytes)
-        if algo is not None:
+        extra["internode_bytes_measured"] = round(m.link_bytes)  # (--split: every group's, summed)
+        if algo is not None and not s.groups:  # (the message pattern is one group's)
             extra["internode_bytes_expected"] = traffic.expected_internode_bytes(
                 algo, point.collective, counts, dtype.itemsize, s.nodes_of, s.spec.segment_bytes)
     return extra

@@ -37,7 +37,21 @@ def group_title(p: dict, world: int | None = None, mode: bool = True) -> str:
         parts.append(MODES[bool(p["in_place"])])
     if world:
         parts.append(f"{world} ranks")
+    if p.get("split"):
+        parts.append(f"--split {p['split']}: {p.get('groups')} groups of {p.get('world_size')} at once")
     return " · ".join(map(str, parts))
+
+
+def groups_line(halves: list[dict | None]) -> str | None:
+    """Under a --split row's line: each group's time and busbw and their total, per half measured."""
+    parts = []
+    for row in halves:
+        if row and row.get("split"):
+            times = str(row.get("group_time_us") or "").split(";")
+            busbw = str(row.get("group_busbw_gbps") or "").split(";")
+            groups = ", ".join(f"{float(t):.2f} us {float(b):.3f} GB/s" for t, b in zip(times, busbw) if t and b)
+            parts.append(f"{MODES[bool(row['in_place'])]}: {groups}; total busbw {row.get('busbw_total_gbps', 0):.3f} GB/s")
+    return f"    groups {' | '.join(parts)}" if parts else None
 
 
 def _key(p: dict) -> tuple:
@@ -209,6 +223,9 @@ class Renderer:
     def _line(self, halves: list[dict | None]) -> None:
         if self.repeat == 1:
             self._print(format_line(halves))
+            groups = groups_line(halves)
+            if groups:
+                self._print(_safe(groups))
 
     def _end_table(self) -> None:
         t, self.table = self.table, None

@@ -1,6 +1,6 @@
 """Faults the tests inject into ranks, from outside the product (which reads no test variable): a
 Python started with this folder on PYTHONPATH (tests/conftest.py's fault_env) imports this module at
-start-up, and where COMMBENCH_TEST_WRONG_RANK or COMMBENCH_TEST_HANG_RANK names its rank, patches the
+start-up, and where COMMBENCH_TEST_WRONG_RANK or COMMBENCH_TEST_HANG_RANK names its (world) rank, patches the
 timing loop (commbench.rank.harness) of that rank:
   - wrong: the check's one call leaves one output element at the sentinel, which no pattern produces
     (one wrong element, counted by the product's own check);
@@ -13,6 +13,11 @@ WRONG_ENV = "COMMBENCH_TEST_WRONG_RANK"
 HANG_ENV = "COMMBENCH_TEST_HANG_RANK"
 
 
+def _world_rank(point) -> int:
+    """The rank's world rank (a --split point's comm is its group's; an older commbench has no `world`)."""
+    return getattr(point, "world", point.comm).rank
+
+
 def install(wrong: str | None, hang: str | None) -> None:
     import time
 
@@ -23,7 +28,7 @@ def install(wrong: str | None, hang: str | None) -> None:
     check, timed = harness.Prepared.check, harness.Prepared.time
 
     def corrupted_check(self):
-        if wrong != str(self.comm.rank) or not self.counts.out_count:
+        if wrong != str(_world_rank(self)) or not self.counts.out_count:
             return check(self)
         call = self.fn
 
@@ -40,7 +45,7 @@ def install(wrong: str | None, hang: str | None) -> None:
             self.fn = call
 
     def hanging_time(self, samples, batch, delay_s=0.0):
-        if hang == str(self.comm.rank):
+        if hang == str(_world_rank(self)):
             time.sleep(1e6)
         return timed(self, samples, batch, delay_s)
 

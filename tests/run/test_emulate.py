@@ -150,3 +150,20 @@ def test_not_root_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "needs root" in lines[0], lines
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+def test_split_groups_run_at_once_across_the_emulated_nodes(netns, tmp_path, no_leftovers, backend):
+    """--split mod:2 on 2x2: groups {0,2} and {1,3}, each across the link, both at once, exact; the link
+    counters see both groups' bytes (the contention's figures: benchmarks/split_contention.py)."""
+    out = tmp_path / "run"
+    commbench("run", "--backend", backend, "--out", out, "--quiet", "--emulate", "2x2", "--split", "mod:2",
+              "-c", "all_reduce,all_to_allv", "-a", "native,ring,pairwise", "--sizes", "64K", "--iters", 3, "-w", 1,
+              check_rc=OK)
+    rows, _, meta = load_run(out)
+    # both modes of all-reduce (gloo's all_reduce: in place only), all_to_allv out of place
+    assert (rows.wrong == 0).all() and len(rows) == (6 if backend == "mpi" else 5)
+    assert set(rows.algorithm) == {"native", "ring", "pairwise"}
+    assert (rows.world_size == 2).all() and (rows.groups == 2).all() and (rows.nodes == 2).all()
+    assert meta["node_of_rank"] == [0, 0, 1, 1] and meta["spec"]["split"] == "mod:2"
+    assert (rows.internode_bytes_measured > 0).all() and rows.internode_bytes_expected.isna().all()
