@@ -172,7 +172,8 @@ OPTIONS: tuple[Option, ...] = (
                                  "graph for NCCL; python: the Python loop, for comparison)."),
     Option("graph", bool, True, "--device cuda: time NCCL's calls as a replayed CUDA graph where torch can capture them.",
            off_flag="--no-graph"),
-    Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB)."),
+    Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB); "
+           "the start-up, before the first point, may take 300 s or this, the longer (bootstraps are slow)."),
     Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks (default inside a "
            "Slurm allocation without -n: its tasks per node)."),
     Option("emulate", str, None, "Emulate NODESxRANKS nodes on this machine (network namespaces; root; mpi or gloo)."),

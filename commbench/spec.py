@@ -144,6 +144,9 @@ class SweepSpec:
             raise InputError(f"invalid iteration bounds {self.min_iters}..{self.max_iters}")
         if self.batch is not None and self.batch < 1:
             raise InputError(f"invalid --batch {self.batch}: it must be at least 1")
+        if self.batch is not None and self.iters is not None and self.batch > self.iters:
+            raise InputError(f"--batch {self.batch} asks for more calls per sample than --iters {self.iters} times in all: "
+                             "give --batch at most --iters")
         for flag, value in (("--warmup", self.warmup), ("--iters", self.iters), ("--max-iters", self.max_iters),
                             ("--batch", self.batch)):
             if value is not None and value > MAX_ITERS:

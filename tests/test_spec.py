@@ -118,3 +118,10 @@ def test_from_options_starts_from_the_option_table():
 def test_from_options_rejects_an_unknown_mode():
     with pytest.raises(InputError, match="unknown buffer mode 'sideways' \\(accepted: in-place, out-of-place, both\\)"):
         SweepSpec.from_options(mode="sideways")
+
+
+def test_a_batch_larger_than_the_fixed_iterations_is_refused():
+    """--iters times exactly that many calls: a sample of more was cut to --iters without a word."""
+    with pytest.raises(InputError, match="--batch 8 asks for more calls per sample than --iters 4"):
+        SweepSpec.from_options(nprocs=2, backend="mpi", iters=4, batch=8)
+    assert SweepSpec.from_options(nprocs=2, backend="mpi", iters=8, batch=8).batch == 8

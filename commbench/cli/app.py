@@ -124,6 +124,12 @@ def _main() -> None:
         _one_line("commbench: error: ", "standard output is closed: give the command a file (or /dev/null) to "
                   "write to", BAD_INPUT)
     try:
+        os.getcwd()
+    except FileNotFoundError:  # every relative path (the results folder, a suite) would fail later, unnamed
+        where = os.environ.get("PWD")
+        _one_line("commbench: error: ", f"the current folder{f' {where!r}' if where else ''} was deleted: cd to one "
+                  "that exists and run again", BAD_INPUT)
+    try:
         plugins.check()
         command = typer.main.get_command(app)
         # the command is invoked here, not through app(): typer's own main would turn an interrupt

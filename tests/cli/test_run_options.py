@@ -315,3 +315,15 @@ def test_an_option_no_run_can_use_is_refused(measured, monkeypatch, argv, refuse
         outcome.assert_clean()
         assert outcome.code == BAD_INPUT and outcome.stderr.startswith(f"commbench: error: {refused}"), outcome.stderr
         assert calls == []
+
+
+def test_a_deleted_current_folder_is_named_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m commbench run -n 2'],
+                          capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "PWD": str(gone)})
+    assert proc.returncode == BAD_INPUT and proc.stderr == (
+        f"commbench: error: the current folder {str(gone)!r} was deleted: cd to one that exists and run again\n")

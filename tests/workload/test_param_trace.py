@@ -203,3 +203,19 @@ def test_a_mix_too_large_to_write(monkeypatch):
     monkeypatch.setattr(pt, "MAX_RECORDS", 3)
     with pytest.raises(InputError, match="at most 3"):
         to_param(derive(c), c)
+
+
+def test_a_trace_of_too_many_records_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """The count is checked on the file's objects first: json.loads would build every record of 256 MB."""
+    import json as json_module
+
+    import commbench.workload.param_trace as pt
+
+    monkeypatch.setattr(pt, "MAX_RECORDS", 2)
+    f = tmp_path / "t.json"
+    f.write_text("[" + ", ".join(['{"comms": "barrier"}'] * 6) + "]")
+    parsed = []
+    monkeypatch.setattr(json_module, "loads", lambda *a, **k: parsed.append(1))
+    with pytest.raises(InputError, match="more than 4 records"):
+        read_param_trace(f)
+    assert parsed == []
