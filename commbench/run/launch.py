@@ -271,6 +271,14 @@ def _dies_with_this_process():
     return arm
 
 
+class LauncherHung(Exception):
+    """The launcher outlived every rank it had started on this machine (Open MPI 5's prterun after a rank's
+    failed MPI_Init: PMIX_ERR_UNREACH, its report of the rank held back): nothing will end the job."""
+
+
+ORPHAN_GRACE_S = 10.0  # a launcher with no rank left here this long is hung (mpirun and torchrun end a job in ~1 s)
+
+
 class Job:
     """The launched processes, in one process group that is killed as a whole, and that ends when this
     process does (_dies_with_this_process)."""
@@ -290,6 +298,8 @@ class Job:
                 self._open += 1
                 threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()
         self.pgid = pgid
+        self._had_ranks, self._alone_since = False, None  # (_launcher_hung)
+        self.finished = False  # set by the watchdog when the ranks said they are done: no longer judged hung
 
     def _pump(self, stream, name):
         for text in stream:
@@ -307,6 +317,8 @@ class Job:
             except queue.Empty:
                 if self._failed_early():
                     return
+                if self._launcher_hung():
+                    raise LauncherHung
                 continue
             if item is None:
                 self._open -= 1
@@ -333,6 +345,36 @@ class Job:
     def exited(self) -> bool:
         """Has every process of the job ended?"""
         return all(p.poll() is not None for p in self.procs)
+
+    def drain(self, within: float) -> list[Line]:
+        """The lines still to come until every stream closes, waiting at most `within` seconds."""
+        out, end = [], time.monotonic() + within
+        while self._open and time.monotonic() < end:
+            try:
+                item = self.queue.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is None:
+                self._open -= 1
+            else:
+                out.append(item)
+        return out
+
+    def _launcher_hung(self) -> bool:
+        """A launcher (one process) that had started ranks on this machine and has had none for ORPHAN_GRACE_S,
+        still running. Ranks elsewhere (srun, a hostfile) are not its children here: never judged hung."""
+        if self.finished or len(self.procs) != 1 or self.procs[0].poll() is not None:
+            return False
+        kids = processes.children(self.procs[0].pid)
+        if kids is None:
+            return False
+        living, exited = kids
+        self._had_ranks = self._had_ranks or living + exited > 0
+        if living or not self._had_ranks:
+            self._alone_since = None
+            return False
+        self._alone_since = self._alone_since or time.monotonic()
+        return time.monotonic() - self._alone_since > ORPHAN_GRACE_S
 
     def _failed_early(self) -> bool:
         """Local launcher: one rank died while the others wait for it forever."""

@@ -13,7 +13,9 @@ from typing import Iterator
 
 from commbench import events
 from commbench.errors import JobError
-from commbench.run.launch import Job
+from commbench.run.launch import Job, LauncherHung
+
+KILL_DRAIN_S = 5.0  # after a hung launcher is killed: how long its last lines may take to arrive
 from commbench.spec import SweepSpec
 
 STARTUP_TIMEOUT_S = 300.0
@@ -30,7 +32,11 @@ def describe_point(point: dict) -> str:
 _DEATH_REPORTS = (
     (re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)"), "signal"),
     (re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s+exitcode\s*:\s*(-\d+)"), "negative code"),
+    # Open MPI 5's prterun: "... exited with non-zero status ... Process name: [prterun-host-PID@1,RANK] Exit code: N"
+    (re.compile(r"exited with non-zero status.{0,200}?Process name:\s*\[[^\]@]*@\d+,(\d+)\]\s*Exit code:\s*(\d+)"),
+     "code"),
 )
+_BOX = re.compile(r"^-{20,}$")  # the rule around an Open MPI / PRRTE help message
 
 
 def _ranks(ranks) -> str:
@@ -81,16 +87,39 @@ class Monitor:
             return f"; {_ranks(missing)} never reached it ({_ranks(self.entered) if self.entered else 'no rank'} waited in it)"
         return f"; every rank entered it ({_ranks(self.entered)}), none finished"
 
+    def launcher_message(self) -> str:
+        """The first line of the launcher's first help message in its recent output (Open MPI and PRRTE put
+        each between rules of dashes), "" where there is none: the one-line cause of a failed start-up."""
+        lines = [t.strip() for t in self.tail]
+        for i, text in enumerate(lines):
+            if _BOX.match(text):
+                words = []
+                for t in lines[i + 1:]:
+                    if _BOX.match(t) or (words and not t):
+                        break
+                    words += t.split()
+                said = re.split(r"(?<=[.:])\s", " ".join(words), maxsplit=1)[0].rstrip(":")  # its first sentence
+                if said:
+                    return said if len(said) <= 200 else said[:199] + "…"
+        return ""
+
+    def reported_deaths(self) -> dict[int, int]:
+        """rank -> exit code (negative: signal) of ranks the launcher's output says died."""
+        dead: dict[int, int] = {}
+        text = " ".join(self.tail)
+        for pattern, kind in _DEATH_REPORTS:
+            for m in pattern.finditer(text):
+                dead.setdefault(int(m.group(1)), -int(m.group(2)) if kind == "signal" else int(m.group(2)))
+        return dead
+
     def deaths(self, job: Job) -> dict[int, int]:
         """rank -> exit code (negative: signal) of ranks that died, as the launcher reports them."""
         dead = {}
         if len(job.procs) > 1:  # local launcher: one process per rank
             dead = {r: p.returncode for r, p in enumerate(job.procs) if p.returncode not in (None, 0)}
             dead = {r: c for r, c in dead.items() if c < 0} or dead
-        text = " ".join(self.tail)
-        for pattern, kind in _DEATH_REPORTS:
-            for m in pattern.finditer(text):
-                dead.setdefault(int(m.group(1)), -int(m.group(2)) if kind == "signal" else int(m.group(2)))
+        for rank, code in self.reported_deaths().items():
+            dead.setdefault(rank, code)
         return dead
 
     def failure(self, job: Job, code: int) -> str:
@@ -99,7 +128,9 @@ class Monitor:
             return "; ".join(f"rank {r} {how_it_ended(c)}" for r, c in sorted(dead.items())) + f" {self.where()}"
         if self.error:
             return f"{self.error} ({self.where()})"
-        return f"the launcher exited with code {code} {self.where()}{self.stragglers()}"
+        said = self.launcher_message()
+        return (f"the launcher exited with code {code} {self.where()}{self.stragglers()}"
+                + (f"; its message: {said}" if said else ""))
 
 
 def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[dict]:
@@ -115,10 +146,22 @@ def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[
                 relay(line)
                 continue
             monitor.observe(event)
+            if event["event"] == "done":
+                job.finished = True  # (ranks that end now are no hung launcher's: Job._launcher_hung)
             limit = spec.point_timeout(monitor.point["size"] if monitor.point else 0)
             deadline = time.monotonic() + limit
             if event["event"] != "enter":
                 yield event
+    except LauncherHung:
+        job.kill()  # (prterun writes what it held back as it ends: its report of the rank, its message)
+        for line in job.drain(KILL_DRAIN_S):
+            monitor.tail.append(line.text)
+            relay(line)
+        dead = monitor.reported_deaths()
+        said = monitor.launcher_message()
+        ended = "; ".join(f"rank {r} {how_it_ended(c)}" for r, c in sorted(dead.items())) or "every rank here ended"
+        raise JobError(f"{ended} {monitor.where()}, and the launcher did not end the job: it was killed"
+                       + (f"; its message: {said}" if said else "")) from None
     except TimeoutError:
         job.kill()
         raise JobError(f"timed out after {limit:g} s {monitor.where()}{monitor.stragglers()}; "

@@ -234,3 +234,40 @@ def test_a_real_hanging_job_is_killed_at_the_point_timeout():
         list(iter_events(job, SweepSpec(timeout=1.0), relayed.append, monitor))
     assert job.procs[0].wait(timeout=30) < 0  # killed by a signal
     assert sorted((line.stream, line.text) for line in relayed) == [("stderr", "to stderr"), ("stdout", "plain line")]
+
+
+# --- a launcher's own words (issue 67: Open MPI start-up failures, a launcher left hanging) ----------------------
+
+def test_a_launcher_that_fails_at_start_up_is_named_by_its_first_sentence(clock):
+    rule = "-" * 74
+    script = [(0, "stderr", t) for t in (rule, "The mapby directive contains an unrecognized qualifier:", "",
+                                        "  Qualifier: ppr:1:foo", rule)]
+    job = FakeJob(clock, script, codes=(213,))
+    _, _, monitor = _follow(job)
+    assert monitor.failure(job, 213) == ("the launcher exited with code 213 during start-up (before the first point); "
+                                         "its message: The mapby directive contains an unrecognized qualifier")
+
+
+def test_prterun_5s_report_of_a_rank_is_a_death():
+    m = Monitor()
+    m.tail.extend(["prterun detected that one or more processes exited with non-zero status,",
+                   "thus causing the job to be terminated. The first process to do so was:", "",
+                   "   Process name: [prterun-vm-29201@1,3]", "   Exit code:    14"])
+    assert m.reported_deaths() == {3: 14}
+
+
+def test_a_launcher_left_without_its_ranks_is_killed_in_seconds_with_one_line():
+    """A real launcher whose one rank fails at once and which then never ends (Open MPI 5's prterun after a
+    rank's failed MPI_Init): killed some seconds after its last rank, not at the 300 s start-up timeout."""
+    import os
+    import time
+
+    launcher = ("import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'raise SystemExit(14)']); "
+                "print('-' * 30, flush=True); print('A rank could not start. Really.', flush=True); time.sleep(600)")
+    job = Job([([sys.executable, "-c", launcher], dict(os.environ))])
+    start = time.monotonic()
+    with pytest.raises(JobError, match=r"^every rank here ended during start-up \(before the first point\), and the "
+                                       r"launcher did not end the job: it was killed; its message: A rank could not "
+                                       r"start\.$"):
+        list(iter_events(job, SweepSpec(), lambda line: None, Monitor()))
+    assert time.monotonic() - start < 60 and job.exited()
