@@ -97,12 +97,15 @@ def _prototypes(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 
 def remove_stale_segments(prefix: str = SEGMENT_PREFIX) -> None:
-    """Remove /dev/shm files named `prefix`<pid>-... whose creator (that pid) no longer runs."""
+    """Remove this user's /dev/shm files named `prefix`<pid>-... whose creator (that pid) no longer runs;
+    another user's are theirs to remove (root would otherwise delete them, issue 67)."""
     for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else []:
         m = re.fullmatch(re.escape(prefix) + r"(\d+)-\w*", name)
         if m and not _alive(int(m.group(1))):
+            path = os.path.join(SHM_DIR, name)
             try:
-                os.unlink(os.path.join(SHM_DIR, name))
+                if os.lstat(path).st_uid == os.getuid():
+                    os.unlink(path)
             except OSError:
                 pass
 

@@ -119,7 +119,8 @@ class Monitor:
             dead = {r: p.returncode for r, p in enumerate(job.procs) if p.returncode not in (None, 0)}
             dead = {r: c for r, c in dead.items() if c < 0} or dead
         for rank, code in self.reported_deaths().items():
-            dead.setdefault(rank, code)
+            if code < 0 or not self.error:  # (a rank's own error says more than the exit code it then ended with)
+                dead.setdefault(rank, code)
         return dead
 
     def failure(self, job: Job, code: int) -> str:

@@ -118,3 +118,16 @@ def test_a_buffer_larger_than_a_region_is_refused(shm):
     assert len(a.alloc(Comm())((PAGE + 64) // 4, F32)) == (PAGE + 64) // 4  # exactly a region: fits
     with pytest.raises(ValueError, match=f"{PAGE + 68} bytes do not fit the arena's {PAGE + 64}-byte regions"):
         a.alloc(Comm())((PAGE + 68) // 4, F32)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_another_users_stale_arena_is_theirs_to_remove(shm):
+    """As root, removing every stale file would delete other users' (issue 67): only this user's go."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=30)
+    mine, theirs = shm / f"{arena.PREFIX}{proc.pid}-mine", shm / f"{arena.PREFIX}{proc.pid}-theirs"
+    for f in (mine, theirs):
+        f.write_bytes(b"x")
+    os.chown(theirs, 65534, 65534)
+    arena.create("new", PAGE)
+    assert not mine.exists() and theirs.exists()
