@@ -3,7 +3,7 @@ and a point's index in it identifies the point in results (resume runs the missi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import product
 
 from commbench.collectives import COLLECTIVES
@@ -42,8 +42,9 @@ def rounding_twins(plan: list[Point], world: int, traffic=None) -> dict[int, int
     first: dict[tuple, int] = {}
     twins = {}
     for p in plan:
+        counts = COLLECTIVES[p.collective].counts_for(p.size, DTYPES[p.dtype].itemsize, world, traffic)
         key = (p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place,
-               COLLECTIVES[p.collective].counts_for(p.size, DTYPES[p.dtype].itemsize, world, traffic))
+               replace(counts, peers=None))  # (an uneven all-to-all's n x n blocks follow from its size: not kept)
         if key in first:
             twins[p.index] = first[key]
         else:

@@ -287,6 +287,10 @@ class SweepSpec:
             if not 1 <= size <= MAX_SIZE_BYTES:
                 raise InputError(f"the traffic matrix makes a rank send or receive {size} B: it must be 1 B to "
                                  f"{format_size(MAX_SIZE_BYTES)}")
+            others = [c for c in self.collectives if not COLLECTIVES[c].takes_traffic]
+            if others:
+                raise InputError(f"a traffic matrix sets the size of every point of the run: measure {', '.join(uneven)} "
+                                 f"in a run of its own, not beside {', '.join(others)}")
             self.sizes = [size]  # the matrix sets every block (options.OVERRIDDEN refuses -b/-e/--sizes with it)
 
     def _validate_sizes(self) -> None:

@@ -1,5 +1,5 @@
 """Several communicators at once (--split): the run's ranks split into groups that each run the same
-collective at the same moment, as nccl-tests' NCCL_TESTS_SPLIT does and as the tensor-, data- and
+collective at the same moment (commbench.rank.harness.Groups), as nccl-tests' NCCL_TESTS_SPLIT does and as the tensor-, data- and
 pipeline-parallel groups of a training job do on shared links.
 
 A rank's group is its color, from its world rank r and a value v: `and:v` r & v, `or:v` r | v, `mod:v`
@@ -12,7 +12,6 @@ size and one bus bandwidth per group).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
@@ -20,8 +19,6 @@ from commbench.errors import InputError
 
 MODES = ("and", "or", "mod", "div")
 _SYMBOLS = {"&": "and", "|": "or", "%": "mod", "/": "div"}
-SPLIT_ENV = "NCCL_TESTS_SPLIT"  # nccl-tests' variables, read where --split is not given (commbench.spec)
-MASK_ENV = "NCCL_TESTS_SPLIT_MASK"  # a hex mask: "and" with it
 _TEXT = re.compile(r"^\s*(and|or|mod|div|[&|%/])\s*[: ]?\s*(0x[0-9a-f]+|0b[01]+|[0-9]+)\s*$", re.IGNORECASE)
 _SHORT = re.compile(r"^\s*(tp|dp)\s*=\s*([0-9]+)\s*$", re.IGNORECASE)
 MAX_VALUE = 1 << 40
@@ -64,7 +61,11 @@ def parse(text: str, world: int) -> Split:
         if not m:
             raise InputError(f"invalid --split {given[:40]!r} (expected MODE:V with MODE one of {', '.join(MODES)}, "
                              "as nccl-tests' NCCL_TESTS_SPLIT, e.g. mod:2; or tp=G / dp=G)")
-        mode, value = _SYMBOLS.get(m.group(1), m.group(1).lower()), int(m.group(2), 0)
+        mode = _SYMBOLS.get(m.group(1), m.group(1).lower())
+        try:
+            value = int(m.group(2), 0)
+        except ValueError:  # "08": base 0 takes no leading zero
+            value = int(m.group(2), 10)
         if value > MAX_VALUE or (mode in ("mod", "div") and value < 1):
             raise InputError(f"invalid --split {given[:40]!r}: {mode} needs a value from 1 to {MAX_VALUE}")
         split = Split(mode, value)
@@ -73,11 +74,3 @@ def parse(text: str, world: int) -> Split:
         raise InputError(f"--split {split.text} makes groups of {' and '.join(map(str, sorted(sizes)))} ranks out of "
                          f"{world}: every group needs as many (a row gives one size and bus bandwidth per group)")
     return split
-
-
-def from_environment() -> str | None:
-    """nccl-tests' NCCL_TESTS_SPLIT (or NCCL_TESTS_SPLIT_MASK, a hex "and" mask) as --split's text; None unset."""
-    if os.environ.get(MASK_ENV):
-        mask = os.environ[MASK_ENV].strip()
-        return f"and:{mask if mask.lower().startswith('0x') else '0x' + mask}"
-    return os.environ.get(SPLIT_ENV) or None

@@ -13,10 +13,10 @@ from commbench.options import BY_NAME, CLI_OPTIONS, OPTIONS, SPEC_DEFAULTS, SUIT
 from commbench.algorithms import ALGORITHMS
 from commbench.collectives import COLLECTIVES
 from commbench.run.suites import load_suite
+from commbench.spec import SweepSpec
 from conftest import ROOT
 
 MATRIX = str(ROOT / "tests" / "data" / "alltoallv_matrix_4.txt")
-from commbench.spec import SweepSpec
 
 
 def _run_command():

@@ -55,10 +55,6 @@ class PeerTraffic:
         exact = (1.0 - self.spread) * (total / world) + self.spread * weighted
         return np.floor(exact).astype(np.int64) & ~(ALIGN - 1)
 
-    def describe(self) -> str:
-        """For notes and the record: 'spread 0.5' or 'matrix N x N'."""
-        return f"spread {self.spread:g}" if self.matrix is None else f"a {len(self.matrix)} x {len(self.matrix)} matrix"
-
 
 def check_spread(spread: float) -> float:
     if not (isinstance(spread, (int, float)) and math.isfinite(spread) and 0.0 <= spread <= 1.0):

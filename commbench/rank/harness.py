@@ -51,8 +51,9 @@ class Measurement:
 @dataclass(frozen=True)
 class Groups:
     """--split (commbench.split): the point runs on this rank's group's communicator, every group at the same
-    moment. world: the communicator of every group's ranks, which agrees the loop, the calls and each sample's
-    start, and takes the maximum over all of them; index: this rank's group's; count: the groups'."""
+    moment. world: the communicator of every group's ranks, which agrees the loop and the calls, starts the
+    timed samples together and takes the maximum over all of them; index: this rank's group's; count: the
+    groups'."""
     world: Communicator
     index: int
     count: int
@@ -208,8 +209,9 @@ def measure(comm: Communicator, coll: Collective, counts: Counts, dtype: DType, 
     timer: "auto" times with the call's own loop where it has one (fn.timer), "python" with the
     device's Python loop; graph: a call torch can capture (fn.capturable) is timed as a CUDA graph;
     delay: this rank's injected delay (--inject-delay), a fraction of the warm-up's per-call time busy-waited
-    before each timed call; groups: --split's (comm: this rank's group's communicator), every group timed at once.
-    Samples, the loop and the calls are agreed over the world, so every group runs each sample together."""
+    before each timed call; groups: --split's (comm: this rank's group's communicator), every group timed at once:
+    the loop and the calls per sample are agreed over the world, and the timed samples start together (one
+    barrier: the samples then run back to back in each group)."""
     point = Prepared(comm, coll, counts, dtype, op, in_place, bind, timer, graph, groups=groups)
     # warm-up, and the per-call estimate all ranks agree on
     per_call, warmed = point.warm(warmup)

@@ -277,14 +277,16 @@ class LauncherHung(Exception):
 
 
 ORPHAN_GRACE_S = 10.0  # a launcher with no rank left here this long is hung (mpirun and torchrun end a job in ~1 s)
+RANK_PARENTS = ("mpirun", "torchrun")  # launchers whose children here are the ranks (Job's `launcher`)
 
 
 class Job:
     """The launched processes, in one process group that is killed as a whole, and that ends when this
     process does (_dies_with_this_process)."""
 
-    def __init__(self, commands: list[tuple[list[str], dict]]):
+    def __init__(self, commands: list[tuple[list[str], dict]], launcher: str = ""):
         self.procs: list[subprocess.Popen] = []
+        self.launcher = launcher  # which launcher started it (resolve_launcher): mpirun and torchrun are judged hung
         self.queue: queue.Queue = queue.Queue()
         self._open = 0
         pgid, arm = 0, _dies_with_this_process()
@@ -361,10 +363,12 @@ class Job:
         return out
 
     def _launcher_hung(self) -> bool:
-        """A launcher (one process) that had started ranks on this machine and has had none for ORPHAN_GRACE_S,
-        still running. Ranks elsewhere (srun, a hostfile) are not its children here: never judged hung."""
-        if self.finished or len(self.procs) != 1 or self.procs[0].poll() is not None:
-            return False
+        """mpirun or torchrun (one process) that had started ranks on this machine and has had none for
+        ORPHAN_GRACE_S, still running. Ranks elsewhere (srun, a hostfile) are not its children here, and the local
+        launcher's processes are the ranks themselves: never judged hung."""
+        if (self.finished or self.launcher not in RANK_PARENTS or len(self.procs) != 1
+                or self.procs[0].poll() is not None):
+            return False  # (a local rank's own children, a compiler it ran, are no ranks)
         kids = processes.children(self.procs[0].pid)
         if kids is None:
             return False

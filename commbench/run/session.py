@@ -94,7 +94,7 @@ def _follow(spec: SweepSpec, folder: RunFolder, launcher: str, commands, launche
         folder.update({"spec": spec.__dict__, "launcher": launcher, "launcher_args": launcher_args,
                        "launch_argv": commands[0][0], "status": RunStatus.RUNNING})
         try:
-            job = launch.Job(commands)
+            job = launch.Job(commands, launcher)
         except OSError as exc:  # the launcher cannot be started: not the folder's fault
             raise JobError(f"cannot start {commands[0][0][0]!r}: {exc.strerror or exc}") from None
         for event in watchdog.iter_events(job, spec, relay, monitor):

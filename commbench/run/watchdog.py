@@ -14,11 +14,10 @@ from typing import Iterator
 from commbench import events
 from commbench.errors import JobError
 from commbench.run.launch import Job, LauncherHung
-
-KILL_DRAIN_S = 5.0  # after a hung launcher is killed: how long its last lines may take to arrive
 from commbench.spec import SweepSpec
 
 STARTUP_TIMEOUT_S = 300.0
+KILL_DRAIN_S = 5.0  # after a hung launcher is killed: how long its last lines may take to arrive
 
 
 def describe_point(point: dict) -> str:
@@ -98,9 +97,10 @@ class Monitor:
                     if _BOX.match(t) or (words and not t):
                         break
                     words += t.split()
-                said = re.split(r"(?<=[.:])\s", " ".join(words), maxsplit=1)[0].rstrip(":")  # its first sentence
-                if said:
-                    return said if len(said) <= 200 else said[:199] + "…"
+                if not words or words[0].upper().startswith("WARNING"):  # (a harmless notice's box: the next one)
+                    continue
+                said = re.split(r"(?<=\.)\s", " ".join(words), maxsplit=1)[0].rstrip(":")  # its first sentence
+                return said if len(said) <= 200 else said[:199] + "…"
         return ""
 
     def reported_deaths(self) -> dict[int, int]:
@@ -156,11 +156,16 @@ def iter_events(job: Job, spec: SweepSpec, relay, monitor: Monitor) -> Iterator[
     except LauncherHung:
         job.kill()  # (prterun writes what it held back as it ends: its report of the rank, its message)
         for line in job.drain(KILL_DRAIN_S):
-            monitor.tail.append(line.text)
-            relay(line)
-        dead = monitor.reported_deaths()
+            event = events.parse(line.text) if line.stream == "stdout" else None
+            if event is None:
+                monitor.tail.append(line.text)
+                relay(line)
+            else:
+                monitor.observe(event)  # (a rank's error said as it ended)
+        dead = monitor.deaths(job)
         said = monitor.launcher_message()
-        ended = "; ".join(f"rank {r} {how_it_ended(c)}" for r, c in sorted(dead.items())) or "every rank here ended"
+        ended = (monitor.error or "; ".join(f"rank {r} {how_it_ended(c)}" for r, c in sorted(dead.items()))
+                 or "every rank here ended")
         raise JobError(f"{ended} {monitor.where()}, and the launcher did not end the job: it was killed"
                        + (f"; its message: {said}" if said else "")) from None
     except TimeoutError:

@@ -246,8 +246,10 @@ def read_param_trace(path: str | Path) -> list:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if len(data) > MAX_TRACE_BYTES:
         raise InputError(f"{path}: larger than {MAX_TRACE_BYTES >> 20} MB, the largest trace read")
-    if data.count(b"{") > 2 * MAX_RECORDS + 1:  # a record is an object: refused before parsing builds them all
-        raise InputError(f"{path}: more than {2 * MAX_RECORDS:,} records (JSON objects); at most that many are read")
+    if data.count(b"{") > 4 * MAX_RECORDS:  # a record is an object (with room for nested ones): refused before
+        # parsing builds them all
+        raise InputError(f"{path}: more than {4 * MAX_RECORDS:,} JSON objects, for a trace of at most "
+                         f"{2 * MAX_RECORDS:,} records")
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:

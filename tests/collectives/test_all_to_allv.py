@@ -44,6 +44,18 @@ def test_at_spread_zero_it_moves_the_bytes_of_the_even_all_to_all():
         assert even.size_bytes == uneven.size_bytes == size
 
 
+def test_the_layout_is_mpi_alltoallvs_four_arrays():
+    """Blocks packed in rank order: rank 1 of [[0, 2, 5], [1, 0, 4], [3, 6, 0]] (elements i -> j)."""
+    assert layout(((0, 2, 5), (1, 0, 4), (3, 6, 0)), 1) == ([1, 0, 4], [0, 1, 1], [2, 0, 6], [0, 2, 2])
+
+
+def test_a_matrix_beside_other_collectives_is_refused(tmp_path):
+    matrix = tmp_path / "m.txt"
+    matrix.write_text("0 32\n32 0\n")
+    with pytest.raises(InputError, match="measure all_to_allv in a run of its own, not beside all_reduce"):
+        SweepSpec.from_options(collective="all_reduce,all_to_allv", nprocs=2, backend="mpi", matrix=str(matrix))
+
+
 def _simulate(counts, world, shift_rank=None):
     """Every rank's output as MPI_Alltoallv defines it, from the ranks' inputs; shift_rank: that rank's
     receive displacements off by one element (a misplaced block)."""

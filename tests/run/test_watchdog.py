@@ -256,18 +256,45 @@ def test_prterun_5s_report_of_a_rank_is_a_death():
     assert m.reported_deaths() == {3: 14}
 
 
-def test_a_launcher_left_without_its_ranks_is_killed_in_seconds_with_one_line():
-    """A real launcher whose one rank fails at once and which then never ends (Open MPI 5's prterun after a
-    rank's failed MPI_Init): killed some seconds after its last rank, not at the 300 s start-up timeout."""
+def _launcher_that_loses_its_rank(launcher: str) -> Job:
+    """A real process whose one child (its "rank") fails at once and which then never ends (Open MPI 5's prterun
+    after a rank's failed MPI_Init), as `launcher` started it."""
     import os
+
+    script = ("import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'raise SystemExit(14)']); "
+              "print('-' * 30, flush=True); print('A rank could not start. Really.', flush=True); time.sleep(600)")
+    return Job([([sys.executable, "-c", script], dict(os.environ))], launcher)
+
+
+def test_a_launcher_left_without_its_ranks_is_killed_in_seconds_with_one_line(monkeypatch):
+    """Killed ORPHAN_GRACE_S after its last rank here, not at the 300 s start-up timeout."""
     import time
 
-    launcher = ("import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'raise SystemExit(14)']); "
-                "print('-' * 30, flush=True); print('A rank could not start. Really.', flush=True); time.sleep(600)")
-    job = Job([([sys.executable, "-c", launcher], dict(os.environ))])
-    start = time.monotonic()
+    from commbench.run import launch
+
+    monkeypatch.setattr(launch, "ORPHAN_GRACE_S", 1.0)
+    job, start = _launcher_that_loses_its_rank("mpirun"), time.monotonic()
     with pytest.raises(JobError, match=r"^every rank here ended during start-up \(before the first point\), and the "
                                        r"launcher did not end the job: it was killed; its message: A rank could not "
                                        r"start\.$"):
         list(iter_events(job, SweepSpec(), lambda line: None, Monitor()))
     assert time.monotonic() - start < 60 and job.exited()
+
+
+def test_a_local_rank_with_a_finished_child_is_no_hung_launcher(monkeypatch):
+    """The local launcher's process is the rank itself: a compiler it ran and waited for is no rank of its."""
+    import time
+
+    from commbench.run import launch
+
+    monkeypatch.setattr(launch, "ORPHAN_GRACE_S", 0.2)
+    for launcher, hung in (("local", False), ("torchrun", True)):
+        job = _launcher_that_loses_its_rank(launcher)
+        try:
+            end, judged = time.monotonic() + 5, False
+            while time.monotonic() < end and not judged:
+                judged = job._launcher_hung()
+                time.sleep(0.1)
+            assert judged == hung, launcher
+        finally:
+            job.kill()

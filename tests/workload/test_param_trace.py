@@ -213,9 +213,9 @@ def test_a_trace_of_too_many_records_is_refused_before_it_is_parsed(tmp_path, mo
 
     monkeypatch.setattr(pt, "MAX_RECORDS", 2)
     f = tmp_path / "t.json"
-    f.write_text("[" + ", ".join(['{"comms": "barrier"}'] * 6) + "]")
+    f.write_text("[" + ", ".join(['{"comms": "barrier"}'] * 9) + "]")
     parsed = []
     monkeypatch.setattr(json_module, "loads", lambda *a, **k: parsed.append(1))
-    with pytest.raises(InputError, match="more than 4 records"):
+    with pytest.raises(InputError, match="more than 8 JSON objects, for a trace of at most 4 records"):
         read_param_trace(f)
     assert parsed == []

@@ -120,6 +120,8 @@ def usable_rows(rows: pd.DataFrame) -> pd.DataFrame:
                          f"{MAX_PREDICT_RANKS} ranks, as model predict)")
     if "predicted" in rows:
         rows = rows[pd.to_numeric(rows.predicted, errors="coerce").fillna(0) == 0]
+    if "split" in rows:  # --split: groups at once, contending for links: not a collective alone
+        rows = rows[rows.split.fillna("").astype(str) == ""]
     if "library_choice" in rows:  # what the formulas do not model: UNMODELLED
         rows = rows[~rows.library_choice.astype(str).isin(UNMODELLED)]
     limits.FIT_RANKS.check("model fit", int(pd.to_numeric(rows.world_size, errors="coerce").fillna(0).sum()))
