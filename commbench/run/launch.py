@@ -177,6 +177,10 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
     inherited = {k: v for k, v in os.environ.items() if k != LOCAL_STORE_ENV}  # a store is the local launch's own
     env = dict(inherited, PYTHONUNBUFFERED="1", **ranks_env)
     n = spec.nprocs
+    if launcher in ("mpirun", "emulated") and SM_DIR_VARIABLE not in env and ranks_here(launcher, extra, env):
+        folder = sm_folder()  # (Open MPI's shared-memory files: a folder of this launch's own, not /dev/shm's names)
+        if folder:
+            env[SM_DIR_VARIABLE] = tempfile.mkdtemp(prefix="launch-", dir=folder)
     if launcher == "mpirun":
         return [(_mpirun(n, env, ranks_env) + extra + worker, env)]
     if launcher == "srun":
@@ -207,6 +211,29 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
 
 
 LOOPBACK = "lo"  # the ranks of a local launch talk through it alone (gloo's pairs: GLOO_SOCKET_IFNAME)
+SM_DIR_VARIABLE = "OMPI_MCA_btl_sm_backing_directory"  # where Open MPI's btl/sm puts its segment files
+SM_PREFIX = "commbench-sm-"  # SHM_ROOT/commbench-sm-<pid>-...: one process's folder for them
+
+
+@functools.lru_cache(maxsize=None)
+def sm_folder() -> str | None:
+    """This process's folder in /dev/shm for the shared-memory files of the Open MPI jobs it starts on this
+    machine: Open MPI names them by a 16-bit hash of the job, and a job killed leaves its files, so among
+    thousands of launches (the test tiers, a long ab) a new job met a dead one's file of its name and crashed
+    in btl/sm (SIGSEGV at start-up). This user's alone (0700), removed at exit; a SIGKILLed process's is removed
+    by the next one (its pid gone). None where /dev/shm cannot take one: Open MPI's default then."""
+    root = "/dev/shm"
+    try:
+        for name in os.listdir(root):
+            m = re.fullmatch(re.escape(SM_PREFIX) + r"(\d+)-\w+", name)
+            path = os.path.join(root, name)
+            if m and not processes.alive(int(m.group(1))) and os.lstat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        folder = tempfile.mkdtemp(prefix=f"{SM_PREFIX}{os.getpid()}-", dir=root)
+    except OSError:
+        return None
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 @functools.lru_cache(maxsize=None)

@@ -141,3 +141,35 @@ def test_a_job_s_lines_reach_the_terminal_escaped(capsys):
     relay_stderr(Line("warning \x1b[2J\x00 done", "stderr"))
     said = capsys.readouterr().err
     assert said == "warning \\x1b[2J\\x00 done\n" and "\x1b" not in said
+
+
+def test_open_mpis_shared_memory_files_go_to_a_folder_of_each_launch(tmp_path, monkeypatch):
+    """Open MPI names its btl/sm files in /dev/shm by a 16-bit hash of the job and a killed job leaves them: a
+    later job of the same hash crashed in btl/sm at start-up. Each launch here gets a folder of its own (in this
+    process's, 0700), stale ones of this user's dead processes are removed, another user's kept; none for
+    ranks on other hosts (the folder is this machine's)."""
+    from commbench.run import launch
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)
+    stale, theirs = Path(f"/dev/shm/{launch.SM_PREFIX}{dead.pid}-stale"), Path(f"/dev/shm/{launch.SM_PREFIX}{dead.pid}-theirs")
+    for folder in (stale, theirs):
+        folder.mkdir()
+    try:
+        if os.geteuid() == 0:
+            os.chown(theirs, 65534, 65534)
+        launch.sm_folder.cache_clear()
+        mine = launch.sm_folder()
+        assert mine and Path(mine).parent == Path("/dev/shm") and (os.stat(mine).st_mode & 0o777) == 0o700
+        assert not stale.exists() and theirs.exists() == (os.geteuid() == 0)
+        monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+        spec = SweepSpec(nprocs=2, backends=["mpi"], out_dir=str(tmp_path)).validate()
+        envs = [build_commands(spec, "mpirun", [])[0][1][launch.SM_DIR_VARIABLE] for _ in range(2)]
+        assert len(set(envs)) == 2 and all(Path(e).parent == Path(mine) for e in envs)
+        assert launch.SM_DIR_VARIABLE not in build_commands(spec, "mpirun", ["--host", "a,b"])[0][1]
+    finally:
+        for folder in (stale, theirs):
+            if folder.exists():
+                folder.rmdir()
