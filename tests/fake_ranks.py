@@ -63,8 +63,8 @@ class ScriptedJob:
 
     script = SimpleNamespace(events=[], stderr=[], code=0, interrupt=None, interrupt_after=0, jobs=[])
 
-    def __init__(self, commands):
-        self.commands, self.killed, self.waited = commands, False, False
+    def __init__(self, commands, launcher=""):
+        self.commands, self.killed, self.waited, self.launcher = commands, False, False, launcher
         self.procs = [SimpleNamespace(poll=lambda: 0 if self.killed or self.waited else None, returncode=None)]
         self.script.jobs.append(self)
 
