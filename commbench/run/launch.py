@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
+from commbench.runinfo import SHM_ROOT, SM_DIR_VARIABLE, SM_PREFIX
 from commbench.backends import LOCAL_STORE_ENV, emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
@@ -211,8 +212,6 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
 
 
 LOOPBACK = "lo"  # the ranks of a local launch talk through it alone (gloo's pairs: GLOO_SOCKET_IFNAME)
-SM_DIR_VARIABLE = "OMPI_MCA_btl_sm_backing_directory"  # where Open MPI's btl/sm puts its segment files
-SM_PREFIX = "commbench-sm-"  # SHM_ROOT/commbench-sm-<pid>-...: one process's folder for them
 
 
 @functools.lru_cache(maxsize=None)
@@ -222,7 +221,7 @@ def sm_folder() -> str | None:
     thousands of launches (the test tiers, a long ab) a new job met a dead one's file of its name and crashed
     in btl/sm (SIGSEGV at start-up). This user's alone (0700), removed at exit; a SIGKILLed process's is removed
     by the next one (its pid gone). None where /dev/shm cannot take one: Open MPI's default then."""
-    root = "/dev/shm"
+    root = SHM_ROOT
     try:
         for name in os.listdir(root):
             m = re.fullmatch(re.escape(SM_PREFIX) + r"(\d+)-\w+", name)

@@ -148,13 +148,14 @@ def test_open_mpis_shared_memory_files_go_to_a_folder_of_each_launch(tmp_path, m
     later job of the same hash crashed in btl/sm at start-up. Each launch here gets a folder of its own (in this
     process's, 0700), stale ones of this user's dead processes are removed, another user's kept; none for
     ranks on other hosts (the folder is this machine's)."""
+    from commbench import runinfo
     from commbench.run import launch
 
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait(timeout=30)
-    stale, theirs = Path(f"/dev/shm/{launch.SM_PREFIX}{dead.pid}-stale"), Path(f"/dev/shm/{launch.SM_PREFIX}{dead.pid}-theirs")
+    stale, theirs = Path(f"/dev/shm/{runinfo.SM_PREFIX}{dead.pid}-stale"), Path(f"/dev/shm/{runinfo.SM_PREFIX}{dead.pid}-theirs")
     for folder in (stale, theirs):
         folder.mkdir()
     try:
@@ -166,9 +167,12 @@ def test_open_mpis_shared_memory_files_go_to_a_folder_of_each_launch(tmp_path, m
         assert not stale.exists() and theirs.exists() == (os.geteuid() == 0)
         monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
         spec = SweepSpec(nprocs=2, backends=["mpi"], out_dir=str(tmp_path)).validate()
-        envs = [build_commands(spec, "mpirun", [])[0][1][launch.SM_DIR_VARIABLE] for _ in range(2)]
+        envs = [build_commands(spec, "mpirun", [])[0][1][runinfo.SM_DIR_VARIABLE] for _ in range(2)]
         assert len(set(envs)) == 2 and all(Path(e).parent == Path(mine) for e in envs)
-        assert launch.SM_DIR_VARIABLE not in build_commands(spec, "mpirun", ["--host", "a,b"])[0][1]
+        assert runinfo.SM_DIR_VARIABLE not in build_commands(spec, "mpirun", ["--host", "a,b"])[0][1]
+        # commbench's own folder is no setting of the run's: run.json's environment leaves it out
+        assert runinfo.SM_DIR_VARIABLE not in runinfo.collective_env({runinfo.SM_DIR_VARIABLE: envs[0]})
+        assert runinfo.collective_env({runinfo.SM_DIR_VARIABLE: "/scratch"}) == {runinfo.SM_DIR_VARIABLE: "/scratch"}
     finally:
         for folder in (stale, theirs):
             if folder.exists():
