@@ -20,7 +20,7 @@ ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "PRTE_MCA_", "PMIX
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 # set by the launcher inside every rank: bookkeeping, not settings
 LAUNCHER_INTERNAL = ("OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs")
-# commbench's own for the Open MPI jobs it starts here (commbench.run.launch.sm_folder): where btl/sm's files go,
+# commbench's own for the Open MPI jobs it starts here (commbench.run.job_folders.sm_folder): where btl/sm's files go,
 # a folder of each launch under SHM_ROOT/SM_PREFIX...; not a setting (a user's own value is recorded)
 SM_DIR_VARIABLE = "OMPI_MCA_btl_sm_backing_directory"
 SHM_ROOT, SM_PREFIX = "/dev/shm", "commbench-sm-"

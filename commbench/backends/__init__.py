@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 MPI_WORLD, TORCH_WORLD = "mpi", "torch"  # how a backend's ranks find each other
 
-# a local launch's torch rendezvous: the path of a FileStore the parent makes (commbench.run.launch.local_store),
+# a local launch's torch rendezvous: the path of a FileStore the parent makes (commbench.run.job_folders.local_store),
 # so no TCP store of a one-machine run listens on every interface
 LOCAL_STORE_ENV = "COMMBENCH_STORE_FILE"
 

@@ -4,13 +4,11 @@ events and kills the whole process group on a timeout, an error or Ctrl-C."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import importlib.util
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
-from commbench.runinfo import SHM_ROOT, SM_DIR_VARIABLE, SM_PREFIX
+from commbench.runinfo import SM_DIR_VARIABLE
 from commbench.backends import LOCAL_STORE_ENV, emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
@@ -33,6 +31,7 @@ from commbench.plugins import PLUGINS_ENV
 from commbench.machine import topology
 from commbench.folder.spec_file import encode_spec, spec_path
 from commbench.run import emulate, processes, srun
+from commbench.run.job_folders import local_store, sm_folder
 from commbench.spec import SweepSpec, format_size
 
 MPI_LAUNCHERS = ("mpirun", "srun", "none")
@@ -212,44 +211,6 @@ def _commands(spec: SweepSpec, launcher: str, extra: list[str], worker: list[str
 
 
 LOOPBACK = "lo"  # the ranks of a local launch talk through it alone (gloo's pairs: GLOO_SOCKET_IFNAME)
-
-
-@functools.lru_cache(maxsize=None)
-def sm_folder() -> str | None:
-    """This process's folder in /dev/shm for the shared-memory files of the Open MPI jobs it starts on this
-    machine: Open MPI names them by a 16-bit hash of the job, and a job killed leaves its files, so among
-    thousands of launches (the test tiers, a long ab) a new job met a dead one's file of its name and crashed
-    in btl/sm (SIGSEGV at start-up). This user's alone (0700), removed at exit; a SIGKILLed process's is removed
-    by the next one (its pid gone). None where /dev/shm cannot take one: Open MPI's default then."""
-    root = SHM_ROOT
-    try:
-        for name in os.listdir(root):
-            m = re.fullmatch(re.escape(SM_PREFIX) + r"(\d+)-\w+", name)
-            path = os.path.join(root, name)
-            if m and not processes.alive(int(m.group(1))) and os.lstat(path).st_uid == os.getuid():
-                shutil.rmtree(path, ignore_errors=True)
-        folder = tempfile.mkdtemp(prefix=f"{SM_PREFIX}{os.getpid()}-", dir=root)
-    except OSError:
-        return None
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-@functools.lru_cache(maxsize=None)
-def _store_folder() -> str:
-    """This process's folder for the local launches' stores: this user's alone (0700), removed at exit."""
-    folder = tempfile.mkdtemp(prefix="commbench-store-")
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-def local_store() -> str:
-    """A new file for torch's FileStore, one per launch, in this process's private folder: the ranks of one
-    machine meet through it, so nothing of a local run listens on the network (issue 67, M7)."""
-    fd, path = tempfile.mkstemp(prefix="store-", dir=_store_folder())
-    os.close(fd)
-    os.unlink(path)  # the name is this launch's; FileStore makes the file (and removes it when all ranks are done)
-    return path
 
 
 def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:

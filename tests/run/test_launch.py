@@ -149,7 +149,7 @@ def test_open_mpis_shared_memory_files_go_to_a_folder_of_each_launch(tmp_path, m
     process's, 0700), stale ones of this user's dead processes are removed, another user's kept; none for
     ranks on other hosts (the folder is this machine's)."""
     from commbench import runinfo
-    from commbench.run import launch
+    from commbench.run import job_folders
 
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
@@ -161,8 +161,8 @@ def test_open_mpis_shared_memory_files_go_to_a_folder_of_each_launch(tmp_path, m
     try:
         if os.geteuid() == 0:
             os.chown(theirs, 65534, 65534)
-        launch.sm_folder.cache_clear()
-        mine = launch.sm_folder()
+        job_folders.sm_folder.cache_clear()
+        mine = job_folders.sm_folder()
         assert mine and Path(mine).parent == Path("/dev/shm") and (os.stat(mine).st_mode & 0o777) == 0o700
         assert not stale.exists() and theirs.exists() == (os.geteuid() == 0)
         monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
