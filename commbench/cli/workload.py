@@ -52,6 +52,13 @@ _EXTRA = (
                                                  "prints communication's share of the step.")),
     _own("param_out", str | None, typer.Option(None, "--param-out", help="Also write the mix as a PARAM basic "
                                                "trace to this file (OUT/param_trace.json always).")),
+    _own("spread", float | None, typer.Option(None, "--spread", help="The router's imbalance: the experts' "
+                                              "all-to-all as all_to_allv with nccl-tests' spread (0 even to 1 "
+                                              "distance-weighted; default: the config's router.spread, else an even "
+                                              "all_to_all).")),
+    _own("concurrent", bool, typer.Option(False, "--concurrent", help="Also measure each entry with every group of "
+                                          "its size that -n holds running it at once (--split): what sharing the "
+                                          "links costs, beside the one-group figure.")),
     _own("list_", bool, typer.Option(False, "--list", help="List the bundled workloads and exit.")),
 )
 
@@ -78,7 +85,8 @@ def workload(ctx: typer.Context, **values):
     request = Request(source=values["config"], trace=values["trace"], gpus_per_node=values["gpus_per_node"],
                       fields=fields, backend_given="backend" in chosen, measure=values["measure"],
                       scale=values["scale"], model=values["model"], compute_ms=values["compute_ms"],
-                      intra=values["intra"], inter=values["inter"], out=values["out"], param_out=values["param_out"])
+                      intra=values["intra"], inter=values["inter"], out=values["out"], param_out=values["param_out"],
+                      spread=values["spread"], concurrent=values["concurrent"])
     checked = check(request)
     if checked.sweeps is not None:
         check_used(chosen, list(checked.sweeps.specs.values()))

@@ -9,6 +9,7 @@ trace) measured here (measure.py), predicted here and at scale (predict.py), wri
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from pathlib import Path
 from commbench import options
 from commbench.errors import InputError
 from commbench.workload import measure, predict, report
-from commbench.workload.config import WorkloadConfig, find_workload, load_workload
+from commbench.collectives.peer_traffic import check_spread
+from commbench.workload.config import Router, WorkloadConfig, check_router, find_workload, load_workload
 from commbench.workload.mix import Entry, derive
 from commbench.workload.param_trace import check_size, from_param, read_param_trace
 
@@ -41,6 +43,8 @@ class Request:
     out: str | None = None
     param_out: str | None = None
     argv: list[str] | None = None
+    spread: float | None = None  # the router's imbalance (the config's router.spread otherwise)
+    concurrent: bool = False  # also measure every group of a kind at once
 
 
 @dataclass
@@ -72,7 +76,12 @@ def _entries(r: Request):
         if r.gpus_per_node is not None:
             raise InputError("--gpus-per-node is for --trace; a workload config says it in parallel.gpus_per_node")
         config = load_workload(r.source)
+        if r.spread is not None:
+            check_router(config.model, config.parallel, "--spread")
+            config = dataclasses.replace(config, router=Router(check_spread(r.spread)))
         return config.name, config, derive(config), None
+    if r.spread is not None:
+        raise InputError("--spread is for a workload config with experts: a trace's all-to-alls are as it recorded them")
     if r.gpus_per_node is not None and r.gpus_per_node < 1:
         raise InputError(f"invalid --gpus-per-node {r.gpus_per_node}: at least 1")
     records = read_param_trace(r.trace)
@@ -126,6 +135,17 @@ def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | 
     return [(b, a) for b in backends for a in algorithms]
 
 
+def _consecutive(config: WorkloadConfig | None, entry: Entry) -> bool:
+    """Are the job's groups of this entry consecutive ranks (as tensor parallelism's are)? A trace's
+    groups are taken to be."""
+    from commbench.workload.mix import GROUPS, group_ranks
+
+    if config is None or entry.group not in GROUPS:
+        return True
+    ranks = group_ranks(config, entry.group)  # pp: the stages, of which send_recv's pair is two neighbours
+    return ranks == list(range(ranks[0], ranks[0] + len(ranks)))
+
+
 def check(r: Request) -> Checked:
     """Every input validated (the config or trace, the options, the sweeps, --model, the outputs)
     before anything runs or is written; InputError otherwise."""
@@ -154,6 +174,10 @@ def check(r: Request) -> Checked:
         forced = {"in-place": True, "out-of-place": False}.get(mode)  # both: each entry's own
     algorithms = tuple(_algorithms(r))
     targets = [(e, measure.target(e, nprocs, scale, dtype, forced, algorithms)) for e in entries]
+    if r.concurrent:
+        if not r.measure:
+            raise InputError("--concurrent measures groups at once: it needs --measure")
+        targets = [(e, measure.at_once(t, nprocs, _consecutive(config, e))) for e, t in targets]
     out = _out(r, name)
     if r.param_out is not None:  # never one of the command's own inputs (it would overwrite it)
         given = [p for p in (r.trace, r.model) if p] + ([find_workload(r.source)] if r.source else [])
@@ -218,10 +242,13 @@ def _run(c: Checked, on_run: Callable | None, on_event: Callable | None) -> Done
         model = predict.Model(error="no model: nothing was measured to fit one from (give --model FILE)")
     import pandas as pd
 
-    measured = measure.measured_times(rows if rows is not None else pd.DataFrame(), c.targets, c.variants,
-                                      c.sweeps.skipped if c.sweeps else {})
+    frame = rows if rows is not None else pd.DataFrame()
+    skipped = c.sweeps.skipped if c.sweeps else {}
+    measured = {what: measure.measured_times(frame, c.targets, c.variants, skipped, at_once=what == "concurrent")
+                for what in ("measured", "concurrent")}
     if c.sweeps is None:  # what could not be measured anyway says why
-        measured = {k: (None, c.targets[k[0]][1].why or "not measured: --no-measure") for k in measured}
+        measured = {what: {k: (None, c.targets[k[0]][1].why or "not measured: --no-measure") for k in times}
+                    for what, times in measured.items()}
     predictor = predict.Predictor(model, c.links, c.segment)
     entry_rows = report.entry_rows(c, measured, predictor)
     overlap = c.config.overlap.__dict__ if c.config else {}

@@ -9,7 +9,10 @@
                  dp_mode: fsdp_full, recompute: false}
     buckets:    {ddp_first_mib: 1, ddp_mib: 25, zero_mib: 500, fsdp_unit: layer}
     overlap:    {dp: 0.5, tp: 0, pp: 0, ep: 0}       # share of each kind hidden behind compute
+    router:     {spread: 0.5}                        # a mixture of experts' imbalance (below)
 
+`router.spread` makes the experts' all-to-all uneven: all_to_allv with nccl-tests' spread (0 even,
+1 distance-weighted; commbench.collectives.peer_traffic); without it the all-to-all is even.
 `model` is a transformer (layers, hidden, ffn, heads, seq, vocab; arch gpt or llama; experts,
 top_k and moe_every for a mixture of experts), or `params` (a total; layers, hidden and seq
 optional), or `layer_params` (one count per layer). The file is read within the suite reader's
@@ -107,6 +110,11 @@ class Overlap:
 
 
 @dataclass(frozen=True)
+class Router:
+    spread: float | None = None  # the experts' all-to-all as all_to_allv with this spread; None: even all_to_all
+
+
+@dataclass(frozen=True)
 class WorkloadConfig:
     name: str
     description: str
@@ -116,6 +124,7 @@ class WorkloadConfig:
     parallel: Parallel
     buckets: Buckets
     overlap: Overlap
+    router: Router = Router()
 
     @property
     def micro_batches(self) -> int:
@@ -282,7 +291,7 @@ def _check_layout(m: Model, p: Parallel, b: Batch, where: str) -> None:
 
 def parse_workload(doc, where: str = "workload", default_name: str = "workload") -> WorkloadConfig:
     """A workload from its parsed YAML document; `where` starts every error message."""
-    top = ("name", "description", "model", "dtypes", "batch", "parallel", "buckets", "overlap")
+    top = ("name", "description", "model", "dtypes", "batch", "parallel", "buckets", "overlap", "router")
     if not isinstance(doc, dict):
         raise InputError(f"{where}: a workload is a mapping of {', '.join(top)} (got {type(doc).__name__})")
     unknown = [k for k in doc if k not in top]
@@ -323,4 +332,15 @@ def parse_workload(doc, where: str = "workload", default_name: str = "workload")
         fsdp_unit=_choice(bk, "buckets", "fsdp_unit", where, "layer", FSDP_UNITS))
     ov = _section(doc, "overlap", where, ("dp", "tp", "pp", "ep"), required=False)
     overlap = Overlap(*(_number(ov, "overlap", k, where, 0.0, 0, 1) for k in ("dp", "tp", "pp", "ep")))
-    return WorkloadConfig(name, description, model, dtypes, batch, parallel, buckets, overlap)
+    rt = _section(doc, "router", where, ("spread",), required=False)
+    router = Router(_number(rt, "router", "spread", where, None, 0, 1))
+    if router.spread is not None:
+        check_router(model, parallel, f"{where}: router.spread")
+    return WorkloadConfig(name, description, model, dtypes, batch, parallel, buckets, overlap, router)
+
+
+def check_router(m: Model, p: Parallel, what: str) -> None:
+    """InputError where the workload has no experts' all-to-all for a router's imbalance to shape."""
+    if m.experts == 1 or p.ep == 1:
+        raise InputError(f"{what}: shapes the experts' all-to-all, which this workload has not (it needs "
+                         "model.experts > 1 and parallel.ep > 1)")

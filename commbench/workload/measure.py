@@ -6,28 +6,35 @@ What is measured for an entry of G ranks and S bytes (nccl-tests' size_bytes):
   * ranks: min(G, -n); a group larger than the ranks here is measured on the ranks here (the same
     message size on fewer ranks), and marked so;
   * size: S x --scale, rounded to whole elements of --dtype for every rank (at least one each),
-    at most MAX_MEASURED_BYTES (larger ones are measured at that size, and marked so);
+    at most MAX_MEASURED_BYTES (larger ones are measured at that size, and marked so); an uneven
+    all-to-all (all_to_allv) with the entry's spread, its row read at the size the spread's blocks
+    add up to (each is rounded down to 16 B);
   * buffers: the way training issues the call (NATURAL_IN_PLACE) unless a buffer switch is given;
-  * a collective commbench does not have (commbench.collectives: all_to_all and send_recv
-    today) is not measured, and says so.
+  * with --concurrent, a second time with every group of its kind that fits in -n running it at
+    once (`--split`: consecutive groups where the job's are, as tensor parallelism's, else strided),
+    into OUT/measured/<collective>-<ranks>-at-once-<split>/: what sharing the links costs.
 Where the cost model is fitted from this run, every sweep also measures a ladder of sizes from one
 element per rank to 8x its largest entry, x2 apart: the entries' few sizes alone cannot tell α
 from β from γ, nor where the working set outgrows the cache (commbench.analysis.model.fit leaves
 them undetermined, and the predictions that depend on them out; with x4 apart this machine's
-cache size was still undetermined).
+cache size was still undetermined). The model fits neither the uneven all-to-all nor groups at
+once, so their sweeps measure the entries' sizes alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from commbench import options
+from commbench.split import parse as parse_split
 from commbench.dtypes import DTYPES
 from commbench.errors import InputError
 from commbench.collectives import COLLECTIVES
+from commbench.collectives.peer_traffic import DEFAULT_SPREAD, PeerTraffic
 from commbench.spec import SweepSpec, split_list
 from commbench.workload.mix import Entry
 
@@ -44,10 +51,32 @@ class Target:
     """How one entry is measured here: on `ranks` ranks at `size_bytes` (None: not measured, `why`)."""
 
     ranks: int | None = None
-    size_bytes: int | None = None
+    size_bytes: int | None = None  # as its rows record it
     in_place: bool = False
     why: str = ""  # why not measured
     marks: tuple[str, ...] = ()  # how the measured call differs from the entry's
+    asked_bytes: int | None = None  # the size its sweep asks for, where the rows record another (all_to_allv)
+    concurrent: str = ""  # --concurrent: the --split its groups run at once, as given (tp=G or dp=G) ...
+    concurrent_as: str = ""  # ... and as its rows record it (commbench.split's canonical text)
+    concurrent_why: str = ""  # why it is not measured so
+
+    @property
+    def sweep_bytes(self) -> int | None:
+        return self.size_bytes if self.asked_bytes is None else self.asked_bytes
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sweep of the workload: a collective on groups of `ranks` (with `split`, several at once)."""
+
+    collective: str
+    ranks: int
+    split: str = ""
+    spread: float | None = None
+
+    @property
+    def label(self) -> str:
+        return run_label(self.collective, self.ranks, self.split)
 
 
 def human_size(n: float) -> str:
@@ -57,8 +86,8 @@ def human_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def run_label(collective: str, ranks: int) -> str:
-    return f"{collective}-{ranks}"
+def run_label(collective: str, ranks: int, split: str = "") -> str:
+    return f"{collective}-{ranks}" + (f"-at-once-{split.replace('=', '')}" if split else "")
 
 
 def check_scale(scale: float) -> float:
@@ -94,7 +123,29 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
     if ranks < entry.group_size:
         marks.append(f"{ranks} of its {entry.group_size} ranks")
     mode = NATURAL_IN_PLACE.get(c, False) if in_place is None else in_place
-    return Target(ranks, size, mode, "", tuple(marks))
+    recorded = None
+    if COLLECTIVES[c].takes_traffic:
+        traffic = PeerTraffic(spread=DEFAULT_SPREAD if entry.spread is None else entry.spread)
+        recorded = COLLECTIVES[c].counts_for(size, item, ranks, traffic).size_bytes
+        if recorded < item:
+            return Target(why=f"not measured: at {human_size(size)} on {ranks} ranks its blocks round down to nothing "
+                               "(a larger --scale)")
+    return Target(ranks, size if recorded is None else recorded, mode, "", tuple(marks),
+                  None if recorded in (None, size) else size)
+
+
+def at_once(target: Target, nprocs: int, consecutive: bool) -> Target:
+    """`target` with its --concurrent measurement: every group of its size that -n holds running it at
+    once, consecutive ranks (consecutive) or strided; or why not."""
+    if target.ranks is None:
+        return target
+    groups, odd = divmod(nprocs, target.ranks)
+    if groups < 2 or odd:
+        why = (f"not measured at once: {nprocs} ranks here hold no second group of {target.ranks}" if groups < 2 else
+               f"not measured at once: groups of {target.ranks} do not divide the {nprocs} ranks here")
+        return dataclasses.replace(target, concurrent_why=why)
+    given = f"{'tp' if consecutive else 'dp'}={target.ranks}"
+    return dataclasses.replace(target, concurrent=given, concurrent_as=parse_split(given, nprocs).text)
 
 
 def ladder(collective: str, ranks: int, dtype: str, largest: int) -> list[int]:
@@ -111,16 +162,20 @@ def ladder(collective: str, ranks: int, dtype: str, largest: int) -> list[int]:
     return out
 
 
-def plan(targets: list[tuple[Entry, Target]], dtype: str, calibrate: bool) -> dict[tuple[str, int], list[int]]:
-    """(collective, ranks) -> the sizes its sweep measures, ascending."""
-    runs: dict[tuple[str, int], set[int]] = {}
+def plan(targets: list[tuple[Entry, Target]], dtype: str, calibrate: bool) -> dict[Run, list[int]]:
+    """Every sweep -> the sizes it measures, ascending: each (collective, ranks) alone, and with
+    --concurrent at once."""
+    runs: dict[Run, set[int]] = {}
     for entry, t in targets:
         if t.ranks is not None:
-            runs.setdefault((entry.collective, t.ranks), set()).add(t.size_bytes)
+            for split in ("", t.concurrent) if t.concurrent else ("",):
+                runs.setdefault(Run(entry.collective, t.ranks, split, entry.spread), set()).add(t.sweep_bytes)
     if calibrate:
-        for (c, ranks), sizes in runs.items():
-            sizes.update(ladder(c, ranks, dtype, max(sizes)))
-    return {key: sorted(sizes) for key, sizes in sorted(runs.items())}
+        for run, sizes in runs.items():
+            if not run.split and not COLLECTIVES[run.collective].takes_traffic:  # (what the model fits)
+                sizes.update(ladder(run.collective, run.ranks, dtype, max(sizes)))
+    order = sorted(runs, key=lambda r: (r.collective, r.ranks, r.split))
+    return {run: sorted(runs[run]) for run in order}
 
 
 @dataclass
@@ -138,7 +193,7 @@ def mode_given(fields: dict) -> bool:
     return any(fields.get(o.name) for o in options.MODE_SWITCHES)
 
 
-def specs(runs: dict[tuple[str, int], list[int]], fields: dict, out: Path, name: str,
+def specs(runs: dict[Run, list[int]], fields: dict, out: Path, name: str,
           in_place: dict[str, bool] | None) -> Sweeps:
     """One validated SweepSpec per run, from `commbench run`'s option fields (option name -> value,
     as the CLI parsed them) with the run's collective, sizes, ranks and folder; in_place: the
@@ -151,10 +206,12 @@ def specs(runs: dict[tuple[str, int], list[int]], fields: dict, out: Path, name:
     if base.get("launcher") == "none":
         raise InputError("--launcher none: a workload launches one job per group size; let commbench launch them")
     sweeps = Sweeps(out, launcher_args=launcher_args)
-    for (collective, ranks), sizes in runs.items():
-        label = run_label(collective, ranks)
-        f = dict(base, collective=collective, sizes=",".join(map(str, sizes)), nprocs=ranks,
-                 out=str(out / MEASURED / label), label=base.get("label") or f"{name} {label}")
+    nprocs = base.get("nprocs")
+    for run, sizes in runs.items():
+        collective, ranks, label = run.collective, run.ranks, run.label
+        f = dict(base, collective=collective, sizes=",".join(map(str, sizes)), nprocs=nprocs if run.split else ranks,
+                 out=str(out / MEASURED / label), label=base.get("label") or f"{name} {label}",
+                 split=run.split or None, spread=run.spread)
         if in_place is not None:
             f["mode"] = "in-place" if in_place.get(collective, False) else "out-of-place"
         try:
@@ -168,7 +225,8 @@ def specs(runs: dict[tuple[str, int], list[int]], fields: dict, out: Path, name:
                 raise InputError(f"it needs {launcher!r}, which is not installed")
             launch.check_local_ranks(check, launcher, launcher_args)
         except InputError as exc:
-            raise InputError(f"measuring {collective} on {ranks} ranks: {exc}") from None
+            at = f", {nprocs // ranks} groups at once" if run.split else ""
+            raise InputError(f"measuring {collective} on {ranks} ranks{at}: {exc}") from None
         spec.run_id = ""
         sweeps.specs[label] = spec
     return sweeps
@@ -202,26 +260,33 @@ def measure(sweeps: Sweeps, on_run: Callable[[str, SweepSpec], None] | None = No
 
 
 def measured_times(rows, targets: list[tuple[Entry, Target]], variants: list[tuple[str, str]],
-                   skipped: dict[str, list[dict]]) -> dict[tuple[int, str, str], tuple[float | None, str]]:
+                   skipped: dict[str, list[dict]], at_once: bool = False
+                   ) -> dict[tuple[int, str, str], tuple[float | None, str]]:
     """(entry index, backend, algorithm) -> (median µs per call, "") or (None, why), from the
     measured rows (commbench.analysis.model.load_rows): the entry's own buffer mode where measured,
-    else the other."""
+    else the other. at_once: the figure of its groups at once (--concurrent), else of one alone."""
     out = {}
     ok = rows[rows.wrong == 0] if len(rows) else rows
+    if len(ok):
+        splits = ok.split.fillna("").astype(str) if "split" in ok else None
     for i, (entry, t) in enumerate(targets):
+        split, recorded = (t.concurrent, t.concurrent_as) if at_once else ("", "")
         for backend, algorithm in variants:
-            if t.ranks is None:
-                out[i, backend, algorithm] = (None, t.why)
+            if t.ranks is None or (at_once and not split):
+                out[i, backend, algorithm] = (None, t.why or t.concurrent_why or "not measured at once: --concurrent "
+                                                                                  "not given")
                 continue
+            label = run_label(entry.collective, t.ranks, split)
             pick = ok[(ok.collective == entry.collective) & (ok.world_size == t.ranks) & (ok.size_bytes == t.size_bytes)
-                      & (ok.backend == backend) & (ok.algorithm == algorithm)] if len(ok) else ok
+                      & (ok.backend == backend) & (ok.algorithm == algorithm)
+                      & ((splits == recorded) if splits is not None else not split)] if len(ok) else ok
             if len(pick):
                 same = pick[pick.in_place.astype(bool) == t.in_place]
                 out[i, backend, algorithm] = (float((same if len(same) else pick).time_us.iloc[0]), "")
                 continue
-            reasons = [s.get("reason", "") for s in skipped.get(run_label(entry.collective, t.ranks), [])
+            reasons = [s.get("reason", "") for s in skipped.get(label, [])
                        if s.get("backend") == backend and s.get("algorithm") == algorithm
-                       and s.get("size") == t.size_bytes]
+                       and s.get("size") == t.sweep_bytes]
             wrong = len(rows) and ((rows.collective == entry.collective) & (rows.world_size == t.ranks)
                                    & (rows.wrong != 0)).any()
             out[i, backend, algorithm] = (None, f"not measured: skipped ({reasons[0]})" if reasons else

@@ -31,6 +31,7 @@ from commbench.workload.config import MAX_COUNT, WorkloadConfig
 
 GROUPS = ("dp", "edp", "dp_shard", "dp_replicate", "tp", "pp", "ep")
 MiB = 1 << 20
+SHARED = ("all_gather", "reduce_scatter", "all_to_all", "all_to_allv")  # a size of one block per rank
 ZERO_BUCKET_ELEMENTS = 500_000_000  # DeepSpeed's reduce_bucket_size and allgather_bucket_size defaults
 
 
@@ -45,13 +46,14 @@ class Entry:
     count: int  # calls per step
     dtype: str
     note: str  # the formula and its source
+    spread: float | None = None  # all_to_allv: its traffic, nccl-tests' spread (commbench.collectives.peer_traffic)
 
 
 def bus_factor(collective: str, n: int) -> float:
     """nccl-tests' GetBw factors: bytes a rank sends per byte of size_bytes."""
     if collective == "all_reduce":
         return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+    if collective in SHARED:
         return (n - 1) / n
     return 1.0  # send_recv
 
@@ -181,14 +183,14 @@ class _Mix:
         self.ranks: dict[str, list[int]] = {}  # rank 0's group of each name
 
     def add(self, kind: str, group: str, collective: str, elements: int, count: int, dtype: str, note: str,
-            n: int | None = None, rpn: int | None = None) -> None:
+            n: int | None = None, rpn: int | None = None, spread: float | None = None) -> None:
         if n is None and group not in self.ranks:
             self.ranks[group] = group_ranks(self.config, group)
         ranks = self.ranks[group] if n is None else None
         n = len(ranks) if n is None else n
         if n <= 1 or count <= 0 or elements <= 0:
             return
-        if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        if collective in SHARED:
             elements = _ceil(elements, n) * n
         size = elements * DTYPES[dtype].itemsize
         if size > MAX_SIZE_BYTES:  # (nothing measures or predicts it, and a trace of it would not read back)
@@ -196,7 +198,7 @@ class _Mix:
                              f"more than {MAX_SIZE_BYTES:,} B (1T), the largest size commbench takes: a smaller model "
                              "or more parallelism")
         rpn = ranks_per_node(ranks, self.config.parallel.gpus_per_node) if rpn is None else rpn
-        key = (kind, group, collective, n, rpn, size, dtype, note)
+        key = (kind, group, collective, n, rpn, size, dtype, note, spread)
         self.counts[key] = self.counts.get(key, 0) + count
         if self.counts[key] > MAX_COUNT:
             raise InputError(f"workload {self.config.name}: its {kind} {collective} calls of {size:,} B would be "
@@ -204,8 +206,8 @@ class _Mix:
                              "buckets")
 
     def entries(self) -> list[Entry]:
-        return [Entry(k, g, c, n, rpn, size, count, dt, note)
-                for (k, g, c, n, rpn, size, dt, note), count in self.counts.items()]
+        return [Entry(k, g, c, n, rpn, size, count, dt, note, spread)
+                for (k, g, c, n, rpn, size, dt, note, spread), count in self.counts.items()]
 
 
 def _buckets(total: int, bucket: int, first: int | None = None) -> list[tuple[int, int]]:
@@ -296,8 +298,12 @@ def derive(config: WorkloadConfig) -> list[Entry]:
                 n=2, rpn=ranks_per_node(pair, p.gpus_per_node))
     moe_layers = sum(1 for i in range(per_stage) if m.experts > 1 and i % m.moe_every == 0)
     if p.ep > 1 and moe_layers:
-        mix.add("ep", "ep", "all_to_all", micro * m.seq * m.top_k * m.hidden, passes * moe_layers * mb, act,
+        spread = config.router.spread
+        uneven = "" if spread is None else (f"; the router's imbalance as nccl-tests' alltoallv spread {spread:g} "
+                                            "(each rank sends the same total, each peer a different share)")
+        mix.add("ep", "ep", "all_to_all" if spread is None else "all_to_allv", micro * m.seq * m.top_k * m.hidden,
+                passes * moe_layers * mb, act,
                 f"MoE expert parallelism: all-to-all dispatch + combine of b·s·top_k tokens x h, 2 forward + 2 "
                 f"backward per MoE layer per micro-batch{', +2 recomputed' if p.recompute else ''} "
-                "(GShard, Lepikhin et al. 2020; Megatron-core alltoall dispatcher)")
+                f"(GShard, Lepikhin et al. 2020; Megatron-core alltoall dispatcher){uneven}", spread=spread)
     return mix.entries()

@@ -10,7 +10,8 @@ records, one per call, in the order they are issued:
 
 Sizes are element counts, not bytes: all-gather in = one rank's share, out = the whole; reduce-
 scatter in = the whole, out = a share; all-to-all is written as all_to_allv (PARAM reads splits
-only for that name) with even `in_split`/`out_split`; a send-recv is a `send` to the next stage
+only for that name) with even `in_split`/`out_split`, an uneven one (a router's spread) with the
+rank's row and column of its traffic (commbench.collectives.peer_traffic); a send-recv is a `send` to the next stage
 and a `recv` from the previous one (`src_rank`, `dst_rank`, `use_batch`). `init` records create
 the process groups: every group of the job is listed (the same list in every rank's trace, as
 PARAM's replay creates them on all ranks), and each call names its rank's group by `pg_id`.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from commbench.collectives.peer_traffic import PeerTraffic
 from commbench.dtypes import DTYPE_ALIASES, DTYPES
 from commbench.errors import InputError
 from commbench.folder.workload_files import KINDS
@@ -47,7 +49,8 @@ _COMMS = {"allreduce": "all_reduce", "allgather": "all_gather", "allgatherbase":
           "recv": "recv", "irecv": "recv", "recvanysource": "recv", "init": "init",
           "wait": None, "barrier": None, "batchisendirecv": None}  # None: no data of its own
 _PARAM_NAME = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-               "all_to_all": "all_to_allv"}
+               "all_to_all": "all_to_allv", "all_to_allv": "all_to_allv"}
+_SPLIT = ("all_to_all", "all_to_allv")  # written with in_split and out_split
 
 
 def check_size(entries: list[Entry]) -> None:
@@ -57,7 +60,7 @@ def check_size(entries: list[Entry]) -> None:
     if calls > MAX_RECORDS:
         raise InputError(f"the mix issues {calls:,} calls per step; a PARAM trace written here holds at most "
                          f"{MAX_RECORDS:,}")
-    splits = sum(2 * e.count * e.group_size for e in entries if e.collective == "all_to_all")
+    splits = sum(2 * e.count * e.group_size for e in entries if e.collective in _SPLIT)
     if splits > MAX_SPLITS:
         raise InputError(f"the mix's all-to-alls would list {splits:,} split sizes per step in a PARAM trace; "
                          f"at most {MAX_SPLITS:,} are written")
@@ -89,7 +92,7 @@ def to_param(entries: list[Entry], config: WorkloadConfig, rank: int = 0) -> lis
     for i, e in enumerate(entries):
         itemsize = DTYPES[e.dtype].itemsize
         elements, odd = divmod(e.size_bytes, itemsize)
-        share = e.group_size if e.collective in ("all_gather", "reduce_scatter", "all_to_all") else 1
+        share = e.group_size if e.collective in mix.SHARED else 1
         if odd or elements % share:
             raise InputError(f"entry {i}: {e.size_bytes} B is not a whole number of {e.dtype} elements"
                              f"{f' for each of {share} ranks' if share > 1 else ''}")
@@ -107,6 +110,11 @@ def to_param(entries: list[Entry], config: WorkloadConfig, rank: int = 0) -> lis
             call = {"comms": _PARAM_NAME[e.collective], "in_msg_size": n_in, "out_msg_size": n_out}
             if e.collective == "all_to_all":
                 call |= {"in_split": [elements // share] * share, "out_split": [elements // share] * share}
+            elif e.collective == "all_to_allv":
+                at = ranks.index(rank)
+                blocks = PeerTraffic(spread=e.spread).peer_bytes(e.size_bytes, itemsize, share) // itemsize
+                call |= {"in_msg_size": int(blocks[at].sum()), "out_msg_size": int(blocks[:, at].sum()),
+                         "in_split": blocks[at].tolist(), "out_split": blocks[:, at].tolist()}
             calls = [call]
         for _ in range(e.count):
             for call in calls:

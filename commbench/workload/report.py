@@ -27,13 +27,16 @@ from commbench.workload.param_trace import to_param, write_param_trace
 FIGURES = {
     "measured": "measured on this machine: each entry at min(group size, -n) ranks, its size x --scale (rounded, "
                 "capped: see marks), median time per call x count per step",
+    "concurrent": "--concurrent: measured as `measured`, with every other group of its size that the ranks here "
+                  "hold running the same call at once (--split; the slowest group's time): what sharing the links "
+                  "costs; concurrent_split names the groups",
     "predicted_here": "the cost model at the ranks and size measured, on this machine's layout: the check of the model",
     "predicted": "the cost model at the entry's own group (nodes = ceil(group size / ranks per node)) and full size",
     "ranges": "a prediction's low and high: its 95 % interval from the fit's parameter covariance (delta method; "
               "the points' scatter about the model and the model's form not included; --intra/--inter exact); "
               "a total's: its entries' ends added (at least as wide as the sum's own interval)",
 }
-TIMES = ("measured", "predicted_here", "predicted")
+TIMES = ("measured", "concurrent", "predicted_here", "predicted")
 RANGED = ("predicted_here", "predicted")  # the figures with a 95 % interval (low, high)
 
 
@@ -44,9 +47,10 @@ def entry_rows(c, measured: dict, predictor) -> list[dict]:
             row = dataclasses.asdict(entry) | {"bytes_per_rank_step": bytes_per_rank(entry), "backend": backend,
                                                "algorithm": algorithm, "measured_ranks": t.ranks,
                                                "measured_size_bytes": t.size_bytes, "measured_in_place": t.in_place,
-                                               "marks": "; ".join(t.marks)}
-            us, why = measured[i, backend, algorithm]
-            _put(row, "measured", us, why, entry.count)
+                                               "marks": "; ".join(t.marks), "concurrent_split": t.concurrent}
+            for what in ("measured", "concurrent"):
+                us, why = measured[what][i, backend, algorithm]
+                _put(row, what, us, why, entry.count)
             if t.ranks is None:
                 why = t.why.replace("not measured: ", "nothing to predict here: ")
                 if entry.collective not in COLLECTIVES:
@@ -101,6 +105,7 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
                 t[f"{what}_ms"] = sum(have) if have else None
                 t[f"{what}_missing"] = len(of) - len(have)
                 t[f"{what}_exposed_ms"] = None if not have else sum(have) * (1 - t["overlap"])
+            t["concurrent_ratio"] = _at_once(of)
             for what in RANGED:  # the entries' ends added: a bound on the sum's interval (entries share parameters,
                 # whose errors add at most: α's and β's partly cancel between small and large entries)
                 ends = [(r[f"{what}_low_step_ms"], r[f"{what}_high_step_ms"]) for r in of if r[f"{what}_step_ms"] is not None]
@@ -119,6 +124,7 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
             every[f"{what}_exposed_ms"] = exposed
             if compute_ms is not None:
                 every[f"{what}_share"] = None if exposed is None else exposed / (exposed + compute_ms)
+        every["concurrent_ratio"] = _at_once(mine)
         for what in RANGED:
             have = [t for t in per_kind if t[f"{what}_ms"] is not None]
             whole = bool(have) and all(t[f"{what}_low_ms"] is not None for t in have)
@@ -130,6 +136,14 @@ def totals(rows: list[dict], variants, overlap: dict, compute_ms: float | None) 
                     every[f"{what}_{end}_share"] = None if exposed is None else exposed / (exposed + compute_ms)
         out += per_kind + [every]
     return out
+
+
+def _at_once(rows: list[dict]) -> float | None:
+    """The entries' time with their groups at once over alone, both per step, over the entries
+    that have both: what sharing the links costs (None where none has both)."""
+    both = [r for r in rows if r["concurrent_step_ms"] is not None and r["measured_step_ms"] is not None]
+    alone = sum(r["measured_step_ms"] for r in both)
+    return sum(r["concurrent_step_ms"] for r in both) / alone if both and alone else None
 
 
 def comparison(rows: list[dict], variants) -> list[dict]:
@@ -228,20 +242,23 @@ def render(console, c, done) -> None:
         rows = [r for r in done.rows if (r["backend"], r["algorithm"]) == (backend, algorithm)]
         table = Table(title=f"{escape(c.name)}: one step, one rank; {backend} {algorithm} "
                             f"(ms per step = count x time per call)", title_justify="left")
+        at_once = c.request.concurrent
         for head in ("kind", "collective", "group", "size", "/step", "GB/rank", "measured here", "measured",
-                     "model here", "model at scale"):
+                     *(("groups at once",) if at_once else ()), "model here", "model at scale"):
             table.add_column(head, justify="left" if head in ("kind", "collective", "measured here") else "right")
         for r in rows:
             here = "-" if r["measured_ranks"] is None else f"{r['measured_ranks']} x {_size(r['measured_size_bytes'])}"
             here += f" {notes.mark(r['marks'])}" if r["marks"] else ""
+            once = (f"{notes.cell(r, 'concurrent')}" + (f" ({r['concurrent_split']})" if r["concurrent_split"] else ""),)
             table.add_row(r["kind"], r["collective"], f"{r['group_size']} ({r['ranks_per_node']}/node)",
                           _size(r["size_bytes"]), str(r["count"]), f"{r['bytes_per_rank_step'] / 1e9:.3g}",
-                          escape(here), escape(notes.cell(r, "measured")), escape(notes.cell(r, "predicted_here")),
-                          escape(notes.cell(r, "predicted")))
+                          escape(here), escape(notes.cell(r, "measured")), *map(escape, once if at_once else ()),
+                          escape(notes.cell(r, "predicted_here")), escape(notes.cell(r, "predicted")))
         console.print(table)
         kinds = Table(title=f"per kind, ms per step ({backend} {algorithm}); exposed = total x (1 - overlap)",
                       title_justify="left")
-        for head in ("kind", "overlap", "GB/rank", "measured", "model here", "model at scale", "exposed at scale"):
+        for head in ("kind", "overlap", "GB/rank", "measured", *(("at once", "at once / alone") if at_once else ()),
+                     "model here", "model at scale", "exposed at scale"):
             kinds.add_column(head, justify="left" if head == "kind" else "right")
         for t in (t for t in done.totals if (t["backend"], t["algorithm"]) == (backend, algorithm)):
             def total(what, t=t):
@@ -249,8 +266,10 @@ def render(console, c, done) -> None:
                 ranged = f" {_range(t[f'{what}_low_ms'], t[f'{what}_high_ms'])}" if what in RANGED and t[f"{what}_low_ms"] is not None else ""
                 return _ms(t[f"{what}_ms"]) + ranged + (f" ({missing} of {t['entries']} missing)" if missing else "")
             kinds.add_row(t["kind"], "" if t["overlap"] is None else f"{t['overlap']:g}",
-                          f"{t['bytes_per_rank_step'] / 1e9:.3g}", total("measured"), total("predicted_here"),
-                          total("predicted"), _ms(t["predicted_exposed_ms"]))
+                          f"{t['bytes_per_rank_step'] / 1e9:.3g}", total("measured"),
+                          *((total("concurrent"), "-" if t["concurrent_ratio"] is None else f"{t['concurrent_ratio']:.3f}")
+                            if at_once else ()),
+                          total("predicted_here"), total("predicted"), _ms(t["predicted_exposed_ms"]))
             if t["kind"] == "all" and c.request.compute_ms is not None:
                 share, low, high = (t.get(f"predicted{end}_share") for end in ("", "_low", "_high"))
                 kinds.caption = (f"with {c.request.compute_ms:g} ms of compute per step, communication exposed at "

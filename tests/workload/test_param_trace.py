@@ -1,5 +1,6 @@
 """The mix as a PARAM comms basic trace (train/comms/pt/commsTraceParser.py's format) and back."""
 
+import dataclasses
 import json
 import os
 
@@ -7,7 +8,7 @@ import pytest
 from workload_docs import TINY, config, tiny
 
 from commbench.errors import InputError
-from commbench.workload.config import bundled_workloads, load_workload
+from commbench.workload.config import Router, bundled_workloads, load_workload
 from commbench.workload.mix import derive, group_ranks
 from commbench.workload.param_trace import (
     from_param,
@@ -82,6 +83,20 @@ def test_all_to_all_is_written_as_all_to_allv_with_even_splits():
     # b·s·top_k·h = 64 elements over ep 2
     assert (a2a[0]["in_msg_size"], a2a[0]["in_split"], a2a[0]["out_split"]) == (64, [32, 32], [32, 32])
     assert a2a[0]["pg_id"] != 0 and a2a[0]["world_size"] == 2
+
+
+def test_an_uneven_all_to_all_writes_each_ranks_row_and_column():
+    from commbench.collectives.peer_traffic import PeerTraffic
+
+    c = dataclasses.replace(SMALL["moe"](), router=Router(spread=1.0))  # (the ep entry derived as the config says)
+    entries = derive(c)
+    blocks = PeerTraffic(spread=1.0).peer_bytes(256, 4, 2) // 4  # 64 fp32 elements over ep 2
+    assert blocks.tolist() == [[0, 64], [64, 0]]  # spread 1: nothing to itself
+    for rank in range(c.parallel.world):
+        a2a = [r for r in to_param(entries, c, rank=rank) if r["comms"] == "all_to_allv"]
+        me = group_ranks(c, "ep", rank).index(rank)
+        assert len(a2a) == 8 and a2a[0]["in_split"] == blocks[me].tolist()
+        assert a2a[0]["out_split"] == blocks[:, me].tolist() and a2a[0]["in_msg_size"] == 64
 
 
 def test_rank_picks_its_own_groups():

@@ -56,6 +56,9 @@ def test_frozen():
     ({"parallel": {"sp": "yes"}}, "parallel.sp"),
     ({"parallel": {"dp_mode": "zero4"}}, "parallel.dp_mode"),
     ({"parallel": {"ep": 2}}, "parallel.ep"),
+    ({"router": {"spread": 0.5}}, "router.spread"),  # no experts to route to
+    ({"router": {"spread": 1.5}}, "router.spread"),
+    ({"router": {"imbalance": 0.5}}, "router.imbalance"),
     ({"parallel": {"world": 12, "gpus_per_node": 12, "pp": 2, "dp_mode": "hsdp"}, "batch": {"global": 6}},
      "model.hidden"),
     ({"parallel": {"world": 16, "gpus_per_node": 8, "tp": 3}}, "parallel.world"),
@@ -164,3 +167,13 @@ def test_unknown_name_lists_the_bundled_ones():
 
 def test_document_helper_is_valid():
     assert parse_workload(doc(), where="t").model.params == 1_000_000
+
+
+def test_a_routers_spread_makes_the_experts_all_to_all_uneven():
+    def moe(**router):
+        return config(model=dict(TINY, experts=4, top_k=2), batch={"global": 4},
+                      parallel={"world": 4, "gpus_per_node": 2, "ep": 2}, **router)
+
+    assert moe().router.spread is None
+    assert moe(router={"spread": 0.5}).router.spread == 0.5
+    assert moe(router={"spread": 0}).router.spread == 0.0

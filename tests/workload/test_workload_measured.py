@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 import yaml
 from conftest import needs_mpirun
 from workload_docs import TINY, config, doc
@@ -54,3 +55,50 @@ def test_a_tiny_mix_measured_on_two_ranks(job, tmp_path):
     assert every["measured_ms"] == sum(measured.measured_step_ms) and every["measured_missing"] == len(p2p)
     assert "measured" in proc.stderr and "ring has no send_recv" in proc.stderr
     assert "OK: " in proc.stderr
+
+
+@needs_mpirun
+def test_an_uneven_moe_step_with_its_groups_at_once_on_four_ranks(job, tmp_path):
+    """--spread makes the experts' all-to-all an exact all_to_allv; --concurrent measures every
+    entry again with each group of its kind running it at once: tensor parallelism's consecutive
+    groups, the data- and expert-parallel ones strided, as Megatron lays them out."""
+    from commbench.collectives import COLLECTIVES
+    from commbench.collectives.peer_traffic import PeerTraffic
+
+    layout = {"world": 4, "gpus_per_node": 4, "tp": 2, "ep": 2}
+    moe = dict(TINY, experts=2, top_k=1)
+    path = tmp_path / "moe.yaml"
+    path.write_text(yaml.safe_dump(doc(model=dict(moe), parallel=dict(layout), batch={"global": 2})))
+    out = tmp_path / "out"
+    proc = job("workload", path, "-n", 4, "--backend", "mpi", "-a", "native", "--spread", "0.5", "--concurrent",
+               "--iters", 5, "--warmup", 1, "--oversubscribe", "--out", out, "--quiet", check_rc=OK)
+    runs = sorted(p.name for p in (out / "measured").iterdir())
+    assert runs == ["all_reduce-2", "all_reduce-2-at-once-dp2", "all_reduce-2-at-once-tp2", "all_to_allv-2",
+                    "all_to_allv-2-at-once-dp2"]
+    for run in runs:
+        rows = pd.read_csv(out / "measured" / run / "results.csv", keep_default_na=False)
+        assert (rows.wrong == 0).all() and (rows.world_size == 2).all() and len(rows)
+        assert (rows.groups == 2).all() if "at-once" in run else (rows.split == "").all()
+    mix = pd.read_csv(out / "mix.csv", keep_default_na=False, na_values=[""])
+    by_kind = {row.kind: row for row in mix.itertuples()}
+    assert set(by_kind) == {"dp", "tp", "ep"}
+    assert (by_kind["tp"].concurrent_split, by_kind["dp"].concurrent_split, by_kind["ep"].concurrent_split) == (
+        "tp=2", "dp=2", "dp=2")
+    ep = by_kind["ep"]
+    assert ep.collective == "all_to_allv" and ep.spread == 0.5
+    recorded = COLLECTIVES["all_to_allv"].counts_for(ep.size_bytes, 4, 2, PeerTraffic(spread=0.5)).size_bytes
+    assert ep.measured_size_bytes == recorded  # read back at the size its blocks add up to
+    for row in mix.itertuples():
+        for run, figure in ((f"{row.collective}-2", row.measured_us),
+                            (f"{row.collective}-2-at-once-{row.concurrent_split.replace('=', '')}", row.concurrent_us)):
+            sweep = pd.read_csv(out / "measured" / run / "results.csv")
+            assert figure in set(sweep[sweep.size_bytes == row.measured_size_bytes].time_us), (run, figure)
+    report = json.loads((out / "workload.json").read_text())
+    for t in report["totals"]:
+        of = mix if t["kind"] == "all" else mix[mix.kind == t["kind"]]
+        assert t["concurrent_ms"] == pytest.approx(sum(of.concurrent_step_ms))
+        assert t["concurrent_ratio"] == pytest.approx(sum(of.concurrent_step_ms) / sum(of.measured_step_ms))
+    assert "groups at once" in proc.stderr and "at once / alone" in proc.stderr
+    html = tmp_path / "report.html"
+    job("report", out, "-o", html, check_rc=OK)
+    assert "groups at once" in html.read_text()

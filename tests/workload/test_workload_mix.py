@@ -175,6 +175,20 @@ def test_ep_all_to_alls_and_expert_data_parallelism():
     assert edp == pytest.approx(2 * 2208 * 4 * 1 / 2)
 
 
+def test_a_routers_spread_sends_the_same_bytes_unevenly():
+    def moe(**router):
+        return tiny(model=dict(TINY, experts=4, top_k=2), batch={"global": 4},
+                    parallel={"world": 4, "gpus_per_node": 2, "ep": 2}, **router)
+
+    even, uneven = derive(moe()), derive(moe(router={"spread": 0.5}))
+    ep = [e for e in uneven if e.kind == "ep"]
+    assert [(e.collective, e.spread, e.group_size, e.size_bytes, e.count) for e in ep] == [
+        ("all_to_allv", 0.5, 2, 256, 8)]  # the even all-to-all's size and count
+    assert "spread 0.5" in ep[0].note
+    assert bytes_per_rank(ep[0]) == sum(bytes_per_rank(e) for e in even if e.kind == "ep")  # nccl-tests' (n-1)/n
+    assert [e for e in uneven if e.kind != "ep"] == [e for e in even if e.kind != "ep"]
+
+
 def test_parameter_counts():
     gpt = tiny()
     h, f, v, s, n = 8, 32, 16, 4, 2

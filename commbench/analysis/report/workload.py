@@ -1,6 +1,6 @@
 """The report's section for a `commbench workload` OUT folder (workload.json and mix.csv; its measured/
-runs are read as any others): per backend/algorithm, a bar per figure (measured here, model here, model
-at scale, exposed at scale) stacked by kind of traffic (dp, tp, pp, ep: one colour each, always), in
+runs are read as any others): per backend/algorithm, a bar per figure (measured here, with --concurrent
+its groups at once, model here, model at scale, exposed at scale) stacked by kind of traffic (dp, tp, pp, ep: one colour each, always), in
 ms per step of one rank, and the per-kind totals as a table. workload.json is read as run.json is: a
 regular file inside the folder, within COMMBENCH_MAX_WORKLOAD_JSON_MB before it is parsed, every field
 used checked; anything else is one InputError."""
@@ -24,6 +24,7 @@ from commbench.folder.workload_files import FORMAT, KINDS, MIX_CSV, WORKLOAD_JSO
 FIGURES = (("measured_ms", "measured here", "measured_missing"), ("predicted_here_ms", "model here",
            "predicted_here_missing"), ("predicted_ms", "model at scale", "predicted_missing"),
            ("predicted_exposed_ms", "exposed at scale", "predicted_missing"))  # (field, name, entries without it)
+AT_ONCE = ("concurrent_ms", "groups at once", "concurrent_missing")  # --concurrent's, after "measured here"
 ENDS = {"predicted_here_ms": ("predicted_here_low_ms", "predicted_here_high_ms"),  # a figure's 95 % interval
         "predicted_ms": ("predicted_low_ms", "predicted_high_ms"),
         "predicted_exposed_ms": ("predicted_low_exposed_ms", "predicted_high_exposed_ms")}
@@ -94,9 +95,17 @@ def read_workload(d) -> dict:
             raise InputError(f"{d}: {WORKLOAD_JSON} {at} is of a backend/algorithm not in 'variants'")
         for key in ("bytes_per_rank_step", "entries", *(missing for _, _, missing in FIGURES)):
             _number(d, f"{at}.{key}", t.get(key), none=False)
-        for key in ("overlap", "predicted_share", *(key for key, _, _ in FIGURES), *(k for e in ENDS.values() for k in e)):
+        for key in ("overlap", "predicted_share", *(key for key, _, _ in FIGURES), *(k for e in ENDS.values() for k in e),
+                    *AT_ONCE[::2], "concurrent_ratio"):  # (--concurrent's: absent from a folder written before it)
             _number(d, f"{at}.{key}", t.get(key), high=1.0 if key in ("overlap", "predicted_share") else math.inf)
     return doc
+
+
+def figures(doc: dict) -> tuple[tuple[str, str, str], ...]:
+    """The figures shown: --concurrent's groups at once beside the measured, where the folder has them."""
+    if any(t.get(AT_ONCE[0]) is not None for t in doc["totals"]):
+        return FIGURES[:1] + (AT_ONCE,) + FIGURES[1:]
+    return FIGURES
 
 
 def _variant(t: dict) -> str:
@@ -104,8 +113,9 @@ def _variant(t: dict) -> str:
 
 
 def figure(doc: dict) -> go.Figure:
+    shown_figures = figures(doc)
     variants = list(dict.fromkeys(_variant(t) for t in doc["totals"]))
-    shown = [esc(f) if len(variants) == 1 else f"{esc(v)}<br>{esc(f)}" for v in variants for _, f, _ in FIGURES]
+    shown = [esc(f) if len(variants) == 1 else f"{esc(v)}<br>{esc(f)}" for v in variants for _, f, _ in shown_figures]
     kinds = list(dict.fromkeys(t["kind"] for t in doc["totals"] if t["kind"] != "all"))
     fig = go.Figure()
     fig.update_layout(title=esc(f"{doc['name']}: ms per step by kind"), meta={"note": NOTE}, template=TEMPLATE,
@@ -113,14 +123,14 @@ def figure(doc: dict) -> go.Figure:
                       legend={"orientation": "h", "traceorder": "normal"}, margin={"l": 64, "r": 16, "t": 36})
     for kind in kinds:
         of = {_variant(t): t for t in doc["totals"] if t["kind"] == kind}
-        y = [(of.get(v) or {}).get(key) for v in variants for key, _, _ in FIGURES]
+        y = [(of.get(v) or {}).get(key) for v in variants for key, _, _ in shown_figures]
         fig.add_trace(go.Bar(x=shown, y=y, name=esc(kind), marker_color=COLOURS.get(kind, "#7f7f7f"),
                              hovertemplate="%{x}: %{y:.4g} ms<extra>" + esc(kind) + "</extra>"))
     every = {_variant(t): t for t in doc["totals"] if t["kind"] == "all"}
     y, up, down = [], [], []  # the stack's total with its interval, where it has one
     for v in variants:
         t = every.get(v) or {}
-        for key, _, _ in FIGURES:
+        for key, _, _ in shown_figures:
             low, high = (t.get(e) for e in ENDS.get(key, ("", "")))
             ok = None not in (low, high, t.get(key))
             y.append(t[key] if ok else None)
@@ -135,18 +145,21 @@ def figure(doc: dict) -> go.Figure:
 
 
 def table(doc: dict) -> str:
+    shown = figures(doc)
     head = "".join(f"<th>{h}</th>" for h in ("backend", "algorithm", "kind", "overlap", "entries", "GB/rank",
-                                              *(name for _, name, _ in FIGURES)))
+                                              *(name for _, name, _ in shown)))
     rows = []
     for t in doc["totals"]:
         cells = [esc(t["backend"]), esc(t["algorithm"]), esc(t["kind"]),
                  "" if t.get("overlap") is None else f"{t['overlap']:g}", f"{t['entries']:g}",
                  f"{t['bytes_per_rank_step'] / 1e9:.3g}"]
-        for key, _, missing in FIGURES:
+        for key, _, missing in shown:
             low, high = (t.get(e) for e in ENDS.get(key, ("", "")))
+            ratio = t.get("concurrent_ratio") if key == AT_ONCE[0] else None
             cells.append(("-" if t.get(key) is None else f"{t[key]:.4g}")
                          + ("" if low is None or high is None else f" [{low:.4g}-{high:.4g}]")
-                         + (f" ({t[missing]:g} of {t['entries']:g} missing)" if t[missing] else ""))
+                         + ("" if ratio is None else f" ({ratio:.3f} x alone)")
+                         + (f" ({t[missing]:g} of {t['entries']:g} missing)" if t.get(missing) else ""))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<table class="workload"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
