@@ -6,6 +6,8 @@
 #                       emulated clusters, nvcc, fuzzing, the acceptance suite (what .ci/run runs)
 #   make test-machines  the in-process tests that read a machine fact as a 1-core, a 64-core, a 300 MB-L3 and a
 #                       4 MB-L3 machine (after make test-all, which notes them; else every in-process test)
+#   make docs           build the documentation site (docs/, MkDocs) into site/, strictly: a broken link fails it
+#   make docs-assets    remake docs/assets/ (a sample sweep's report and its screenshot; needs chromium)
 #   make wheel-check    build the wheel, install it outside the clone and run every algorithm family from it
 #   make test-latest    make test with the newest releases of every dependency but TORCH (not constraints.txt)
 #   make constraints    refresh constraints.txt from the installed environment (on purpose, with a green test-all)
@@ -19,7 +21,7 @@ BIN := $(VENV)/bin
 MACHINES := 1-core 64-core 300MB-L3 4MB-L3
 FACTS_USERS := .pytest-facts-users
 
-.PHONY: sweep test test-all test-machines wheel-check test-latest constraints install-mpi install-all
+.PHONY: sweep test test-all docs docs-assets test-machines wheel-check test-latest constraints install-mpi install-all
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +47,18 @@ test-all: install-all
 test-machines: install-all
 	for m in $(MACHINES); do PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier=fast --machine=$$m \
 	  --facts-users=$(FACTS_USERS) tests || exit 1; done
+
+docs: $(BIN)/python
+	$(BIN)/python -m pip install -q $(CONSTRAINTS) -e '.[docs]'
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs-assets: install-mpi
+	rm -rf /tmp/commbench-docs-sample
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/commbench run -n 2 --sizes 8,1K,64K,1M -c all_reduce,all_gather \
+	  -a native,ring_kernel --repeat 3 --out /tmp/commbench-docs-sample --quiet
+	$(BIN)/commbench report /tmp/commbench-docs-sample --output docs/assets/sample-report.html
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2200 \
+	  --virtual-time-budget=8000 --screenshot=docs/assets/report.png docs/assets/sample-report.html
 
 wheel-check:
 	bash .ci/wheel_check.sh $(PYTHON)

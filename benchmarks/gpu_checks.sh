@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of one short device session (README, "The GPU path"), in the order of what they tell: the
+# The GPU checks of one short device session (docs/how-to/gpus.md, "The GPU path"), in the order of what they tell: the
 # kernels' protocol on the hardware (every schedule, in one launch and in separate processes), the tree's
 # time against the ring's by rank and channel count, NCCL, the one-launch cases left (all-gather first).
 # The reducer, NVML, topo and the large- and small-call figures, which passed on an H200, are `--all`'s.
@@ -12,7 +12,7 @@
 #
 # Wheels in .whl/ (for a machine without a package index: a typer new enough for the CLI, plotly) are
 # installed into /tmp/site first. The peer algorithms' test (tests/gpu/test_peer_cuda.py) is left out: on one
-# GPU without MPS it outlasts a session (README).
+# GPU without MPS it outlasts a session (docs/how-to/gpus.md).
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"

@@ -3,7 +3,7 @@ on one GPU): every rank of a node in one launch (commbench.kernels.gpu.OneGpuNod
 at 64 MB - 1 GB per rank next to the GPU's own device-to-device copy rate of the same bytes.
 Every rank's data then lives in the same HBM, so this measures the protocol's cost against memory
 bandwidth (HBM-bound), not a fabric. Several processes on one GPU: `commbench run --backend gloo
---device cuda -a ring_kernel` under MPS (README). Several GPUs: benchmarks/kernels_vs_native.py
+--device cuda -a ring_kernel` under MPS (docs/how-to/gpus.md). Several GPUs: benchmarks/kernels_vs_native.py
 --device cuda (against NCCL).
 
     python benchmarks/kernels_one_gpu.py [--ranks 2,4,8] [--sizes 64M,256M,1G] [--channels 16]

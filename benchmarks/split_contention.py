@@ -8,7 +8,7 @@ SIZE per group, timed three ways in one go:
 
 Each group's busbw (the rows' group_busbw_gbps) over the alone run's busbw, median over repetitions.
 Broadcast from rank 0 sends one way, so one group alone fills its link (MPI over TCP in both directions
-at once does not: an exchange's two directions cross one after the other, README, An emulated cluster).
+at once does not: an exchange's two directions cross one after the other, docs/how-to/emulated-cluster.md).
 
     python benchmarks/split_contention.py                        # broadcast, 4M, 1gbit, 3 repetitions
     python benchmarks/split_contention.py -c all_gather --reps 5

@@ -113,27 +113,15 @@ typedef unsigned long long cb_u64;
 
 // --- streaming stores (host): 64 bytes to memory past this core's caches --------------------------
 // A FIFO slot is written by one core and read by another. With ordinary stores the reader pulls
-// every line out of the writer's cache; on this VM that cache-to-cache path drops from ~8 to ~2 GB/s
-// for seconds at a time, while lines streamed to memory keep 5-12 GB/s (benchmarks/stream_handoff.c).
-// FIFO transfers of at least CB_STREAM_BYTES stream (streaming from 2 KB, against none, 2-rank
-// all-reduce, median of 26 jobs in whatever state the cores were: 4 KB 2.5 -> 2.0 µs, 16 KB 8.5 ->
-// 4.1 µs, 1 MB 198 -> 147 µs; the slow periods' 10x gone); smaller ones, where a flag's latency is
-// the cost, do not. Where the line is drawn depends on the cores' state, which flips for seconds to
-// minutes at a time (commbench floor: a flag hand-off of 0.05-0.06 µs while they share a cache,
-// 0.25 µs apart). `commbench ab`, 2 ranks, ring_kernel, 8 KB / 2 KB threshold, paired, time ratio
-// (the size as nccl-tests counts it; below it, its message between the ranks):
-//                    all-reduce 4 KB   8 KB        reduce-scatter 4 KB   8 KB        16 KB and up
-//                               (2 KB) (4 KB)                     (2 KB) (4 KB)
-//   sharing a cache  0.55-0.58         0.70-0.74   0.62-0.64             0.75-0.78   level
-//   apart            1.09              1.54        1.12                  1.43        level
-// Apart, the kernels stay 0.3-0.7x native's time there (native slows 3-4x too); sharing, streaming
-// made the 4 KB all-reduce 1.2-1.6x native's. A 16 KB threshold also took 12 % off 16 KB sharing
-// and made it 1.8-2.4x slower apart. A direct call's output streams at any size (combine_elements).
+// every line out of the writer's cache, a path that slows several-fold for seconds at a time on some
+// machines, while lines streamed to memory keep their rate. FIFO transfers of at least CB_STREAM_BYTES
+// stream; smaller ones, where a flag's latency is the cost, do not (streaming them is faster while the
+// cores share a cache and slower apart). A direct call's output streams at any size (combine_elements).
+// The measurements behind the threshold: docs/performance.md (Tuning constants of the kernels).
 #ifndef CB_DEVICE
 enum { CB_STREAM_BYTES = 8192 };
 // Built with AVX (commbench/kernels/host.py, where the CPU has AVX2), a line on a 32-byte boundary goes as
-// two 32-byte stores: on the 2-core EPYC VM a copy of 64 MB streamed so ran 6.8-11.9 GB/s a core with both cores
-// copying, against 6.1-8.8 in 16-byte stores (five pairs, alternating) and 4.8-6.3 for memcpy (two).
+// two 32-byte stores, which stream faster than 16-byte ones (docs/performance.md).
 inline void cb_stream_line(void* dst, const void* src) {  // dst 16-byte aligned
 #if defined(__AVX__)
     if (!((uintptr_t)dst & 31)) {  // read in 16-byte halves: src is often a line just stored so (forwarded)

@@ -1,4 +1,4 @@
-"""The package's layers (README, Layout): every import between commbench's packages and top-level modules
+"""The package's layers (docs, Layout of the code): every import between commbench's packages and top-level modules
 points down LAYERS, and no module imports itself back through others. Imports inside functions count
 (they are how a cycle hides); imports under `if TYPE_CHECKING:` do not (they never run)."""
 

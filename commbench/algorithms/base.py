@@ -90,7 +90,7 @@ class Pipeline:
     item k and before of item k+2, so while across does item k the calling thread does after of item
     k-1 and before of item k+1. Where across is the slowest, the whole takes before(first) + every
     across + after(last), and only two threads of the rank are ever busy (a thread per stage made the
-    ranks of a host with fewer cores than threads wait for their turns: README, An emulated cluster).
+    ranks of a host with fewer cores than threads wait for their turns: docs, Emulated clusters).
     across must use a communicator of its own; before and after, one after the other in one thread,
     may share one. The thread is a daemon that waits between calls and ends with the process."""
 

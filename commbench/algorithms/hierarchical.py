@@ -37,7 +37,7 @@ MAX_CHUNKS = 8  # pipeline depth of the all-reduce (at most count // (G·seg) ch
 def chunk_weights(k: int) -> list[int]:
     """The relative sizes of the all-reduce's k chunks: from 4 chunks on, the first two and the last two
     a quarter and a half of the others', so the stages that fill the pipeline and drain it, which
-    nothing overlaps, take less (2x2 emulated nodes, paired: README, An emulated cluster)."""
+    nothing overlaps, take less (2x2 emulated nodes, paired: docs, Emulated clusters)."""
     return [1] * k if k < 4 else [1, 2] + [4] * (k - 4) + [2, 1]
 
 
@@ -91,7 +91,7 @@ def inter_segment(ctx: Context, lv: Levels, itemsize: int) -> int:
     """Segments of the backend's ring between nodes (elements of itemsize bytes). Between two nodes a
     rank exchanges with one peer both ways over one connection, where a message the library sends
     only once the receiver has answered can wait behind the peer's (Communicator.unanswered_message_bytes):
-    there a segment is at most the library's unanswered message (README, An emulated cluster), up to
+    there a segment is at most the library's unanswered message (docs, Emulated clusters), up to
     base.MAX_SEGMENTS of them a block."""
     cap = ctx.comm.unanswered_message_bytes
     if lv.inter.size != 2 or cap is None:

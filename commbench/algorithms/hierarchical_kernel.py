@@ -79,7 +79,7 @@ class HierarchicalKernel(Hierarchical):
         CPU), or the whole buffer through each stage in turn (all_reduce_in_order: on a GPU, where the
         rank's stream orders the stages). Beside MPI between two nodes the pipeline pays too since the
         messages across them are cut to what Open MPI sends unanswered (inter_segment; paired figures:
-        README, An emulated cluster)."""
+        docs, Emulated clusters)."""
         return ctx.comm.device == "cpu"
 
     def messages(self, collective, elems, node_of_rank, segment_elems=SEGMENT_ELEMS):

@@ -92,7 +92,7 @@ def open_mpi_unanswered() -> int | None:
     """Open MPI's TCP transport sends a message larger than its eager limit (btl_tcp_eager_limit, 64 KiB
     with the headers, or OMPI_MCA_btl_tcp_eager_limit) only once the receiver has answered, and queues
     the message's data on the connection whole: in an exchange both ways over one connection a rank's
-    answer can wait behind its own message, and the two cross one after the other (README, An emulated
+    answer can wait behind its own message, and the two cross one after the other (docs, Emulated
     cluster). The largest message it sends unanswered: the limit less room for the headers, 4 KiB
     (None under another MPI)."""
     if not mpi_loop.library_version().startswith("Open MPI"):

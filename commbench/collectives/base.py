@@ -70,7 +70,7 @@ class Collective:
     nccl_tests_name: str | None = None  # nccl-tests' binary is <this>_perf
     osu_title: str | None = None  # OSU's "# OSU MPI <this> Latency Test"
     osu_binary: str | None = None  # OSU's program (default osu_<title lower-cased>)
-    description: str = ""  # what it does and how size and busbw are counted, for the README's table and help
+    description: str = ""  # what it does and how size and busbw are counted, for the docs' generated table and help
 
     def bus_factor(self, world: int) -> float:
         """busbw = algbw x this factor (nccl-tests doc/PERFORMANCE.md)."""

@@ -84,5 +84,5 @@ ALL = (FILE_BYTES, READ_BYTES, RUN_JSON_BYTES, WORKLOAD_JSON_BYTES, ROWS, SAMPLE
 
 
 def table() -> list[tuple[str, str, str]]:
-    """(variable, default, what) per limit: the README's trust-boundaries table."""
+    """(variable, default, what) per limit: the docs' environment-variables table."""
     return [(lim.env, lim.shown(lim.default * lim.unit), lim.what) for lim in ALL]

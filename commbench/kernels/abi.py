@@ -32,42 +32,22 @@ MAX_AUTO_CHANNELS = {"cpu": 8, "cuda": 16}  # ... up to this many (the CPU: also
 # A call whose message to each peer (all-reduce: the buffer; reduce-scatter and all-gather: a block) is at
 # most this many bytes (all-reduce: per kernel) runs the one-shot schedule instead of the kernel's own
 # (cuda/collectives.cu): one hand-off instead of the ring's 2(n-1) or the tree's 2·depth, in lines that each
-# cross between the cores (~40 ns a line here), so only where few lines beat the ring's steps. 2 ranks,
-# one-shot / ring time, one job each: all-reduce 8 B 0.47, 512 B 0.72, 1 KB 0.90 (since the host build is
-# aligned, commbench ab, 48 rounds: 1 KB 1.22 against the ring, 1.69 against the tree; 512 B 0.73 against
-# the ring, 1.39 against the tree), 2 KB 1.19; so the tree's all-reduce goes one-shot up to 256 B only
-# (commbench ab, 48 rounds, one-shot / the tree's own schedule: 8 B 0.43, 64 B 0.58, 128 B 0.62, 256 B 1.02,
-# level, 512 B 1.41); reduce-scatter 256 B messages 0.87, 512 B 1.15; all-gather one line 0.49, 5 lines 1.28
-# (the direct all-gather copies a block once, from a neighbour's input that stays in this core's cache).
-# Where the host's ranks outnumber its cores ("oversubscribed") every all-reduce or reduce-scatter message a
-# one-shot call can carry (ONESHOT_BYTES) goes one-shot: each hand-off of the ring may wait for a rank to
-# get a core (4 ranks on 2 cores, one-shot / ring time: all-reduce 512 B - 2 KB 0.22-0.36, reduce-scatter
-# blocks up to 2 KB 0.21-0.51); all-gather blocks up to 512 B only, the direct ring copying each block once
-# (4 ranks on 2 cores, 2026-11-29, three pairs of jobs, kernel / native, one-shot against the ring: 128 B
-# blocks 0.65-0.83 against 1.05-1.62, 512 B 0.52-0.86 against 0.57-0.91, 1 KB 0.90-1.54 against 0.61-0.91,
-# 2 KB 0.87-1.92 against 0.51-0.83).
-# Host only: on a GPU (H200, every rank in one launch, benchmarks/kernels_one_gpu.py) it was timed, not
-# checked: 64 B all-reduce 6.9 / 12.8 / 24.7 us against the ring's 9.2 / 16.5 / 30.9 at 2 / 4 / 8 ranks,
-# but slower from 1 KB (14.5 against 12.0 us at 2 ranks): its thread 0 waits for every line in turn.
+# cross between the cores, so only where few lines beat the ring's steps: the tree's own schedule is faster
+# than the ring's, so its bound is lower. Where the host's ranks outnumber its cores ("oversubscribed"), each
+# hand-off of the ring may wait for a rank to get a core, so every message a one-shot call can carry
+# (ONESHOT_BYTES) goes one-shot, but for the all-gather, whose direct ring copies each block once. Not chosen
+# on a GPU, where its thread 0 waits for every line in turn. The measurements behind each bound:
+# docs/performance.md (Tuning constants of the kernels).
 ONESHOT_BYTES = ONESHOT_LINES * (LINE - 8)
 ONESHOT_MAX = {"cpu": {"all_reduce": {"ring": 512, "tree": 256}, "reduce_scatter": 256, "all_gather": LINE - 8},
                "oversubscribed": {"all_reduce": ONESHOT_BYTES, "reduce_scatter": ONESHOT_BYTES, "all_gather": 512},
                "cuda": {}}
-# How long a wait spins before it yields (spin_time). Oversubscribed: 4 ranks on 2 cores, 64 B - 2 MB, the
-# median of 3 jobs each, 0.3 us / 2 us ring_kernel time 0.47-1.16 (median 0.75); the better kernel / native
-# 0.22-0.80 against 0.33-1.19. A GPU's wait never yields nor sleeps: past this it also reads the call's error
-# record, once per CB_ABORT_POLL_NS (cuda/portable.h).
+# How long a wait spins before it yields (spin_time): oversubscribed, briefly, as the peer it waits for may
+# need this core. A GPU's wait never yields nor sleeps: past this it also reads the call's error record, once
+# per CB_ABORT_POLL_NS (cuda/portable.h).
 SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
-# After how long a wait naps instead of yielding, where it naps at all (nap_time). hierarchical_kernel,
-# gloo between 4x2 emulated nodes (1 Gbit/s), 16 MB all-reduce, median of 5 per job, the ring 240-247 ms
-# beside it: never (yield) 319 / 532 ms, after 10 ms 387 / 308, 1 ms 217 / 243, 100 us 223 / 238,
-# 20 us 218 / 221 / 235 / 214 (and 64 MB 844 / 842 against the ring's 960 / 969; 2x2 138-140 and
-# 551-552 ms, 1.46-1.49x the ring, where yielding took 151 and 556). Beside MPI, after 20 us, 2x2
-# (1 MB messages between the nodes, before hierarchical.inter_segment): 165-178 and 699-716 ms
-# against 156-167 and 669-683 yielding; after it (60 KiB messages, a thread per stage, 16 MB, a job of 40
-# calls): 141.1 ms median (the slowest calls 202-309 ms) against 137.1 and 138.0 yielding (two such jobs).
-# One host, gloo, 4 ranks as 2 nodes (--ranks-per-node 2), three jobs each: 4 KB 1.6-3.6 ms against
-# 3.6-8.0 yielding, 1 MB 23-28 against 27-35, 16 MB 27-36 against 25-38 (level).
+# After how long a wait naps instead of yielding, where it naps at all (nap_time): long waits (a message
+# crossing a slow link) nap, so the ranks beside them keep their cores. Measured: docs/performance.md.
 NAP_S = 20e-6
 ERROR_WORDS = 6
 

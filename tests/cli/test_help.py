@@ -77,10 +77,19 @@ def test_the_examples_parse(path, capsys):
 
 
 def _readme_commands() -> list[str]:
-    """The README's `commbench ...` command lines, in shell blocks and in `code` in the text, as
-    typed (those with placeholders left out)."""
+    """The `commbench ...` command lines of the README and of every page of the docs, in shell blocks
+    and in `code` in the text, as typed (those with placeholders left out)."""
+    from docs_pages import pages
+
+    found = []
+    for text in (README.read_text(), *(p.read_text() for p in pages())):
+        found += _command_lines(text)
+    return found
+
+
+def _command_lines(text: str) -> list[str]:
     found, block, shell = [], False, False
-    for line in README.read_text().replace("\\\n", " ").splitlines():  # continued lines joined
+    for line in text.replace("\\\n", " ").splitlines():  # continued lines joined
         if line.startswith("```"):
             block = not block
             shell = block and line.strip() in ("```bash", "```sh", "```")
@@ -106,7 +115,7 @@ def test_the_readmes_command_lines_parse():
         except Exit as exc:
             assert exc.exit_code == 0, line
         except Exception as exc:  # noqa: BLE001 - say which line
-            pytest.fail(f"README: {line!r}: {exc}")
+            pytest.fail(f"README or docs: {line!r}: {exc}")
 
 
 def test_a_readme_line_with_a_flag_that_does_not_exist_is_caught():

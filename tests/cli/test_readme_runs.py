@@ -78,3 +78,20 @@ def test_a_readme_example_runs_as_written(job, tmp_path, line):
         assert "all_reduce · mpi · native · float32 · sum" in tables and "float16 · sum" in tables
     if "--backend gloo" in line:
         assert all(f"gloo · native · {d}" in tables for d in ("float32", "bfloat16", "int8"))
+
+
+def _docs_runnable() -> list[str]:
+    from docs_pages import runnable_lines
+
+    return [line for _, line in runnable_lines()]
+
+
+@needs_mpirun
+@pytest.mark.parametrize("line", _docs_runnable())
+def test_a_runnable_docs_example_runs_as_written(job, tmp_path, line):
+    """The docs' examples marked runnable (docs_pages.RUNNABLE), each a real command in a scratch
+    folder that sees the clone's tests/data as the docs do (they run from the clone)."""
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    proc = _run(line, tmp_path)
+    assert proc.returncode == OK and "Traceback" not in proc.stderr, f"{line}: {proc.stderr[-2000:]}"
+    assert proc.stderr.strip().splitlines()[-1].startswith("OK: ") and "# Avg bus bandwidth" in proc.stdout

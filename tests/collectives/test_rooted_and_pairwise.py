@@ -105,7 +105,7 @@ def test_rooted_and_default_and_names():
     for alias, name in (("bcast", "broadcast"), ("osu_bcast", "broadcast"), ("alltoall", "all_to_all"),
                         ("alltoall_perf", "all_to_all"), ("sendrecv_perf", "send_recv"), ("Reduce", "reduce")):
         assert aliases[alias] == name
-    assert all(COLLECTIVES[n].description for n in COLLECTIVES)  # the README's table says what each means
+    assert all(COLLECTIVES[n].description for n in COLLECTIVES)  # the docs' generated table says what each means
 
 
 @pytest.mark.parametrize("name", list(COLLECTIVES))

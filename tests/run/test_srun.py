@@ -1,7 +1,7 @@
 """Slurm for real, on a live one-node cluster (the `slurm` fixture, tests/slurm_cluster.py): runs
 inside salloc take the allocation's size and launcher (srun for gloo, for MPI the srun plugin that
 forms a world, else mpirun), separate MPI singletons and a wrong -n stop with one line (exit 1),
-more ranks than allocated is refused (exit 2), and the README's sbatch script runs a suite whose
+more ranks than allocated is refused (exit 2), and the docs' sbatch script runs a suite whose
 results `commbench report` renders."""
 
 import json
@@ -110,8 +110,9 @@ def test_more_ranks_than_allocated_is_refused(slurm, tmp_path):
 
 
 def test_readme_sbatch_script_runs_a_suite_that_reports(slurm, tmp_path):
-    """The README's script, as documented, through sbatch on 1 node x 2 tasks (no GPUs here)."""
-    script = re.search(r"```bash\n(#!/bin/bash\n#SBATCH.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    """The docs' script (docs/how-to/slurm.md), as documented, through sbatch on 1 node x 2 tasks (no GPUs here)."""
+    script = re.search(r"```bash\n(#!/bin/bash\n#SBATCH.*?)```", (ROOT / "docs/how-to/slurm.md").read_text(),
+                       re.S).group(1)
     (tmp_path / "commbench.sbatch").write_text(script)
     (tmp_path / "tiny.yaml").write_text(
         "name: tiny\ndefaults: {collective: all_reduce, min_bytes: 8, max_bytes: 64, iters: 5}\n"

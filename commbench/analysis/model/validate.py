@@ -11,7 +11,7 @@ from commbench.analysis.model.fit import NAMES, fit_backend, inter_node, predict
 from commbench.analysis.model.predict import needed
 from commbench.errors import InputError
 
-HELD_OUT_MIN_BYTES = 64 * 1024  # the README's (benchmarks/model_accuracy.py) held-out figure: points of 64 KB and up
+HELD_OUT_MIN_BYTES = 64 * 1024  # the docs' (benchmarks/model_accuracy.py) held-out figure: points of 64 KB and up
 
 
 def held_out(rows: pd.DataFrame, by: str, links_per_node: int = 1) -> pd.DataFrame:
