@@ -135,15 +135,15 @@ def _variants(r: Request, sweeps: measure.Sweeps | None, model: predict.Model | 
     return [(b, a) for b in backends for a in algorithms]
 
 
-def _consecutive(config: WorkloadConfig | None, entry: Entry) -> bool:
-    """Are the job's groups of this entry consecutive ranks (as tensor parallelism's are)? A trace's
-    groups are taken to be."""
+def _stride(config: WorkloadConfig | None, entry: Entry) -> int:
+    """How far apart the job's groups of this entry hold their ranks (1: consecutive, as tensor
+    parallelism's). A trace's groups are taken as consecutive."""
     from commbench.workload.mix import GROUPS, group_ranks
 
     if config is None or entry.group not in GROUPS:
-        return True
+        return 1
     ranks = group_ranks(config, entry.group)  # pp: the stages, of which send_recv's pair is two neighbours
-    return ranks == list(range(ranks[0], ranks[0] + len(ranks)))
+    return ranks[1] - ranks[0] if len(ranks) > 1 else 1
 
 
 def check(r: Request) -> Checked:
@@ -177,7 +177,8 @@ def check(r: Request) -> Checked:
     if r.concurrent:
         if not r.measure:
             raise InputError("--concurrent measures groups at once: it needs --measure")
-        targets = [(e, measure.at_once(t, nprocs, _consecutive(config, e))) for e, t in targets]
+        targets = [(e, measure.at_once(t, nprocs, _stride(config, e), fields.get("ranks_per_node")))
+                   for e, t in targets]
     out = _out(r, name)
     if r.param_out is not None:  # never one of the command's own inputs (it would overwrite it)
         given = [p for p in (r.trace, r.model) if p] + ([find_workload(r.source)] if r.source else [])
@@ -244,7 +245,8 @@ def _run(c: Checked, on_run: Callable | None, on_event: Callable | None) -> Done
 
     frame = rows if rows is not None else pd.DataFrame()
     skipped = c.sweeps.skipped if c.sweeps else {}
-    measured = {what: measure.measured_times(frame, c.targets, c.variants, skipped, at_once=what == "concurrent")
+    refused = c.sweeps.refused if c.sweeps else {}
+    measured = {what: measure.measured_times(frame, c.targets, c.variants, skipped, what == "concurrent", refused)
                 for what in ("measured", "concurrent")}
     if c.sweeps is None:  # what could not be measured anyway says why
         measured = {what: {k: (None, c.targets[k[0]][1].why or "not measured: --no-measure") for k in times}

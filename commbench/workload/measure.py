@@ -59,6 +59,7 @@ class Target:
     concurrent: str = ""  # --concurrent: the --split its groups run at once, as given (tp=G or dp=G) ...
     concurrent_as: str = ""  # ... and as its rows record it (commbench.split's canonical text)
     concurrent_why: str = ""  # why it is not measured so
+    concurrent_marks: tuple[str, ...] = ()  # how the groups at once differ from the job's, or from the one alone
 
     @property
     def sweep_bytes(self) -> int | None:
@@ -123,6 +124,9 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
     if ranks < entry.group_size:
         marks.append(f"{ranks} of its {entry.group_size} ranks")
     mode = NATURAL_IN_PLACE.get(c, False) if in_place is None else in_place
+    if mode and not COLLECTIVES[c].in_place_form:
+        mode = False
+        marks.append("out of place (it has no in-place form)")
     recorded = None
     if COLLECTIVES[c].takes_traffic:
         traffic = PeerTraffic(spread=DEFAULT_SPREAD if entry.spread is None else entry.spread)
@@ -134,9 +138,11 @@ def target(entry: Entry, nprocs: int, scale: float, dtype: str, in_place: bool |
                   None if recorded in (None, size) else size)
 
 
-def at_once(target: Target, nprocs: int, consecutive: bool) -> Target:
+def at_once(target: Target, nprocs: int, stride: int, per_node: int | None = None) -> Target:
     """`target` with its --concurrent measurement: every group of its size that -n holds running it at
-    once, consecutive ranks (consecutive) or strided; or why not."""
+    once, consecutive ranks where the job's groups are (stride 1), else strided; or why not. Marked
+    where the groups here are laid out otherwise than the job's, or where the first group spans other
+    nodes than the one-group run (--ranks-per-node), which the ratio at once / alone then includes."""
     if target.ranks is None:
         return target
     groups, odd = divmod(nprocs, target.ranks)
@@ -144,8 +150,16 @@ def at_once(target: Target, nprocs: int, consecutive: bool) -> Target:
         why = (f"not measured at once: {nprocs} ranks here hold no second group of {target.ranks}" if groups < 2 else
                f"not measured at once: groups of {target.ranks} do not divide the {nprocs} ranks here")
         return dataclasses.replace(target, concurrent_why=why)
-    given = f"{'tp' if consecutive else 'dp'}={target.ranks}"
-    return dataclasses.replace(target, concurrent=given, concurrent_as=parse_split(given, nprocs).text)
+    given = f"{'tp' if stride == 1 else 'dp'}={target.ranks}"
+    here = 1 if stride == 1 else groups  # dp=G: G ranks n/G apart
+    marks = [] if here == stride else [f"strided by {here} here (by {stride} in the job)"]
+    if per_node:
+        alone = {r // per_node for r in range(target.ranks)}
+        first = {r * here // per_node for r in range(target.ranks)}
+        if len(first) != len(alone):
+            marks.append(f"its group spans {len(first)} node(s) at once, {len(alone)} alone")
+    return dataclasses.replace(target, concurrent=given, concurrent_as=parse_split(given, nprocs).text,
+                               concurrent_marks=tuple(marks))
 
 
 def ladder(collective: str, ranks: int, dtype: str, largest: int) -> list[int]:
@@ -186,6 +200,7 @@ class Sweeps:
     specs: dict[str, SweepSpec] = field(default_factory=dict)
     launcher_args: list[str] = field(default_factory=list)
     skipped: dict[str, list[dict]] = field(default_factory=dict)  # label -> the sweep's skipped points
+    refused: dict[str, str] = field(default_factory=dict)  # label -> why a sweep of groups at once cannot run
 
 
 def mode_given(fields: dict) -> bool:
@@ -214,6 +229,8 @@ def specs(runs: dict[Run, list[int]], fields: dict, out: Path, name: str,
                  split=run.split or None, spread=run.spread)
         if in_place is not None:
             f["mode"] = "in-place" if in_place.get(collective, False) else "out-of-place"
+        if not COLLECTIVES[collective].in_place_form:  # whatever buffer switch was given (target() marks it)
+            f["mode"] = "out-of-place"
         try:
             spec = SweepSpec.from_options(**options.spec_arguments(f))
             if len(spec.dtypes) != 1:
@@ -225,8 +242,10 @@ def specs(runs: dict[Run, list[int]], fields: dict, out: Path, name: str,
                 raise InputError(f"it needs {launcher!r}, which is not installed")
             launch.check_local_ranks(check, launcher, launcher_args)
         except InputError as exc:
-            at = f", {nprocs // ranks} groups at once" if run.split else ""
-            raise InputError(f"measuring {collective} on {ranks} ranks{at}: {exc}") from None
+            if run.split:  # the entry's figure alone stands; the one at once says why it is missing
+                sweeps.refused[label] = f"not measured at once: {exc}"
+                continue
+            raise InputError(f"measuring {collective} on {ranks} ranks: {exc}") from None
         spec.run_id = ""
         sweeps.specs[label] = spec
     return sweeps
@@ -260,11 +279,12 @@ def measure(sweeps: Sweeps, on_run: Callable[[str, SweepSpec], None] | None = No
 
 
 def measured_times(rows, targets: list[tuple[Entry, Target]], variants: list[tuple[str, str]],
-                   skipped: dict[str, list[dict]], at_once: bool = False
+                   skipped: dict[str, list[dict]], at_once: bool = False, refused: dict[str, str] | None = None
                    ) -> dict[tuple[int, str, str], tuple[float | None, str]]:
     """(entry index, backend, algorithm) -> (median µs per call, "") or (None, why), from the
     measured rows (commbench.analysis.model.load_rows): the entry's own buffer mode where measured,
-    else the other. at_once: the figure of its groups at once (--concurrent), else of one alone."""
+    else the other. at_once: the figure of its groups at once (--concurrent), else of one alone;
+    refused: the sweeps of groups at once that could not run, and why (Sweeps.refused)."""
     out = {}
     ok = rows[rows.wrong == 0] if len(rows) else rows
     if len(ok):
@@ -277,6 +297,9 @@ def measured_times(rows, targets: list[tuple[Entry, Target]], variants: list[tup
                                                                                   "not given")
                 continue
             label = run_label(entry.collective, t.ranks, split)
+            if label in (refused or {}):
+                out[i, backend, algorithm] = (None, refused[label])
+                continue
             pick = ok[(ok.collective == entry.collective) & (ok.world_size == t.ranks) & (ok.size_bytes == t.size_bytes)
                       & (ok.backend == backend) & (ok.algorithm == algorithm)
                       & ((splits == recorded) if splits is not None else not split)] if len(ok) else ok

@@ -20,7 +20,9 @@ Two fields PARAM does not read: `pg_desc` (the group's name) and, on the world g
 `gpus_per_node`, so that an import knows how many of a group's ranks share a node.
 
 A trace is one rank's; `to_param(..., rank=r)` writes rank r's. An imported trace's calls that
-are identical (kind, group, collective, size, dtype, note) become one entry with their count.
+are identical (kind, group, collective, size, dtype, note) become one entry with their count. An
+uneven all-to-all reads back as the even all-to-all of the rank's bytes: PARAM's splits carry no
+spread, and one rank's row and column are not the job's matrix.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 traffic kind the step's totals, and the files of OUT:
 
   mix.csv            one row per entry and (backend, algorithm): the Entry's fields, bytes per rank
-                     per step, how it was measured here, and the three times (ms per step = count x
-                     the time per call): measured here, predicted here, predicted at scale;
+                     per step, how it was measured here, and the times (ms per step = count x the
+                     time per call): measured here, with --concurrent its groups at once, predicted
+                     here, predicted at scale;
   workload.json      the config (or trace) echoed, the totals, which figure is measured where, the
                      model's source, commbench's version;
   param_trace.json   the mix as a PARAM basic trace (rank 0's; with --trace: the trace read).
@@ -47,7 +48,8 @@ def entry_rows(c, measured: dict, predictor) -> list[dict]:
             row = dataclasses.asdict(entry) | {"bytes_per_rank_step": bytes_per_rank(entry), "backend": backend,
                                                "algorithm": algorithm, "measured_ranks": t.ranks,
                                                "measured_size_bytes": t.size_bytes, "measured_in_place": t.in_place,
-                                               "marks": "; ".join(t.marks), "concurrent_split": t.concurrent}
+                                               "marks": "; ".join(t.marks), "concurrent_split": t.concurrent,
+                                               "concurrent_marks": "; ".join(t.concurrent_marks)}
             for what in ("measured", "concurrent"):
                 us, why = measured[what][i, backend, algorithm]
                 _put(row, what, us, why, entry.count)
@@ -249,10 +251,12 @@ def render(console, c, done) -> None:
         for r in rows:
             here = "-" if r["measured_ranks"] is None else f"{r['measured_ranks']} x {_size(r['measured_size_bytes'])}"
             here += f" {notes.mark(r['marks'])}" if r["marks"] else ""
-            once = (f"{notes.cell(r, 'concurrent')}" + (f" ({r['concurrent_split']})" if r["concurrent_split"] else ""),)
+            once = (notes.cell(r, "concurrent") + (f" ({r['concurrent_split']})" if r["concurrent_split"] else "")
+                     + (f" {notes.mark(r['concurrent_marks'])}" if r["concurrent_marks"] else ""),
+                     ) if at_once else ()  # (a hidden column's reasons are no footnotes)
             table.add_row(r["kind"], r["collective"], f"{r['group_size']} ({r['ranks_per_node']}/node)",
                           _size(r["size_bytes"]), str(r["count"]), f"{r['bytes_per_rank_step'] / 1e9:.3g}",
-                          escape(here), escape(notes.cell(r, "measured")), *map(escape, once if at_once else ()),
+                          escape(here), escape(notes.cell(r, "measured")), *map(escape, once),
                           escape(notes.cell(r, "predicted_here")), escape(notes.cell(r, "predicted")))
         console.print(table)
         kinds = Table(title=f"per kind, ms per step ({backend} {algorithm}); exposed = total x (1 - overlap)",

@@ -99,6 +99,17 @@ def test_an_uneven_all_to_all_writes_each_ranks_row_and_column():
         assert a2a[0]["out_split"] == blocks[:, me].tolist() and a2a[0]["in_msg_size"] == 64
 
 
+def test_an_uneven_all_to_all_reads_back_as_the_even_one_of_the_ranks_bytes():
+    c = dataclasses.replace(SMALL["moe"](), router=Router(spread=0.5))
+    entries = derive(c)
+    back = from_param(to_param(entries, c))
+    [ep] = [e for e in back if e.kind == "ep"]
+    sent = [r for r in to_param(entries, c) if r["comms"] == "all_to_allv"][0]["in_msg_size"]
+    assert (ep.collective, ep.spread, ep.size_bytes, ep.count) == ("all_to_all", None, sent * 4, 8)
+    assert [e for e in back if e.kind != "ep"] == [e for e in from_param(to_param(derive(SMALL["moe"]()),
+                                                                              SMALL["moe"]())) if e.kind != "ep"]
+
+
 def test_rank_picks_its_own_groups():
     c = SMALL["tp_sp_pp"]()
     records = to_param(derive(c), c, rank=5)
