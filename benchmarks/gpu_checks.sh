@@ -3,8 +3,9 @@
 # kernels' protocol on the hardware (every schedule, in one launch and in separate processes), the tree's
 # time against the ring's by rank and channel count, NCCL, the one-launch cases left (all-gather first).
 # The reducer, NVML, topo and the large- and small-call figures, which passed on an H200, are `--all`'s.
-# Every step has its own time limit: at most 575 s in all without --all, the environment's 50 included (one
-# device command's most is 600 s); --all adds 435 s (a second command).
+# Every step has its own time limit: at most 635 s in all without --all, the environment's 50 included (one
+# device command's most is 600 s: the last step, as long as the time lasts, is the one cut); --all adds 435 s
+# (a second command).
 # Logs, each with its step's exit code, go to $OUT (default gpu-out/); the script exits 1 if any step failed
 # or ran out of time.
 #
@@ -82,6 +83,9 @@ limited 55 tree.log bash -c "$(declare -f checks_tree); checks_tree"
 step "NCCL: the CUDA-graph timing first"
 limited 125 nccl.log "${PYTEST[@]}" --timeout 100 $N::test_nccl_is_timed_as_a_cuda_graph_unless_no_graph \
     $N::test_nccl_several_ranks_share_one_gpu $N::test_nccl_tuning_records_the_library_choice $N::test_nccl_sweep_exact
+
+step "NCCL buffer registration (nccl-tests' -R 1 and 2): exact, recorded"
+limited 60 registration.log "${PYTEST[@]}" --timeout 50 $N::test_nccl_registered_buffers_are_exact_and_recorded
 
 step "NCCL as a user runs it: every point's efficiency against this GPU's copy rate"
 limited 40 run.log python3 -m commbench run -n 1 --backend nccl --device cuda --sizes 8,1M,64M --out "$(mktemp -d)/run"

@@ -172,6 +172,9 @@ OPTIONS: tuple[Option, ...] = (
                                  "graph for NCCL; python: the Python loop, for comparison)."),
     Option("graph", bool, True, "--device cuda: time NCCL's calls as a replayed CUDA graph where torch can capture them.",
            off_flag="--no-graph"),
+    Option("registration", str, "none", "--backend nccl: register the buffers with NCCL, as nccl-tests' -R: none (0), "
+           "local (1: ncclCommRegister, through torch's register_mem_pool) or window (2: a symmetric window, through "
+           "torch's symmetric memory); recorded per point."),
     Option("timeout", float, None, "Seconds a point may take before the job is killed (default 120 + 1 s per 10 MB); "
            "the start-up, before the first point, may take 300 s or this, the longer (bootstraps are slow)."),
     Option("ranks_per_node", int, None, "Override the node layout: consecutive blocks of G ranks (default inside a "

@@ -12,43 +12,23 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from commbench import plugins, split
-from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
-from commbench.errors import InputError
-from commbench.algorithms import ALGORITHMS as OWN_ALGORITHMS
-from commbench.library_calls import HAN, LIBRARY_CALLS
-from commbench.collectives import COLLECTIVES, peer_traffic
+from commbench import split
+from commbench.backends import registration as nccl_registration
+from commbench.collectives import COLLECTIVES
 from commbench.collectives.peer_traffic import PeerTraffic
-from commbench.kernels.abi import MAX_CHANNELS
-from commbench.timers import TIMER_CHOICES
-from commbench.backends import emulated_launcher
-from commbench.options import (BACKEND_REGISTRY, DEFAULT_NPROCS, DEVICES, LAUNCHERS, MAX_DELAY_FRACTION, MAX_ITERS,
-                               MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS, MAX_SIZE_BYTES, MODES, PLACEMENTS,
-                               RING_ORDERS, SPEC_DEFAULTS, default_backend)
-# the options' text, read (commbench.spec_text); importable from here too, where SweepSpec's users find them
+from commbench.errors import InputError
+from commbench.options import DEFAULT_NPROCS, MAX_DELAY_FRACTION, MODES, SPEC_DEFAULTS
+# the checks (commbench.spec_checks); check_label, CLUSTER and the options' text importable from here too
+from commbench.spec_checks import _RATE_RE, CLUSTER, MAX_EMULATED_RANKS, check_label, validate  # noqa: F401
 from commbench.spec_text import (_check_size_count, _parse_sizes, collective_aliases, format_size, parse_size,  # noqa: F401
                                  resolve_names, size_range, split_list)
 
 _EMULATE_RE = re.compile(r"^\s*(\d{1,6})\s*x\s*(\d{1,6})\s*$", re.IGNORECASE)
-_RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$", re.IGNORECASE)
-MAX_EMULATED_RANKS = 64
 
 _D = SPEC_DEFAULTS  # the option table's defaults (commbench.options)
 # fields newer than the ranks a spec may reach (ab's sides of older builds): written only when set (to_json)
 WHEN_SET = ("inject_delay", "node_link_rate", "check", "check_peers", "check_budget", "spread", "matrix", "matrix_scale",
-            "peer_bytes", "split")
-CLUSTER = ("emulate", "link_rate", "placement", "node_link_rate")  # the fields that say what emulated cluster a run needs
-
-
-def check_label(label: str) -> None:
-    """--label (run's, import's): at most MAX_LABEL_CHARS characters of UTF-8 text."""
-    if len(label) > MAX_LABEL_CHARS:
-        raise InputError(f"--label is {len(label)} characters long; at most {MAX_LABEL_CHARS}")
-    try:
-        label.encode("utf-8")
-    except UnicodeEncodeError:  # bytes the locale could not decode (C locale): no reader could read them back
-        raise InputError("--label holds bytes that are not UTF-8 text (the terminal's locale could not decode "
-                         "them): give it in UTF-8") from None
+            "peer_bytes", "split", "registration")
 
 
 @dataclass
@@ -101,109 +81,16 @@ class SweepSpec:
     matrix_scale: float | None = _D["matrix_scale"]  # ... scaled by this
     peer_bytes: list[list[int]] | None = None  # ... into these bytes [i][j] from rank i to j, what the ranks use
     split: str | None = _D["split"]  # groups that run each point at once (commbench.split), as split.Split.text
+    registration: str = _D["registration"]  # NCCL buffer registration, nccl-tests' -R (commbench.backends.registration)
+
+    def validate(self) -> "SweepSpec":
+        """Every field checked (commbench.spec_checks) and resolved to its canonical form; InputError otherwise."""
+        validate(self)
+        return self
 
     def point_timeout(self, size_bytes: int) -> float:
         """Seconds one point may take: --timeout, or 120 s plus 1 s per 10 MB of buffer."""
         return self.timeout if self.timeout is not None else 120.0 + size_bytes / 1e7
-
-    def validate(self) -> "SweepSpec":
-        plugins.check()  # a plugin that failed to import would show as an unknown name below
-        self.collectives = resolve_names("collective", self.collectives, COLLECTIVES, collective_aliases())
-        self.backends = resolve_names("backend", [default_backend() if b.strip().lower() == "auto" else b
-                                            for b in split_list(self.backends)], BACKEND_REGISTRY)
-        self.algorithms = resolve_names("algorithm", self.algorithms, (*LIBRARY_CALLS, *OWN_ALGORITHMS))
-        self.dtypes = resolve_names("dtype", self.dtypes, DTYPES, DTYPE_ALIASES)
-        self.ops = resolve_names("op", self.ops, OPS)
-        if self.launcher not in LAUNCHERS:
-            raise InputError(f"unknown launcher {self.launcher!r} (accepted: {', '.join(LAUNCHERS)})")
-        if self.device not in DEVICES:
-            raise InputError(f"unknown device {self.device!r} (accepted: {', '.join(DEVICES)})")
-        for b in self.backends:
-            devices = BACKEND_REGISTRY[b].devices
-            if self.device not in devices:
-                raise InputError(f"backend {b!r} cannot run on device {self.device!r} (it runs on: {', '.join(devices)})")
-        if HAN in self.algorithms and "mpi" not in self.backends:
-            raise InputError(f"-a {HAN} is Open MPI's coll/han: it needs --backend mpi")
-        for b in self.backends:
-            if (BACKEND_REGISTRY[b].cuda_peer_only and self.device == "cuda"
-                    and all(a in LIBRARY_CALLS or OWN_ALGORITHMS[a].sends_messages for a in self.algorithms)):
-                raise InputError(f"{b} with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
-        self._validate_sizes()
-        if self.nprocs < 1:
-            raise InputError(f"invalid number of processes {self.nprocs}: it must be at least 1")
-        if self.nprocs > MAX_NPROCS:
-            raise InputError(f"-n {self.nprocs} is more ranks than commbench starts (at most {MAX_NPROCS})")
-        self._validate_split()
-        if self.warmup < 0:
-            raise InputError(f"invalid warm-up count {self.warmup}: it must be 0 or more")
-        if self.iters is not None and self.iters < 1:
-            raise InputError(f"invalid iteration count {self.iters}: it must be at least 1")
-        if not (self.min_time > 0 and math.isfinite(self.min_time)):
-            raise InputError(f"invalid --min-time {self.min_time}: it must be a positive number of seconds")
-        if not 1 <= self.min_iters <= self.max_iters:
-            raise InputError(f"invalid iteration bounds {self.min_iters}..{self.max_iters}")
-        if self.batch is not None and self.batch < 1:
-            raise InputError(f"invalid --batch {self.batch}: it must be at least 1")
-        if self.batch is not None and self.iters is not None and self.batch > self.iters:
-            raise InputError(f"--batch {self.batch} asks for more calls per sample than --iters {self.iters} times in all: "
-                             "give --batch at most --iters")
-        for flag, value in (("--warmup", self.warmup), ("--iters", self.iters), ("--max-iters", self.max_iters),
-                            ("--batch", self.batch)):
-            if value is not None and value > MAX_ITERS:
-                raise InputError(f"{flag} {value} is more than {MAX_ITERS}, the most calls per point")
-        check_label(self.label)
-        if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
-            raise InputError(f"invalid timeout {self.timeout}: it must be a positive number of seconds")
-        if self.timer not in TIMER_CHOICES:
-            raise InputError(f"unknown timer {self.timer!r} (accepted: {', '.join(TIMER_CHOICES)})")
-        if self.ranks_per_node is not None and not 1 <= self.ranks_per_node <= max(self.nprocs, 1):
-            raise InputError(f"invalid --ranks-per-node {self.ranks_per_node}: it must be from 1 to the run's "
-                             f"{self.nprocs} ranks")
-        ranks = max(self.group_size(), 1)
-        if self.root < 0 or self.root >= ranks:
-            where = f"of each group, 0 to {ranks - 1} (--split {self.split})" if self.split else f"of the run, 0 to {ranks - 1}"
-            raise InputError(f"invalid --root {self.root}: a rank {where} ({ranks} ranks)")
-        if self.channels is not None and not 1 <= self.channels <= MAX_CHANNELS:
-            raise InputError(f"invalid --channels {self.channels}: it must be 1 to {MAX_CHANNELS}")
-        if self.segment_bytes < 1:
-            raise InputError(f"invalid --segment-bytes {self.segment_bytes}: it must be at least 1")
-        if self.ring_order not in RING_ORDERS:
-            raise InputError(f"unknown ring order {self.ring_order!r} (accepted: {', '.join(RING_ORDERS)})")
-        if not self.in_place:
-            raise InputError("no buffer mode chosen (in-place and/or out-of-place)")
-        for c in self.collectives:
-            if not self.modes_of(c):
-                raise InputError(f"{c} has no in-place form (nccl-tests has none either): measure it out of place")
-        if self.ring_order == "topology" and "ring" in self.algorithms:
-            self.algorithms = list(dict.fromkeys(a if a != "ring" else "ring_topology" for a in self.algorithms))
-        if self.nccl_tuning and "nccl" not in self.backends:
-            raise InputError("--nccl-tuning reads NCCL's log: it needs --backend nccl")
-        self._validate_traffic()
-        self._validate_emulation()
-        self.delays()
-        if self.check:
-            self._validate_check()
-        points = self.point_count()
-        if points > MAX_POINTS:
-            raise InputError(f"{points} points (sizes x collectives x backends x algorithms x dtypes x ops x "
-                             f"buffer modes) is more than a run takes (at most {MAX_POINTS}): split it into several runs")
-        return self
-
-    def _validate_check(self) -> None:
-        layout = self.emulated_layout()
-        if layout is not None and layout[0] < 2:
-            raise InputError(f"check measures the links between nodes: --emulate {self.emulate} has one node "
-                             "(give 2 or more)")
-        if self.nprocs < 2:
-            raise InputError(f"check measures the links between nodes: -n {self.nprocs} is one rank")
-        if len(self.sizes) != 1:
-            raise InputError("check measures one message size (--size)")
-        if self.check_peers is not None and self.check_peers < 1:
-            raise InputError(f"invalid --peers {self.check_peers}: at least 1")
-        if not (self.check_budget > 0 and math.isfinite(self.check_budget)):
-            raise InputError(f"invalid --budget {self.check_budget}: a positive number of seconds")
-        if self.inject_delay:
-            raise InputError("--inject-delay rehearses a straggler of `commbench run`; check judges links and nodes")
 
     def delays(self) -> dict[int, float]:
         """--inject-delay as {rank: fraction of a call's time busy-waited before each timed call}."""
@@ -260,52 +147,10 @@ class SweepSpec:
         """The ranks one point's collective runs over: a group's (--split), else the run's."""
         return len(self.groups()[0])
 
-    def _validate_split(self) -> None:
-        if self.split is None:
-            return
-        self.split = split.parse(self.split, self.nprocs).text
-        for a in self.algorithms:
-            if a == HAN or (a in OWN_ALGORITHMS and not OWN_ALGORITHMS[a].sends_messages):
-                raise InputError(f"--split runs the libraries' calls and the message-passing algorithms on each group: "
-                                 f"not {a} (its node's shared memory or its own communicator are the world's)")
-        if self.check:
-            raise InputError("check measures every link and node of the world: it takes no --split")
-
-    def _validate_traffic(self) -> None:
-        uneven = [c for c in self.collectives if COLLECTIVES[c].takes_traffic]
-        if not uneven:
-            given = [f for f, v in (("--spread", self.spread), ("--matrix", self.matrix),
-                                    ("--matrix-scale", self.matrix_scale)) if v is not None]
-            if given:
-                names = ", ".join(c for c, x in COLLECTIVES.items() if x.takes_traffic)
-                raise InputError(f"{given[0]} shapes the uneven all-to-all's traffic: add -c {names}")
-            return
-        self.spread, self.matrix, self.matrix_scale, self.peer_bytes = peer_traffic.resolve(
-            self.spread, self.matrix, self.matrix_scale, self.peer_bytes, self.group_size())
-        if self.peer_bytes is not None:
-            size = peer_traffic.matrix_size(self.peer_bytes)
-            if not 1 <= size <= MAX_SIZE_BYTES:
-                raise InputError(f"the traffic matrix makes a rank send or receive {size} B: it must be 1 B to "
-                                 f"{format_size(MAX_SIZE_BYTES)}")
-            others = [c for c in self.collectives if not COLLECTIVES[c].takes_traffic]
-            if others:
-                raise InputError(f"a traffic matrix sets the size of every point of the run: measure {', '.join(uneven)} "
-                                 f"in a run of its own, not beside {', '.join(others)}")
-            self.sizes = [size]  # the matrix sets every block (options.OVERRIDDEN refuses -b/-e/--sizes with it)
-
-    def _validate_sizes(self) -> None:
-        """Sizes as the CLI takes them: ints, or text such as '1K' (a list, or comma text)."""
-        if isinstance(self.sizes, (str, int)):
-            self.sizes = [self.sizes]
-        if any(isinstance(s, str) for s in self.sizes):
-            self.sizes = sorted(set(_parse_sizes([p for s in self.sizes for p in split_list(str(s))])))
-        if isinstance(self.segment_bytes, str):
-            self.segment_bytes = parse_size(self.segment_bytes)
-        if not self.sizes:
-            raise InputError("no sizes given")
-        _check_size_count(len(self.sizes))
-        if not all(isinstance(s, int) and 1 <= s <= MAX_SIZE_BYTES for s in self.sizes):
-            raise InputError(f"invalid sizes: each must be 1 B to {format_size(MAX_SIZE_BYTES)}")
+    @property
+    def row_registration(self) -> str:
+        """What the rows' `registration` says: the NCCL registration asked for, "" where none."""
+        return "" if self.registration == nccl_registration.NONE else self.registration
 
     @property
     def row_placement(self) -> str:
@@ -320,39 +165,6 @@ class SweepSpec:
         if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
             raise InputError(f"invalid --emulate {str(self.emulate)[:40]!r} (expected NODESxRANKS, e.g. 2x2)")
         return int(m.group(1)), int(m.group(2))
-
-    def _validate_emulation(self) -> None:
-        if self.placement not in PLACEMENTS:
-            raise InputError(f"unknown placement {self.placement!r} (accepted: {', '.join(PLACEMENTS)})")
-        layout = self.emulated_layout()
-        if layout is None:
-            for name in CLUSTER[1:]:
-                if getattr(self, name) != _D[name]:
-                    raise InputError(f"--{name.replace('_', '-')} applies to emulated clusters only "
-                                     "(add --emulate NODESxRANKS)")
-            return
-        nodes, per_node = layout
-        if nodes * per_node > MAX_EMULATED_RANKS:
-            raise InputError(f"--emulate {self.emulate} is {nodes * per_node} ranks; at most {MAX_EMULATED_RANKS}")
-        if self.nprocs != nodes * per_node:
-            raise InputError(f"-n {self.nprocs} does not match --emulate {self.emulate} ({nodes * per_node} ranks)")
-        emulated = [b for b, d in BACKEND_REGISTRY.items() if d.emulated]
-        if not set(self.backends) <= set(emulated):
-            raise InputError(f"--emulate runs the {' and '.join(emulated)} backends only; got --backend "
-                             f"{','.join(self.backends)}")
-        worlds = {BACKEND_REGISTRY[b].world for b in self.backends}
-        if len(worlds) > 1:
-            raise InputError(f"--emulate starts one launcher across the nodes, and --backend {','.join(self.backends)} "
-                             "needs two (mpirun for MPI, torchrun agents for torch.distributed): one run each")
-        launcher = emulated_launcher(self.backends)
-        if self.launcher not in ("auto", launcher):
-            raise InputError(f"--emulate with --backend {','.join(self.backends)} launches with {launcher}, "
-                             f"not {self.launcher!r}")
-        if self.ranks_per_node is not None:
-            raise InputError("--ranks-per-node and --emulate both set the node layout; give one")
-        if not _RATE_RE.match(self.link_rate):
-            raise InputError(f"invalid --link-rate {self.link_rate!r} (a tc rate such as 1gbit, 800mbit or 100mbps)")
-        self.node_rates()
 
     def node_rates(self) -> dict[int, str]:
         """Each emulated node's link rate: --link-rate, or its own from --node-link-rate."""

@@ -20,7 +20,7 @@ LAYERS = (
     "rank",  # the rank process: worker, harness, turns, the check's ranks
     "plan",
     "folder",  # the results folder: its schema and files, written, locked, placed, resumed and read
-    "spec", "spec_text", "options",  # what a sweep asks for
+    "spec", "spec_checks", "spec_text", "options",  # what a sweep asks for (spec_checks: its validation)
     "algorithms",  # commbench's own algorithms, on a backend's communicator
     "backends",  # the backends' registry and their communicators
     "kernels",  # the native code: cuda/ built for the host or a GPU, the C MPI loop, the floor probe

@@ -100,6 +100,7 @@ SPEC_SAMPLES = {
     "root": (2, {"nprocs": 4}, lambda s: s.root == 2),
     "spread": (0.5, {"collective": "all_to_allv"}, lambda s: s.spread == 0.5),
     "split": ("MOD 2", {"nprocs": 4}, lambda s: s.split == "mod:2" and s.group_size() == 2),
+    "registration": ("1", {"backend": "nccl", "device": "cuda"}, lambda s: s.registration == "local"),
     "matrix": (MATRIX, {"collective": "all_to_allv", "nprocs": 4}, lambda s: s.peer_bytes is not None),
     "matrix_scale": (2.0, {"collective": "all_to_allv", "nprocs": 4, "matrix": MATRIX}, lambda s: s.matrix_scale == 2.0),
     "out_dir": ("results/x", {}, lambda s: s.out_dir == "results/x"),
@@ -156,9 +157,9 @@ def test_defaults_agree_between_cli_spec_and_suite(tmp_path):
 
 @pytest.mark.parametrize("resolved", ["mpi", "gloo"])
 def test_auto_backend_is_resolved_once_for_cli_and_suites(tmp_path, monkeypatch, resolved):
-    import commbench.spec
+    import commbench.spec_checks
 
-    monkeypatch.setattr(commbench.spec, "default_backend", lambda: resolved)
+    monkeypatch.setattr(commbench.spec_checks, "default_backend", lambda: resolved)
     assert _cli_spec().backends == [resolved]
     assert _cli_spec("--backend", "auto").backends == [resolved]
     assert _suite_spec(tmp_path, "{label: a}").backends == [resolved]

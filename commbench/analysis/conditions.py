@@ -52,8 +52,10 @@ def facts(meta: dict) -> tuple[dict[str, str], dict[str, str] | None]:
         if meta.get(key) not in (None, ""):
             out[key.replace("_", " ")] = _clean(meta[key])
     spec = _dict(meta.get("spec"))
-    if spec:  # what shapes the points beyond their keys: the groups at once, the uneven all-to-all's traffic
+    if spec:  # what shapes the points beyond their keys: the groups at once, the uneven all-to-all's traffic,
+        # NCCL's buffer registration
         out["split"] = _clean(spec.get("split") or "none")
+        out["NCCL registration"] = _clean(spec.get("registration") or "none")
         if spec.get("spread") is not None or spec.get("peer_bytes"):
             out["all_to_allv traffic"] = (f"spread {_clean(spec['spread'])}" if spec.get("spread") is not None else
                                           f"matrix {_clean(spec.get('matrix'))} x {_clean(spec.get('matrix_scale'))}")

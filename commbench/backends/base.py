@@ -97,6 +97,17 @@ class Communicator(ABC):
     @abstractmethod
     def alloc(self, count: int, dtype: DType) -> Buffer: ...
 
+    def alloc_point(self, count: int, dtype: DType) -> Buffer:
+        """A point's send or receive buffer (every rank allocates its own, in the same order): alloc, or
+        where the library registers buffers (NCCL's --registration), a registered one."""
+        return self.alloc(count, dtype)
+
+    def register_buffers(self, mode: str) -> None:
+        """Register the points' buffers with the library from now on (commbench.backends.registration);
+        only NCCL's communicator does (spec.validate refuses it elsewhere)."""
+        if mode != "none":
+            raise RuntimeError(f"--registration {mode}: {self.backend} registers no buffers")
+
     def adopt(self, memory: memoryview, count: int, dtype: DType) -> Buffer:
         """count elements of dtype over host memory (writable, zeroed), sharing it: buffers in
         memory of an algorithm's own (the kernels' shared segments)."""

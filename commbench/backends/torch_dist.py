@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from commbench.backends.registration import NONE
+
 from commbench.backends import LOCAL_STORE_ENV
 from commbench.dtypes import DType
 from commbench.backends.base import Communicator, Convention, Request, Requests
@@ -132,8 +134,51 @@ class TorchCommunicator(Communicator):
             return "avg of integers truncates; commbench checks avg on floating-point types only"
         return reason
 
+    registration = NONE  # NCCL buffer registration (commbench.backends.registration)
+    _pool = None  # local registration: the torch.cuda.MemPool the buffers come from
+    _pool_registered = False
+
+    def register_buffers(self, mode: str) -> None:
+        """Register every buffer this communicator allocates from now on with NCCL: `local`, each segment
+        of a memory pool with the communicator (ncclCommRegister); `window`, each buffer as a symmetric
+        window of every rank's (torch's symmetric memory on its NCCL backend)."""
+        if mode == NONE:
+            return
+        if self.backend != "nccl":
+            raise RuntimeError(f"--registration {mode}: {self.backend} registers no buffers")
+        if mode == "local":
+            self._pool = torch.cuda.MemPool()
+        else:
+            from torch.distributed import _symmetric_memory as symm_mem
+
+            symm_mem.set_backend("NCCL")
+        self.registration = mode
+
+    def _process_group(self):
+        return self.group if self.group is not None else dist.distributed_c10d._get_default_group()
+
     def alloc(self, count, dtype):
         return torch.zeros(count, dtype=getattr(torch, dtype.torch_name), device=self._torch_device)
+
+    def alloc_point(self, count, dtype):
+        kind = getattr(torch, dtype.torch_name)
+        if self.registration == NONE or count == 0:
+            return self.alloc(count, dtype)
+        if self.registration == "local":
+            with torch.cuda.use_mem_pool(self._pool):
+                buf = torch.zeros(count, dtype=kind, device=self._torch_device)
+            nccl = self._process_group()._get_backend(self._torch_device)
+            if self._pool_registered:  # the pool again, with the segment this buffer may have added
+                nccl.deregister_mem_pool(self._pool)
+            nccl.register_mem_pool(self._pool)
+            self._pool_registered = True
+            return buf
+        from torch.distributed import _symmetric_memory as symm_mem
+
+        buf = symm_mem.empty(count, dtype=kind, device=self._torch_device)  # every rank's, in the same order
+        buf.zero_()
+        symm_mem.rendezvous(buf, self._process_group())
+        return buf
 
     def adopt(self, memory, count, dtype):
         if self.device != "cpu":
@@ -216,6 +261,7 @@ class TorchCommunicator(Communicator):
             if c == color:
                 mine = TorchCommunicator(self.backend, 0, 0, 0, 0, group=group, ranks=ranks, device=self.device)
                 mine.reducer = self.reducer  # one rank, one device: its kernels built (or not) once
+                mine.register_buffers(self.registration)
         mine.barrier()  # NCCL creates the group's communicator here, with all its ranks (a first
         return mine     # batch_isend_irecv must involve every rank of its group, torch's docs say)
 

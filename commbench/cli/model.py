@@ -30,13 +30,6 @@ def inter_option():
     return typer.Option(None, "--inter", help="Between nodes, per link: BANDWIDTH_GBPS,LATENCY_US (e.g. 50,5).")
 
 
-def _check_links(value: int | None) -> None:
-    from commbench.options import MAX_PREDICT_RANKS
-
-    if value is not None and not 1 <= value <= MAX_PREDICT_RANKS:
-        raise InputError(f"invalid --links-per-node {value}: it must be from 1 to {MAX_PREDICT_RANKS}")
-
-
 def _fmt_param(name: str, value, rel, undetermined: dict | None) -> str:
     """One parameter of a fit: its value and 95 % interval, or why it is not determined and what
     data would determine it."""
@@ -68,10 +61,11 @@ def model_fit(
     import json
 
     from commbench.analysis.model import load_rows
+    from commbench.analysis.model.at_scale import check_links
     from commbench.analysis.model.fit import fit, to_json
     from commbench.folder.outputs import output_file, write_text
 
-    _check_links(links_per_node)
+    check_links(links_per_node)
     flag = "-o" if old_output is not None else "--output"
     output = pick(output, old_output, "--output", "-o", default="model.json")
     output_file(output, flag, inputs=results)  # before the fit, which prints
@@ -98,11 +92,12 @@ def model_validate(
     import pandas as pd
 
     from commbench.analysis.model import load_rows
+    from commbench.analysis.model.at_scale import check_links
     from commbench.analysis.model.fit import usable
     from commbench.analysis.model.validate import held_out, summary
     from commbench.folder.outputs import csv_text, output_file, write_text
 
-    _check_links(links_per_node)
+    check_links(links_per_node)
     flag = "--csv" if csv is not None else "--output"
     csv = pick(output, csv, "--output", "--csv")
     if csv is not None:
@@ -168,58 +163,34 @@ def model_predict(
 ):
     """Predicted time, busbw and inter-node bytes per algorithm at any scale; best per size.
     Which collectives and sizes: as `commbench run` takes them (-c, -b, -e, -f, --sizes)."""
-    import math
-
     import pandas as pd
 
+    from commbench.analysis.model.at_scale import Request, check, predict_at_scale
+    from commbench.analysis.model.predict import check_out, write
     from commbench.folder.place import new_run_id
-    from commbench.analysis.model.costs import Params, Shape
-    from commbench.analysis.model.predict import check_out, check_scale, predict, undetermined, write
     from commbench.spec import parse_size
 
-    if nodes < 1 or ranks_per_node < 1:
-        raise InputError("--nodes and --ranks-per-node must be at least 1")
-    check_scale(nodes, ranks_per_node)
-    _check_links(links_per_node)
-    if not (0 <= reduce_bw < math.inf):
-        raise InputError(f"invalid --reduce-bw {reduce_bw}: a reduction speed in GB/s, 0 (free) or more")
-    if model is not None and reduce_bw:
-        raise InputError("--reduce-bw sets the reduction speed without --model; the model file has its own")
-    collectives = resolve_names("collective", values["collective"], COLLECTIVES, collective_aliases())
-    sizes = _sizes(values)
-    check_scale(nodes, ranks_per_node, len(sizes), len(collectives))
-    segment = parse_size(values["segment_bytes"])
+    request = Request(nodes, ranks_per_node, [], [], model, backend, intra, inter, reduce_bw, links_per_node)
+    check(request)  # the shape first: the sizes below may be many
+    request.collectives = resolve_names("collective", values["collective"], COLLECTIVES, collective_aliases())
+    request.sizes = _sizes(values)
+    request.segment = parse_size(values["segment_bytes"])
+    check(request)
     if out:
         check_out(out)  # before the predictions, which print
-    values_, source, default_links, fits = _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node)
-    shape = Shape(nodes, ranks_per_node, "block", links_per_node or default_links)
-    given = {f"{k}_{cls}" for cls, text in (("intra", intra), ("inter", inter)) if text is not None for k in ("alpha", "beta")}
-    notes, dropped = undetermined(fits, values_, shape, collectives, sizes, segment, given)
-    params = {engine: Params.from_values(v) for engine, v in values_.items()}
-    tables = {c: predict(params, shape, c, sizes, segment) for c in collectives}
-    tables = {c: t[[(c, a) not in dropped for a in t.algorithm]] if len(t) else t for c, t in tables.items()}
-    if all(t.empty for t in tables.values()):
-        if dropped:
-            (c, a), why = next(iter(dropped.items()))
-            raise InputError(f"cannot predict {', '.join(collectives)} (e.g. {a}): {why.replace('they depend', 'it depends', 1)}")
-        raise InputError(f"the model's algorithms ({', '.join(values_)}) have no {', '.join(collectives)} at "
-                         f"{nodes} node(s) x {ranks_per_node}")
-    for note in notes:
-        print(note)
-    for why in dict.fromkeys(dropped.values()):
-        left = {c: sorted(a for (c2, a), w in dropped.items() if c2 == c and w == why) for c in collectives}
-        print(f"not predicted, as {why}: " + "; ".join(f"{c} {', '.join(a)}" for c, a in left.items() if a))
-    for c, table in tables.items():
+    p = predict_at_scale(request)
+    for line in (*p.notes, *p.dropped_lines()):
+        print(line)
+    for c, table in p.tables.items():
         if table.empty:
             print(f"{c}: nothing predicted at {nodes} node(s) x {ranks_per_node}")
         else:
-            _print_predictions(table, shape, c, source)
+            _print_predictions(table, p.shape, c, p.source)
     if out:
-        run_id = new_run_id()
-        write(pd.concat([t for t in tables.values() if not t.empty], ignore_index=True), out, run_id,
+        write(pd.concat([t for t in p.tables.values() if not t.empty], ignore_index=True), out, new_run_id(),
               {"label": f"predicted {nodes}x{ranks_per_node}", "backend": "model",
-               "source": source, "params": {e: p.__dict__ for e, p in params.items()},
-               "nodes": nodes, "ranks_per_node": ranks_per_node, "links_per_node": shape.links_per_node})
+               "source": p.source, "params": {e: v.__dict__ for e, v in p.params.items()},
+               "nodes": nodes, "ranks_per_node": ranks_per_node, "links_per_node": p.shape.links_per_node})
         err.print(f"predictions written to {escape(out)}")
 
 
@@ -234,39 +205,6 @@ def _sizes(values: dict) -> list[int]:
     if not items or len(items) > MAX_SIZES:
         raise InputError(f"--sizes takes 1 to {MAX_SIZES} sizes")
     return sorted({parse_size(s) for s in items})
-
-
-def _predict_params(model, backend, intra, inter, reduce_bw, nodes, ranks_per_node) -> tuple[dict, str, int, dict]:
-    """The parameters of `model predict` per engine (engine -> name -> value): a fitted model's
-    groups of one backend (every estimate, determined or not: `undetermined` judges them), the
-    links given replacing theirs (without a model: the step algorithms'); where they come from;
-    the default links per node; and per engine its fit (None without a model)."""
-    from commbench.analysis.model.costs import Shape
-    from commbench.analysis.model.fit import load_model
-    from commbench.analysis.model.predict import links, predicted, runs_at
-
-    if model is None and (intra is None or inter is None):
-        raise InputError("give --model, or both --intra and --inter")
-    if model is not None:
-        fitted = load_model(model, backend)
-        values = {f.engine: f.estimates() for f in fitted}
-        fits = {f.engine: f for f in fitted}
-        source = f"{model} ({', '.join(f.group for f in fitted)})"
-        default_links = fitted[0].links_per_node
-    else:
-        values = {"steps": {"gamma": 1 / (reduce_bw * 1e9) if reduce_bw > 0 else 0.0}}
-        fits = {"steps": None}
-        source, default_links = f"--reduce-bw {reduce_bw}", ranks_per_node
-    for cls, text in (("intra", intra), ("inter", inter)):  # given links replace the model's
-        if text is not None:
-            for v in values.values():
-                v[f"alpha_{cls}"], v[f"beta_{cls}"] = links(text, f"--{cls}")
-            source += f" --{cls} {text}"
-    shape = Shape(nodes, ranks_per_node)
-    values = {e: v for e, v in values.items() if any(runs_at(a, shape) for a in predicted(e))}
-    if not values:
-        raise InputError(f"the model's algorithms do not run on {nodes} nodes (the kernels run the ranks of one node)")
-    return values, source, default_links, {e: fits[e] for e in values}
 
 
 def _print_predictions(table, shape, collective: str, source: str) -> None:

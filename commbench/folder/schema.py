@@ -71,6 +71,8 @@ COLUMN_DOCS: tuple[tuple[str, str], ...] = (
     ("batch", "calls per sample"),
     ("warmup", "warm-up calls"),
     ("timer", f"the loop that timed it: {', '.join(LOOP_NAMES)} (commbench.timers)"),
+    ("registration", "--registration: how NCCL's buffers were registered, as nccl-tests' -R: local (ncclCommRegister) "
+                     "or window (a symmetric window); empty where they were not"),
     ("algbw_gbps", "size_bytes / time, GB/s"),
     ("busbw_gbps", "algbw x bus_factor, GB/s"),
     ("bus_factor", "the collective's bus factor for world_size"),

@@ -70,15 +70,15 @@ class Buffers:
         self.comm, self.coll, self.counts, self.dtype, self.in_place = comm, coll, counts, dtype, in_place
         rank = comm.rank
         if in_place:
-            self.whole = (alloc or comm.alloc)(max(counts.in_count, counts.out_count), dtype)
+            self.whole = (alloc or comm.alloc_point)(max(counts.in_count, counts.out_count), dtype)
             off = coll.in_place_offset(rank, counts)
             self.send = self.whole if counts.in_count >= counts.out_count else comm.view(self.whole, off, counts.in_count)
             self.recv = self.whole if counts.out_count >= counts.in_count else comm.view(self.whole, off, counts.out_count)
         else:
             self.whole = None
             if alloc is None:
-                self.send = comm.alloc(counts.in_count, dtype)
-                self.recv = comm.alloc(counts.out_count, dtype)
+                self.send = comm.alloc_point(counts.in_count, dtype)
+                self.recv = comm.alloc_point(counts.out_count, dtype)
             else:
                 page = mmap.PAGESIZE // dtype.itemsize
                 gap = -(-counts.in_count // page) * page

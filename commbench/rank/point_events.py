@@ -24,7 +24,7 @@ def make_row(spec, point, counts, m, world, nodes, per_node, device, **extra) ->
         world_size=world, nodes=nodes, ranks_per_node=per_node, size_bytes=counts.size_bytes, count=counts.count,
         **summarize(m.samples_s), iterations=m.iterations, batch=m.batch, warmup=m.warmup, timer=m.timer, wrong=m.wrong,
         placement=spec.row_placement, root=counts.root if COLLECTIVES[point.collective].rooted else None,
-        **extra)
+        registration=spec.row_registration, **extra)
 
 
 def group_columns(split: str, collective: str, counts, group_s: np.ndarray, comm_size: int) -> dict:

@@ -78,6 +78,7 @@ def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Co
             if BACKENDS[name].world == TORCH_WORLD:
                 _torch_rendezvous(info, comms.get("mpi"))
             comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, spec.device)
+            comms[name].register_buffers(spec.registration)  # (NCCL's only: spec.validate refuses it elsewhere)
     return comms
 
 

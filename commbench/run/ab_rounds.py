@@ -160,7 +160,7 @@ class Measure:
                         **summarize(np.asarray(samples_us) / 1e6), iterations=len(samples_us) * batch,
                         batch=batch, warmup=info["warmup"], timer=info["timer"], wrong=wrong,
                         library_choice=info.get("library_choice"), placement=spec.row_placement,
-                        side=side, round=round_no)
+                        registration=spec.row_registration, side=side, round=round_no)
         with interrupts.deferred():
             self.folder.add(row, samples_us, tags)
         self.on_event({"event": "row", "row": row})

@@ -143,3 +143,14 @@ def test_split_makes_a_group_sharing_the_reducer(comm):
 def test_library_info(comm):
     assert comm.library_info() == {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                                    "reducer": "TorchReducer"}
+
+
+def test_gloo_registers_no_buffers_and_takes_none(comm):
+    """--registration is NCCL's (commbench.backends.registration): gloo's communicator allocates plain
+    buffers at none and refuses anything else (spec.validate refuses it first, this is the guard)."""
+    comm.register_buffers("none")
+    buf = comm.alloc_point(4, DTYPES["float32"])
+    assert buf.device.type == "cpu" and buf.tolist() == [0.0] * 4
+    with pytest.raises(RuntimeError, match="--registration local: gloo registers no buffers"):
+        comm.register_buffers("local")
+    assert comm.registration == "none"

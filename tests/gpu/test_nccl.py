@@ -69,3 +69,16 @@ def test_nccl_is_timed_as_a_cuda_graph_unless_no_graph(job, tmp_path):
     graph, eager = (rows[k].set_index(["collective", "size_bytes"]).time_us for k in ("graph", "no-graph"))
     if set(rows["graph"].timer) == {"cuda-graph"}:
         assert (graph.xs(8, level=1) < eager.xs(8, level=1)).all(), (graph, eager)
+
+
+@pytest.mark.parametrize("registration", ["local", "window"])
+def test_nccl_registered_buffers_are_exact_and_recorded(job, tmp_path, registration):
+    """--registration (nccl-tests' -R 1 and 2): the buffers registered with NCCL (a registered memory
+    pool; a symmetric window), every point exact and its row saying how they were registered."""
+    out = tmp_path / "run"
+    commbench("run", "-n", 1, "--backend", "nccl", "--device", "cuda", "--registration", registration,
+              "-c", "all_reduce,all_gather,reduce_scatter", "--sizes", "8,1M,16M", "--both", "--iters", 10,
+              "--out", out, "--quiet", check_rc=OK)
+    rows, samples, meta = load_run(out)
+    check_sweep(rows, samples, meta, 1, meta["planned_points"] - len(meta["skipped"]))
+    assert (rows.registration == registration).all() and meta["spec"]["registration"] == registration
