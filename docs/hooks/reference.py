@@ -13,9 +13,16 @@ import re
 MARKER = re.compile(r"<!-- generated: ([a-z_]+) -->")
 
 
+def _text(text) -> str:
+    """Help text as Markdown shows it: `<` and `>` outside code spans escaped (else "results/<UTC time>/"
+    would be read as an HTML tag, and vanish)."""
+    parts = str(text).split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
+
+
 def _cell(text) -> str:
-    """Text for one Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text for one Markdown table cell: one line, pipes and angle brackets escaped."""
+    return _text(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def _table(head: tuple[str, ...], rows) -> str:
@@ -57,7 +64,7 @@ def commands() -> str:
     out = []
     for name, command in _click_commands():
         help_text = (command.help or "").split("Examples:")[0].strip()
-        out += [f"## `{name}`", "", help_text, ""]
+        out += [f"## `{name}`", "", _text(help_text), ""]
         rows = []
         for p in command.params:
             if getattr(p, "hidden", False):

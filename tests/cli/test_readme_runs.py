@@ -94,4 +94,6 @@ def test_a_runnable_docs_example_runs_as_written(job, tmp_path, line):
     (tmp_path / "tests").symlink_to(ROOT / "tests")
     proc = _run(line, tmp_path)
     assert proc.returncode == OK and "Traceback" not in proc.stderr, f"{line}: {proc.stderr[-2000:]}"
-    assert proc.stderr.strip().splitlines()[-1].startswith("OK: ") and "# Avg bus bandwidth" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1].startswith("OK: ")
+    if line.startswith("commbench run "):  # a sweep's tables
+        assert "# Avg bus bandwidth" in proc.stdout
