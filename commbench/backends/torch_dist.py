@@ -18,9 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from commbench.backends.registration import NONE
-
 from commbench.backends import LOCAL_STORE_ENV
+from commbench.backends.registration import NONE
 from commbench.dtypes import DType
 from commbench.backends.base import Communicator, Convention, Request, Requests
 from commbench.collectives import COLLECTIVES, NativeCall
