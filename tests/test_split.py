@@ -69,8 +69,9 @@ def test_every_group_runs_at_once_exact(job, tmp_path, backend, split, world):
     for r in rows.to_dict("records"):
         times, busbw = _groups(r)
         assert len(times) == len(busbw) == len(groups) and min(times) > 0 and min(busbw) > 0  # every group's
-        # each group's median is at most the median of the per-sample maxima over all groups (the row's time)
-        assert max(times) <= r["time_us"] * (1 + 1e-6)
+        # each group's median is at most the median of the per-sample maxima over all groups (the row's time);
+        # group_time_us is written to 4 decimals, which may round a group's median up by 5e-5
+        assert max(times) <= r["time_us"] * (1 + 1e-6) + 5e-5
         assert r["busbw_total_gbps"] == pytest.approx(sum(busbw), rel=1e-3)
     assert set(rows.algorithm) == {"native", "ring", "pairwise"}
 
