@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -20,10 +19,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from commbench import runinfo, slurm, timers
+from commbench import runinfo, timers
 from commbench.algorithms import ALGORITHMS, Context
-from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
-from commbench.backends.communicators import Communicator, open_backend
+from commbench.backends.communicators import Communicator
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
 from commbench.errors import Unavailable
@@ -35,6 +33,7 @@ from commbench.machine import load, power, topology, traffic
 from commbench.library_calls import HAN, LIBRARY_CALLS
 from commbench.plan import Point, build_plan, rounding_twins
 from commbench.rank import fabric, harness, nccl_log, world
+from commbench.rank.world import open_communicators
 from commbench.rank.han import close_han, han_target, library_choice, open_han
 from commbench.rank.point_events import group_columns, make_row, send_point
 from commbench.spec import SweepSpec
@@ -42,44 +41,6 @@ from commbench.spec import SweepSpec
 KERNEL_TIMEOUT_SHARE = 0.8  # of the point's timeout: a kernel that waits longer reports before the watchdog kills
 
 Emit = Callable[..., None]
-STARTUP_TIMEOUT_S = 300.0
-
-
-def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
-    """Make sure MASTER_ADDR/MASTER_PORT are set for torch.distributed. Launchers that do not
-    set them (mpirun, srun) get them from rank 0 over MPI, or under srun from Slurm's variables."""
-    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
-        return
-    if info.source == "slurm" and (mpi is None or mpi.size != info.world):  # no MPI world to share them over
-        os.environ.update(slurm.rendezvous())
-        return
-    if mpi is None:
-        raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch or srun to share them)")
-    world.check_rendezvous_world(info, mpi)
-    hosts = mpi.allgather_object(info.hostname)
-    addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
-    port = mpi.allgather_object(topology.free_port() if mpi.rank == 0 else None)[0]
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
-
-
-def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Communicator]:
-    comms: dict[str, Communicator] = {}
-    launched_by_mpi = info.source in ("openmpi", "pmi") or "PMIX_RANK" in os.environ
-    # the MPI-world backends first: a torch world launched by an MPI launcher makes its rendezvous over
-    # MPI, opened for that alone where no backend asked for it (world.check does not measure it)
-    mpi_world = [b for b in spec.backends if BACKENDS[b].world == MPI_WORLD]
-    if not mpi_world and launched_by_mpi and "MASTER_ADDR" not in os.environ:
-        mpi_world = ["mpi"]
-    threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a not in LIBRARY_CALLS)
-    for name in mpi_world:
-        comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
-    for name in spec.backends:
-        if name not in comms:
-            if BACKENDS[name].world == TORCH_WORLD:
-                _torch_rendezvous(info, comms.get("mpi"))
-            comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, spec.device)
-            comms[name].register_buffers(spec.registration)  # (NCCL's only: spec.validate refuses it elsewhere)
-    return comms
 
 
 @dataclass

@@ -1,17 +1,23 @@
-"""One world, checked before the first point: every backend's communicator holds the ranks the
-launcher started (no singletons, no short world), as many as -n asked for, and, across hosts, in
-the layout asked for. Anything else stops the run with one line naming the cause and the fix."""
+"""One world, opened and checked before the first point: each backend's communicator opened (the
+MPI-world ones first, a torch world's rendezvous shared over MPI or Slurm where the launcher set
+none); every communicator holds the ranks the launcher started (no singletons, no short world), as
+many as -n asked for, and, across hosts, in the layout asked for. Anything else stops the run with
+one line naming the cause and the fix."""
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 
-from commbench.backends import BACKENDS, MPI_WORLD
+from commbench import slurm
+from commbench.algorithms import ALGORITHMS
+from commbench.backends import BACKENDS, MPI_WORLD, TORCH_WORLD
 from commbench.events import emit_stdout
+from commbench.library_calls import LIBRARY_CALLS
 from commbench.machine import topology
-from commbench.backends.communicators import Communicator
+from commbench.backends.communicators import Communicator, open_backend
 from commbench.spec import SweepSpec
 
 # what started the ranks, by the variables topology.detect read (torchrun's are also the local launcher's)
@@ -21,6 +27,46 @@ STOP_GRACE_S = 2.0  # how long ranks other than 0 wait before they exit on a Wor
 
 class WorldError(RuntimeError):
     """The ranks do not form the world asked for."""
+
+
+STARTUP_TIMEOUT_S = 300.0  # seconds a backend may take to open its communicator
+
+
+def _torch_rendezvous(info: topology.RankInfo, mpi: Communicator | None) -> None:
+    """Make sure MASTER_ADDR/MASTER_PORT are set for torch.distributed. Launchers that do not
+    set them (mpirun, srun) get them from rank 0 over MPI, or under srun from Slurm's variables."""
+    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+        return
+    if info.source == "slurm" and (mpi is None or mpi.size != info.world):  # no MPI world to share them over
+        os.environ.update(slurm.rendezvous())
+        return
+    if mpi is None:
+        raise RuntimeError("torch backends need MASTER_ADDR and MASTER_PORT (or an MPI launch or srun to share them)")
+    check_rendezvous_world(info, mpi)
+    hosts = mpi.allgather_object(info.hostname)
+    addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
+    port = mpi.allgather_object(topology.free_port() if mpi.rank == 0 else None)[0]
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
+
+
+def open_communicators(spec: SweepSpec, info: topology.RankInfo) -> dict[str, Communicator]:
+    comms: dict[str, Communicator] = {}
+    launched_by_mpi = info.source in ("openmpi", "pmi") or "PMIX_RANK" in os.environ
+    # the MPI-world backends first: a torch world launched by an MPI launcher makes its rendezvous over
+    # MPI, opened for that alone where no backend asked for it (world.check does not measure it)
+    mpi_world = [b for b in spec.backends if BACKENDS[b].world == MPI_WORLD]
+    if not mpi_world and launched_by_mpi and "MASTER_ADDR" not in os.environ:
+        mpi_world = ["mpi"]
+    threads = any(ALGORITHMS[a].threads for a in spec.algorithms if a not in LIBRARY_CALLS)
+    for name in mpi_world:
+        comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, threads=threads)
+    for name in spec.backends:
+        if name not in comms:
+            if BACKENDS[name].world == TORCH_WORLD:
+                _torch_rendezvous(info, comms.get("mpi"))
+            comms[name] = open_backend(name, info.rank, info.world, info.local_rank, STARTUP_TIMEOUT_S, spec.device)
+            comms[name].register_buffers(spec.registration)  # (NCCL's only: spec.validate refuses it elsewhere)
+    return comms
 
 
 def check(spec: SweepSpec, info: topology.RankInfo, comms: dict[str, Communicator], hostnames: list[str],
