@@ -1,7 +1,9 @@
 """The contract every hostile input (issue 20) must end in, and the runner that checks it, for the
 acceptance suite of tests/acceptance (a file per class of input; their files: tests/hostile_fixtures.py).
-Each case runs as the real `python -m commbench ...` (this Python; cwd a scratch folder; PATH with the
-venv's bin for mpirun; TMPDIR its own, where an internal error leaves its traceback file), one at a time:
+Each case runs as the real `python -P -m commbench ...` (this Python, the current folder off its import
+path as for the `commbench` script; cwd a scratch folder; PATH with the venv's bin for mpirun; TMPDIR its
+own, where an internal error leaves its traceback file; a case may set or unset variables, "{S}" in a
+value the scratch folder, and the umask), one at a time:
 
 * the exit code is in the case's set (BAD_INPUT for bad input or unusable data; OK for valid but odd
   input; 128 + N for signal N: SIGINT, SIGTERM, SIGHUP, SIGPIPE for a closed stdout), never INTERNAL;
@@ -19,7 +21,9 @@ venv's bin for mpirun; TMPDIR its own, where an internal error leaves its traceb
 * no process of the command left running after it exits (looked up by an environment tag);
 * the system's /dev/null, /dev/full and /dev/zero still device nodes afterwards (a replaced one is
   put back at once and reported; outputs that are devices are private nodes in the scratch folder);
-* the class extras (a case's `checks`: functions of the scratch folder and the Outcome).
+* the class extras (a case's `checks`: functions of the scratch folder and the Outcome; its `watch`,
+  called with the command's pid and processes at every scan while it runs, notes what it sees in the
+  Outcome).
 
 Signals land at rows written (deterministic) or seconds after the start (on a loaded machine 1 s can
 still be inside Python's imports). Nothing outside the scratch folder is watched (/dev/shm and others).
@@ -91,15 +95,19 @@ class Case:
     head: int | None = None  # read this many stdout lines, then close stdout (`| head -N`)
     checks: tuple[Check, ...] = ()
     note: str = ""  # why the expected codes, where they are debatable
-    env: tuple = ()  # (name, value) set in the command's environment (PYTHONIOENCODING=ascii, ...)
+    env: tuple = ()  # (name, value) set in the command's environment (PYTHONIOENCODING=ascii, ...); None: unset
+    umask: int | None = None  # the command's umask (else this process's)
+    watch: Callable | None = None  # watch(scratch, pid, tree, outcome) at every scan while the command runs
+    cwd: str = ""  # where the command starts, relative to the scratch folder (else the scratch folder)
+    stdout: str = ""  # "closed": the command starts with no standard output (`>&-`); "full": on /dev/full
 
 
 def case(cls: int, name: str, argv, *setup: Step, expect=(BAD_INPUT,), outputs=(), sig=None, head=None, checks=(),
-         note="", env=None) -> Case:
+         note="", env=None, umask=None, watch=None, cwd="", stdout="") -> Case:
     """One case; argv as a shell-like string or a list (for strings with control characters)."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     return Case(cls, name, argv, tuple(setup), frozenset(expect), tuple(outputs), sig, head, tuple(checks), note,
-                tuple((env or {}).items()))
+                tuple((env or {}).items()), umask, watch, cwd, stdout)
 
 
 @dataclass
@@ -117,24 +125,33 @@ class Outcome:
     crash: str | None = None  # the traceback file of an internal error
     changed: list[str] = field(default_factory=list)
     peak_mb: float = 0.0  # the larger of maxrss_mb and tree_mb
+    seen: list = field(default_factory=list)  # what the case's watch noted
 
 
-def child_env(tmp: Path, tag: str = "") -> dict:
+def child_env(tmp: Path, tag: str = "", case_env: tuple = (), scratch: Path | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE", "PYTHONINSPECT")}
     env.update({"PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", "TMPDIR": str(tmp),
                 "PYTHONDONTWRITEBYTECODE": "1", TAG_ENV: tag})
+    for name, value in case_env:
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value.replace("{S}", str(scratch)) if scratch else value
     return env
 
 
 # Starts the command from a small process, so its ru_maxrss is its own (a child forked from this large
 # pytest process carries the parent's RSS into ru_maxrss at exec): writes the command's pid, then its
-# wait status and ru_maxrss (KB), to argv[1]; the command leads a session, in argv[2] bytes of address space.
+# wait status and ru_maxrss (KB), to argv[1]; the command leads a session, in argv[2] bytes of address space,
+# with its standard output closed where argv[3] says "closed".
 REAPER = """import os, resource, sys
-report, limit, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+report, limit, stdout, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 pid = os.fork()
 if pid == 0:
     os.setsid()
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if stdout == "closed":
+        os.close(1)
     try:
         os.execv(argv[0], argv)
     finally:
@@ -253,13 +270,20 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
     """Run one case's command in scratch and watch it: signals, a closed stdout, caps, memory."""
     out, tmp, tag, report = Outcome(), logs / "tmp", uuid.uuid4().hex, logs / "reaper"
     tmp.mkdir(parents=True)
-    argv = [sys.executable, "-m", "commbench", *(a.replace("{S}", str(scratch)) for a in c.argv)]
+    argv = [sys.executable, "-P", "-m", "commbench", *(a.replace("{S}", str(scratch)) for a in c.argv)]
     cap = CAP_BAD_S if c.expect == {BAD_INPUT} else CAP_S
-    with open(logs / "stdout", "wb") as out_f, open(logs / "stderr", "wb") as err_f:
+    with open("/dev/full" if c.stdout == "full" else logs / "stdout", "wb") as out_f, \
+            open(logs / "stderr", "wb") as err_f:
         start = time.monotonic()
-        reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, report, str(ADDRESS_LIMIT_GB << 30), *argv],
-                                  cwd=scratch, env=child_env(tmp, tag) | dict(c.env), stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE if c.head else out_f, stderr=err_f, start_new_session=True)
+        mask = os.umask(c.umask) if c.umask is not None else None  # the reaper inherits it, and the command
+        try:
+            reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, report, str(ADDRESS_LIMIT_GB << 30),
+                                       c.stdout or "keep", *argv], cwd=scratch / c.cwd,
+                                      env=child_env(tmp, tag, c.env, scratch), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE if c.head else out_f, stderr=err_f, start_new_session=True)
+        finally:
+            if mask is not None:
+                os.umask(mask)
         pid, head_buf, next_scan, sends = _started(reaper, report), b"", 0.0, 0
         if c.head:
             os.set_blocking(reaper.stdout.fileno(), False)
@@ -293,6 +317,8 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
                     out.killed = f"timeout: killed after {cap:.0f} s"
                 if out.killed:
                     _kill_all(tree)
+                elif c.watch:
+                    c.watch(scratch, pid, tree, out)
                 next_scan = now + SCAN_S
             time.sleep(0.01)
         out.wall_s = time.monotonic() - start
@@ -312,7 +338,7 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
         out.leftovers = [f"{name}({pid})" for pid, name in sorted(left.items())]
         _kill_all(left)
         time.sleep(0.2)
-    out.stdout = head_buf if c.head else (logs / "stdout").read_bytes()
+    out.stdout = head_buf if c.head else b"" if c.stdout else (logs / "stdout").read_bytes()
     out.stderr = (logs / "stderr").read_bytes()
     crash = min(tmp.glob("commbench-crash-*"), default=None)
     out.crash = crash and (crash.read_text(errors="replace").strip().splitlines() or [str(crash)])[-1]

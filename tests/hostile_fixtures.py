@@ -388,3 +388,11 @@ def json_lines(s: Path, out: Outcome) -> list[str]:
             except ValueError as exc:
                 return [f"--json line is not strict JSON ({str(exc)[:80]}): {line[:80]!r}"]
     return []
+
+
+def no_marker(s: Path, out: Outcome) -> list[str]:
+    """A check: no program a case planted ran (each writes {S}/PWNED when run, loaded or imported)."""
+    p = s / "PWNED"
+    if p.exists():
+        return [f"ran a planted program: PWNED says {p.read_text(errors='replace').strip()[:100]!r}"]
+    return []

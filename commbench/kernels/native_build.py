@@ -22,10 +22,11 @@ class BuildFailed(Exception):
 
 def cache_dir() -> Path:
     """$COMMBENCH_CACHE, else $XDG_CACHE_HOME/commbench, else ~/.cache/commbench; where none of them is an
-    absolute path (no HOME, a uid without a passwd entry: "~" stays "~"), this user's own folder in the
-    temporary folder, never one under the current folder."""
+    absolute path (no HOME, a uid without a passwd entry: "~" stays "~"; HOME set empty, which Python
+    would read as "/"), this user's own folder in the temporary folder, never one under the current folder."""
+    home = os.path.expanduser("~") if os.environ.get("HOME", "~") else ""
     root = os.environ.get("COMMBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commbench")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "commbench")
     if not os.path.isabs(root):
         root = os.path.join(tempfile.gettempdir(), f"commbench-cache-{os.getuid()}")
     return Path(root) / "kernels"
@@ -36,7 +37,10 @@ def private(folder: Path) -> None:
     that others may write to is made 0700; one of another user's is refused (a library loaded from it
     would run whatever they put there)."""
     for level in (folder.parent, folder):
-        level.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            level.mkdir(mode=0o700, parents=True)
+        except FileExistsError:  # a folder, or a link (a dangling one too) or file in its place: judged below
+            pass
         found = os.lstat(level)
         if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
             raise BuildFailed(f"the build cache {level} is not this user's folder: remove it, or set COMMBENCH_CACHE")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hostile_contract import Outcome, case, meets_contract
-from hostile_fixtures import edit_json, fixture, meta, params, resumable, spec, sweep_folder, write
+from hostile_contract import case, meets_contract
+from hostile_fixtures import edit_json, fixture, meta, no_marker, params, resumable, spec, sweep_folder, write
 from commbench.errors import BAD_INPUT, OK
 from commbench.folder.schema import RUN_JSON
 
@@ -33,13 +33,6 @@ def huge_run_json(s: Path) -> str:
     doc = json.loads((fixture("BASE") / RUN_JSON).read_text())
     doc["status"] = "interrupted"
     return json.dumps(doc)[:-1] + ', "padding": "' + "x" * (40 * 2**20) + '"}'
-
-
-def no_marker(s: Path, out: Outcome) -> list[str]:
-    p = s / "PWNED"
-    if p.exists():
-        return [f"ran a program named by the folder: PWNED says {p.read_text(errors='replace').strip()[:100]!r}"]
-    return []
 
 
 R = "run --resume R"

@@ -117,7 +117,10 @@ def test_a_missing_compiler_and_an_unwritable_cache(cc, tmp_path, monkeypatch):
         _build(tmp_path / "nocc")
     (tmp_path / "file").write_text("x")
     monkeypatch.setenv("COMMBENCH_CACHE", str(tmp_path / "file"))  # a file where the cache folder should be
-    with pytest.raises(BuildFailed, match=f"the test build cannot be written to {tmp_path / 'file' / 'kernels'}: "):
+    with pytest.raises(BuildFailed, match=f"^the build cache {tmp_path / 'file'} is not this user's folder: remove it"):
+        _build(cc)
+    monkeypatch.setenv("COMMBENCH_CACHE", "/proc/1/cache")  # a folder that cannot be made
+    with pytest.raises(BuildFailed, match="^the test build cannot be written to /proc/1/cache/kernels: "):
         _build(cc)
 
 
@@ -138,6 +141,15 @@ def test_without_a_home_the_cache_is_this_users_in_the_temporary_folder(monkeypa
     for name in ("COMMBENCH_CACHE", "XDG_CACHE_HOME", "HOME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(native_build.os.path, "expanduser", lambda path: path)  # no passwd entry: "~" stays
+    monkeypatch.setattr(native_build.tempfile, "gettempdir", lambda: str(tmp_path))
+    assert cache_dir() == tmp_path / f"commbench-cache-{os.getuid()}" / "kernels"
+
+
+def test_an_empty_home_is_no_home(monkeypatch, tmp_path):
+    """HOME set empty: Python's expanduser reads "~" as "/", which put root's cache in /.cache."""
+    for name in ("COMMBENCH_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "")
     monkeypatch.setattr(native_build.tempfile, "gettempdir", lambda: str(tmp_path))
     assert cache_dir() == tmp_path / f"commbench-cache-{os.getuid()}" / "kernels"
 
