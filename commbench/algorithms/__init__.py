@@ -1,20 +1,14 @@
 """commbench's own collective algorithms, each written once against the Communicator's
 point-to-point calls and a Reducer. `native` (the library's own call) is not here: it is the
-backend's `bind`. A new algorithm is one file and one line below (or, outside the package, a
-plugin module that calls `register`: commbench.plugins)."""
+backend's `bind`. Adding one is one module in this package: every Algorithm class a module here
+defines with a name of its own is found and registered (or, outside the package, a plugin module
+that calls `register`: commbench.plugins)."""
+
+import importlib
+import pkgutil
 
 from commbench import plugins
 from commbench.algorithms.base import Algorithm, Context
-from commbench.algorithms.chain import Chain
-from commbench.algorithms.dbtree import DoubleBinaryTree
-from commbench.algorithms.hierarchical import Hierarchical
-from commbench.algorithms.hierarchical_kernel import HierarchicalKernel
-from commbench.algorithms.kernel import RingKernel, TreeKernel
-from commbench.algorithms.pairwise import Pairwise
-from commbench.algorithms.peer import PeerOneShot, PeerOneShotGpuFlags, PeerTwoShot, PeerTwoShotGpuFlags
-from commbench.algorithms.rhd import RecursiveHalvingDoubling
-from commbench.algorithms.ring import Ring, TopologyRing
-from commbench.algorithms.tree import Tree
 
 ALGORITHMS: dict[str, Algorithm] = {}
 
@@ -25,9 +19,18 @@ def register(algorithm: Algorithm) -> Algorithm:
     return algorithm
 
 
-for _a in (Ring(), TopologyRing(), Tree(), DoubleBinaryTree(), RecursiveHalvingDoubling(), Hierarchical(),
-           PeerOneShot(), PeerTwoShot(), PeerOneShotGpuFlags(), PeerTwoShotGpuFlags(), RingKernel(), TreeKernel(),
-           HierarchicalKernel(), Chain(), Pairwise()):
+def package_algorithms() -> list[Algorithm]:
+    """One of each algorithm this package's modules define (a class with a name of its own: not base.py's
+    Algorithm, nor a module's shared base such as kernel.py's _Kernel), by name."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [cls() for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, Algorithm)
+                  and cls.__module__ == module.__name__ and vars(cls).get("name")]
+    return sorted(found, key=lambda a: a.name)
+
+
+for _a in package_algorithms():
     register(_a)
 plugins.load()
 

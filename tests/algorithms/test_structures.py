@@ -94,3 +94,31 @@ def test_every_cost_formula_is_beside_its_cost():
             assert bool(named) == runs, (name, collective)  # (reduce: a word of its own, not all-reduce's)
             t = time_s(p, name, collective, Shape(2, 3), 1 << 20)
             assert (t is not None and t > 0) if runs else t is None, (name, collective)
+
+
+def test_every_module_of_the_package_is_a_registered_algorithm_by_name():
+    """Issue 64: the algorithms are found as the collectives are, one of each class with a name of its
+    own (kernel.py's _Kernel and peer.py's shared base have none), in the order of their names."""
+    from commbench import algorithms
+
+    found = [a.name for a in algorithms.package_algorithms()]
+    assert found == sorted(found) == list(algorithms.ALGORITHMS)[:len(found)]
+    assert {"ring", "tree", "dbtree", "rhd", "hierarchical", "hierarchical_kernel", "ring_kernel", "tree_kernel",
+            "peer_oneshot", "peer_twoshot", "chain", "pairwise", "ring_topology"} <= set(found)
+    assert all(type(algorithms.ALGORITHMS[a.name]) is type(a) for a in algorithms.package_algorithms())
+
+
+def test_a_new_module_is_a_new_algorithm_with_nothing_else_edited(tmp_path, monkeypatch):
+    """Adding an algorithm inside the package is its module alone: a module on the package's path is found,
+    and a class it imports (Ring, for its subclass) is not registered twice."""
+    import sys
+
+    from commbench import algorithms
+
+    (tmp_path / "ring_again.py").write_text(
+        "from commbench.algorithms.ring import Ring\n\n\nclass RingAgain(Ring):\n    name = 'ring_again'\n")
+    monkeypatch.setattr(algorithms, "__path__", [*algorithms.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "commbench.algorithms.ring_again", raising=False)
+    names = [a.name for a in algorithms.package_algorithms()]
+    assert names.count("ring") == 1 and "ring_again" in names
+    sys.modules.pop("commbench.algorithms.ring_again", None)
