@@ -62,7 +62,8 @@ def model_fit(
 
     from commbench.analysis.model import load_rows
     from commbench.analysis.model.at_scale import check_links
-    from commbench.analysis.model.fit import fit, to_json
+    from commbench.analysis.model.fit import fit
+    from commbench.analysis.model.model_file import to_json
     from commbench.folder.outputs import output_file, write_text
 
     check_links(links_per_node)

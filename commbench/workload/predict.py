@@ -1,6 +1,6 @@
 """A step's mix predicted by the fitted α-β-γ cost model (commbench.analysis.model): the model fitted
 from this run's sweeps (fit.fit on their rows, what `commbench model fit OUT/measured` writes) or
-read from a file (`--model`, fit.load_model), asked per entry and algorithm through the algorithm's
+read from a file (`--model`, model_file.load_model), asked per entry and algorithm through the algorithm's
 own cost() (costs.time_s) at two shapes:
 
   * here: the ranks and size the entry was measured at, on this machine's layout, with the lanes
@@ -57,7 +57,7 @@ def fitted(rows, sources: list[str], links_per_node: int = 1) -> Model:
 def from_file(path: str, backends: list[str] | None) -> Model:
     """A model file's fits of each of `backends` (None: the file's one backend); InputError if the
     file is not a model or lacks one of them."""
-    from commbench.analysis.model.fit import load_model
+    from commbench.analysis.model.model_file import load_model
 
     out = {}
     for backend in backends or [None]:

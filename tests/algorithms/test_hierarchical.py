@@ -21,7 +21,8 @@ import pytest
 
 from commbench.algorithms import ALGORITHMS, Context
 from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.analysis.model.fit import INTER, fit, to_json, usable_rows
+from commbench.analysis.model.fit import INTER, fit, usable_rows
+from commbench.analysis.model.model_file import to_json
 from commbench.analysis.model.validate import held_out, summary
 from commbench.analysis.model.predict import predict
 from conftest import ROOT, commbench, load_run, needs_mpirun

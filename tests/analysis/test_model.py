@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, modelled, time_s
-from commbench.analysis.model.fit import calls_of, fit, fit_backend, from_json, predicted_s, to_json, usable_rows
+from commbench.analysis.model.fit import calls_of, fit, fit_backend, predicted_s, usable_rows
+from commbench.analysis.model.model_file import from_json, to_json
 from commbench.analysis.model.validate import held_out, summary
 from commbench.analysis.model.predict import predict, predicted
 from commbench.algorithms import ALGORITHMS

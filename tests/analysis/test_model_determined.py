@@ -18,7 +18,8 @@ import pytest
 from cli_inprocess import run_cli
 from commbench.analysis.model.costs import Params, Shape, time_s
 from commbench.analysis.model.determined import MAX_SPAN, RANGES, Z95, log_sigma, verdict
-from commbench.analysis.model.fit import Fit, from_json, to_json
+from commbench.analysis.model.fit import Fit
+from commbench.analysis.model.model_file import from_json, to_json
 from commbench.analysis.model.validate import BANDS, summary
 from commbench.errors import BAD_INPUT, OK
 from commbench.folder.schema import build_row

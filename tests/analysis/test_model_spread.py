@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from commbench.analysis.model.costs import Params, Shape, time_s
-from commbench.analysis.model.fit import Fit, fit_backend, from_json, to_json, usable_rows
+from commbench.analysis.model.fit import Fit, fit_backend, usable_rows
+from commbench.analysis.model.model_file import from_json, to_json
 from commbench.analysis.model.spread import interval
 from commbench.errors import InputError
 

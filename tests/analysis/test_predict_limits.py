@@ -12,7 +12,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from cli_inprocess import run_cli
-from commbench.analysis.model.fit import MAX_MODEL_BYTES, Fit, to_json
+from commbench.analysis.model.fit import Fit
+from commbench.analysis.model.model_file import MAX_MODEL_BYTES, to_json
 from commbench.analysis.model.predict import MAX_PREDICT_RANK_SIZES, MAX_PREDICT_RANKS
 from commbench.errors import BAD_INPUT, OK
 from limits_fixtures import FUZZ, scalar, snapshot, value

@@ -80,7 +80,7 @@ def parameters(r: Request) -> tuple[dict, str, int, dict]:
     (every estimate, determined or not: `undetermined` judges them), the links given replacing theirs
     (without a model: the step algorithms'); where they come from; the default links per node; and
     per engine its fit (None without a model)."""
-    from commbench.analysis.model.fit import load_model
+    from commbench.analysis.model.model_file import load_model
 
     if r.model is None and (r.intra is None or r.inter is None):
         raise InputError("give --model, or both --intra and --inter")
