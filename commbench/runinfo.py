@@ -11,12 +11,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from commbench.tuning import PREFIX as TUNING_PREFIX
 from commbench.machine.facts import facts
 import commbench
 from commbench import slurm
 
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_", "MPICH_",
-                "I_MPI_", "UCX_", "FI_", "CUDA_", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT")
+                "I_MPI_", "UCX_", "FI_", "CUDA_", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", TUNING_PREFIX)
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 # set by the launcher inside every rank: bookkeeping, not settings
 LAUNCHER_INTERNAL = ("OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs")

@@ -16,7 +16,7 @@ from commbench.backends import registration as nccl_registration
 from commbench.collectives import COLLECTIVES, peer_traffic
 from commbench.dtypes import DTYPE_ALIASES, DTYPES, OPS
 from commbench.errors import InputError
-from commbench.kernels.abi import MAX_CHANNELS
+from commbench.kernels.abi import MAX_CHANNELS, check_tuning
 from commbench.library_calls import HAN, LIBRARY_CALLS
 from commbench.options import (BACKEND_REGISTRY, DEVICES, LAUNCHERS, MAX_ITERS, MAX_LABEL_CHARS, MAX_NPROCS, MAX_POINTS,
                                MAX_SIZE_BYTES, PLACEMENTS, RING_ORDERS, SPEC_DEFAULTS, default_backend)
@@ -67,6 +67,7 @@ def validate(spec: SweepSpec) -> None:
         if (BACKEND_REGISTRY[b].cuda_peer_only and spec.device == "cuda"
                 and all(a in LIBRARY_CALLS or OWN_ALGORITHMS[a].sends_messages for a in spec.algorithms)):
             raise InputError(f"{b} with --device cuda runs the peer algorithms only: add -a peer_oneshot,peer_twoshot")
+    check_tuning()  # the kernels' COMMBENCH_KERNEL_* variables, read in the ranks
     _sizes(spec)
     if spec.nprocs < 1:
         raise InputError(f"invalid number of processes {spec.nprocs}: it must be at least 1")

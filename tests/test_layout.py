@@ -27,8 +27,8 @@ LAYERS = (
     "runinfo",  # run.json's facts of the machine, the versions and the launch
     "machine",  # machine facts: placement, hardware, background load, power, traffic counters
     "collectives",  # the collectives' specs and exact input patterns
-    "slurm", "binaries", "sources", "split", "trees", "timers", "events", "library_calls", "fabric_rule", "metrics",
-    "dtypes", "plugins", "interrupts", "terminal", "errors",
+    "slurm", "binaries", "sources", "split", "trees", "timers", "tuning", "events", "library_calls", "fabric_rule",
+    "metrics", "dtypes", "plugins", "interrupts", "terminal", "errors",
     "",  # commbench/__init__.py: the version
 )
 

@@ -50,7 +50,7 @@ def node_kernels(ctx, comm=None, key: str = NODE_KEY, beside_backend: bool = Fal
     if node is None:
         comm = comm or ctx.comm
         node = ctx.cache[key] = kernel_node.NodeKernels(comm, comm.device, ctx.timeout_s,
-                                                        ctx.channels or kernel_abi.MAX_AUTO_CHANNELS[comm.device],
+                                                        ctx.channels or kernel_abi.tuned("max_channels", comm.device),
                                                         host_ranks(ctx), beside_backend)
         if node.note:
             ctx.notes.append(node.note)

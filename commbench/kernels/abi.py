@@ -11,6 +11,8 @@ import ctypes
 
 import numpy as np
 
+from commbench.tuning import PREFIX, Tunable
+from commbench import tuning
 from commbench.machine.facts import facts
 from commbench.sources import CUDA_DIR
 from commbench.trees import double_tree
@@ -50,6 +52,33 @@ SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
 # crossing a slow link) nap, so the ranks beside them keep their cores. Measured: docs/performance.md.
 NAP_S = 20e-6
 ERROR_WORDS = 6
+# The constants above that a variable overrides (commbench.tuning; docs: Environment variables)
+TUNABLES = {
+    "slot_bytes": Tunable(f"{PREFIX}SLOT_BYTES", SLOT_BYTES, 4096, 1 << 24, 1,
+                          "bytes of one FIFO slot, the chunk a transfer hands over", power_of_two=True),
+    "channel_bytes": Tunable(f"{PREFIX}CHANNEL_BYTES", CHANNEL_BYTES, 1024, 1 << 40, 1,
+                             "bytes of a call per automatic channel"),
+    "max_channels": Tunable(f"{PREFIX}MAX_CHANNELS", MAX_AUTO_CHANNELS, 1, MAX_CHANNELS, 1,
+                            "the most automatic channels a call gets (on the CPU also at most cores / local ranks)"),
+    "oneshot_bytes": Tunable(f"{PREFIX}ONESHOT_BYTES", {}, 0, ONESHOT_BYTES, 1,
+                             "the largest message to each peer that goes one-shot, for every collective and kernel "
+                             "(0: none; unset: ONESHOT_MAX's bounds)"),
+    "spin_us": Tunable(f"{PREFIX}SPIN_US", SPIN_S, 0, 1e6, 1e-6,
+                       "microseconds a wait spins before it yields (on a GPU: before it reads the error record)"),
+    "nap_us": Tunable(f"{PREFIX}NAP_US", {"cpu": NAP_S}, 0, 1e6, 1e-6,
+                      "microseconds after which a wait of a node kernel beside gloo naps instead of yielding "
+                      "(0: never)"),
+}
+
+
+def tuned(name: str, where: str):
+    """TUNABLES[name] where ("cpu", "cuda", "oversubscribed"): its variable's value, else the default."""
+    return tuning.value(TUNABLES[name], where)
+
+
+def check_tuning() -> None:
+    """Every tuning variable that is set reads; InputError (one line) otherwise."""
+    tuning.check(TUNABLES.values())
 
 
 class KernelUnavailable(RuntimeError):
@@ -111,8 +140,8 @@ def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: lis
         raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
-               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=int(spin_s * 1e9),
-               nap_ns=int(nap_s * 1e9))
+               conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=round(spin_s * 1e9),
+               nap_ns=round(nap_s * 1e9))
     for p in range(MAX_NODE_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):
@@ -164,7 +193,9 @@ def schedule(kernel: str, collective: str, device: str, nranks: int, message_byt
     """The schedule a call of `kernel` ("ring" or "tree") runs: "oneshot" where each peer's message
     (message_bytes) is small enough (ONESHOT_MAX: the device's, or "oversubscribed" where the host's ranks,
     host_ranks, outnumber its cores), else the kernel's own. One channel for a one-shot call."""
-    most = oneshot_max("oversubscribed" if oversubscribed(device, host_ranks) else device, collective, kernel)
+    most = tuning.override(TUNABLES["oneshot_bytes"])
+    if most is None:
+        most = oneshot_max("oversubscribed" if oversubscribed(device, host_ranks) else device, collective, kernel)
     if nranks < 2 or message_bytes <= 0 or most is None:
         return kernel
     return "oneshot" if message_bytes <= most else kernel
@@ -212,8 +243,8 @@ def spin_time(device: str, local_ranks: int) -> float:
     outnumber cores (the rank being waited for needs this core). Automatic channels never outnumber
     the cores (auto_channels)."""
     if device == "cuda":
-        return SPIN_S["cuda"]
-    return SPIN_S["oversubscribed"] if oversubscribed(device, local_ranks) else SPIN_S["cpu"]
+        return tuned("spin_us", "cuda")
+    return tuned("spin_us", "oversubscribed" if oversubscribed(device, local_ranks) else "cpu")
 
 
 def nap_time(device: str, backend: str) -> float:
@@ -223,7 +254,7 @@ def nap_time(device: str, backend: str) -> float:
     yields as before. gloo's transfers block in the OS: its threads need a core the moment their data
     arrives, and the ranks' yielding waits keep both cores busy. Open MPI's transfers poll instead:
     beside them a napping wait loses its core to the polling (NAP_S's figures)."""
-    return NAP_S if device == "cpu" and backend == "gloo" else 0.0
+    return tuned("nap_us", "cpu") if device == "cpu" and backend == "gloo" else 0.0
 
 
 def oversubscribed(device: str, local_ranks: int) -> bool:
@@ -232,10 +263,10 @@ def oversubscribed(device: str, local_ranks: int) -> bool:
 
 
 def auto_channels(device: str, nbytes: int, local_ranks: int) -> int:
-    cap = MAX_AUTO_CHANNELS[device]
+    cap = tuned("max_channels", device)
     if device == "cpu":
         cap = min(cap, max(1, facts().cpus // max(local_ranks, 1)))
-    return max(1, min(cap, nbytes // CHANNEL_BYTES[device]))
+    return max(1, min(cap, nbytes // tuned("channel_bytes", device)))
 
 
 def address(buf) -> int:

@@ -25,8 +25,8 @@ from typing import Callable
 import numpy as np
 
 from commbench.dtypes import DTYPES
-from commbench.kernels.abi import (ERROR_WORDS, GPU_THREADS, SLOT_BYTES, SOURCE, SPIN_S, KernelFault,
-                                    KernelUnavailable, comm_struct, describe, region_bytes, what)
+from commbench.kernels.abi import (ERROR_WORDS, GPU_THREADS, SOURCE, KernelFault,
+                                    KernelUnavailable, comm_struct, describe, region_bytes, tuned, what)
 from commbench.kernels.reducers import NVRTC_OPTIONS, cuda_source
 
 DTYPE_CODES = {name: code for code, name in enumerate(DTYPES, 1)}  # CB_DTYPE: collectives.cu's module of one dtype
@@ -302,7 +302,7 @@ class OneGpuNode:
         import cupy
 
         self._cp, self.n = cupy, n
-        slot = SLOT_BYTES["cuda"]
+        slot = tuned("slot_bytes", "cuda")
         region = region_bytes(n, channels, slot)
         self.memory = cupy.zeros(region * n, dtype=cupy.uint8)
         base = self.memory.data.ptr
@@ -311,7 +311,7 @@ class OneGpuNode:
         self.error_words[:] = 0
         error = cupy.cuda.runtime.pointerGetAttributes(self._error.ptr).devicePointer
         raw = b"".join(bytes(comm_struct(r, n, channels, timeout_s, [base + q * region for q in range(n)], error, slot,
-                                         SPIN_S["cuda"])) for r in range(n))
+                                         tuned("spin_us", "cuda"))) for r in range(n))
         self.comms = cupy.asarray(np.frombuffer(raw, dtype=np.uint8))
 
     def run(self, name: str, dtype: str | None, send: int, recv: int, count: int, stride: int, channels: int,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from commbench.kernels import gpu as kernel_gpu
 from commbench.kernels.gpu import GpuNode, gpu_function
 from commbench.kernels.host import HostNode, host_library
-from commbench.kernels.abi import (SLOT_BYTES, KernelUnavailable, address, auto_channels, comm_struct, entry,
-                                       nap_time, region_bytes, schedule, spin_time)
+from commbench.kernels.abi import (KernelUnavailable, address, auto_channels, comm_struct, entry,
+                                       nap_time, region_bytes, schedule, spin_time, tuned)
 
 
 class NodeKernels:
@@ -23,7 +23,7 @@ class NodeKernels:
         beside_backend: the kernels run while the backend's own transfers do (kernel_abi.nap_time)."""
         self.comm, self.device, self.n, self.channels = comm, device, comm.size, channels
         self.host_ranks = max(host_ranks or 0, self.n)
-        slot_bytes = SLOT_BYTES[device]
+        slot_bytes = tuned("slot_bytes", device)
         self.node = (GpuNode if device == "cuda" else HostNode)(comm, region_bytes(self.n, channels, slot_bytes))
         self.note = getattr(self.node, "note", None)
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,

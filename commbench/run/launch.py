@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from commbench import slurm
-from commbench.runinfo import SM_DIR_VARIABLE
+from commbench.runinfo import SM_DIR_VARIABLE, TUNING_PREFIX
 from commbench.backends import LOCAL_STORE_ENV, emulated_launcher, needs_mpi_launcher
 from commbench.binaries import find_binary
 from commbench.errors import InputError
@@ -223,7 +223,8 @@ def _mpirun(n: int, env: dict, ranks_env: dict[str, str]) -> list[str]:
             args.append("--allow-run-as-root")
         if n > facts().cpus:
             args.append("--oversubscribe")
-        for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + sorted(ranks_env):
+        tuned = sorted(k for k in env if k.startswith(TUNING_PREFIX))  # the kernels' tuning variables
+        for name in ([PLUGINS_ENV] if PLUGINS_ENV in env else []) + tuned + sorted(ranks_env):
             args += ["-x", name]  # Open MPI passes variables to other hosts only when told
     return args
 

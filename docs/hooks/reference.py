@@ -133,8 +133,21 @@ def limits() -> str:
     return _table(("variable", "default", "what it bounds"), [(f"`{v}`", d, w) for v, d, w in table()])
 
 
+def tuning() -> str:
+    from commbench.kernels.abi import TUNABLES
+
+    def defaults(t) -> str:
+        shown = {w: (f"{v / t.scale:g}" if t.scale != 1 else f"{v:,}") for w, v in t.defaults.items()}
+        return ", ".join(f"{w}: {v}" for w, v in shown.items()) or "per collective (`ONESHOT_MAX`)"
+
+    return _table(("variable", "default", "what it sets", "accepted"),
+                  [(f"`{t.variable}`", defaults(t), t.meaning,
+                    t.accepted() + (", a power of two" if t.power_of_two else ""))
+                   for t in TUNABLES.values()])
+
+
 TABLES = {"commands": commands, "collectives": collectives, "algorithms": algorithms, "backends": backends,
-          "exit_codes": exit_codes, "columns": columns, "limits": limits}
+          "exit_codes": exit_codes, "columns": columns, "limits": limits, "tuning": tuning}
 
 
 def render(markdown: str) -> str:

@@ -247,3 +247,18 @@ def test_two_ranks_reduce_and_gather_exactly_through_the_host_kernels():
         assert notes == [] and stride > 0
         assert np.array_equal(gathered, np.concatenate([np.arange(n), np.arange(n) + 1000]))
         assert np.array_equal(reduced, np.arange(3 * n) * 3.0)
+
+
+def test_the_tuning_variables_reach_the_comm_struct(fake_nodes, monkeypatch):
+    """Issue 64: COMMBENCH_KERNEL_SLOT_BYTES, _SPIN_US and _NAP_US set what each CbComm carries (and the
+    regions' size follows the slot); unset, the defaults above."""
+    monkeypatch.setenv("COMMBENCH_KERNEL_SLOT_BYTES", "8192")
+    monkeypatch.setenv("COMMBENCH_KERNEL_SPIN_US", "7.5")
+    monkeypatch.setenv("COMMBENCH_KERNEL_NAP_US", "0")
+    gloo = Comm()
+    gloo.backend = "gloo"
+    k = NodeKernels(gloo, "cpu", 1.0, 2, beside_backend=True)
+    assert k.struct.slot_bytes == 8192 and k.node.nbytes == kernel_abi.region_bytes(2, 2, 8192)
+    assert k.struct.spin_ns == 7500 and k.struct.nap_ns == 0
+    gpu = NodeKernels(Comm(), "cuda", 1.0, 2)
+    assert gpu.struct.slot_bytes == 8192 and gpu.struct.spin_ns == 7500
