@@ -11,7 +11,7 @@ import pytest
 
 from commbench.kernels import abi as kernel_abi
 from commbench.sources import CUDA_DIR
-from commbench.kernels.reducers import CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, entry_points as reducer_entry_points
+from commbench.kernels.reducers import CUPY_NVRTC_OPTIONS, NVRTC_OPTIONS, cuda_source, entry_points as reducer_entry_points
 from commbench.errors import OK
 
 
@@ -135,7 +135,7 @@ def test_registers_allow_the_launch(ptxas, arch):
 def test_every_kernel_declares_its_launch_bounds():
     """__launch_bounds__(CB_THREADS, 1) on every entry point: ptxas keeps registers within what a
     launch of GPU_THREADS threads allows (and spills nothing to get there: the test above)."""
-    source = kernel_abi.SOURCE.read_text()
+    source = cuda_source(kernel_abi.SOURCE.name)  # with its headers
     entries = re.findall(r'extern "C" __global__ void (CB_LAUNCH_BOUNDS\(CB_THREADS\) )?(\w+)', source)
     assert entries and all(bounds for bounds, _ in entries), [name for bounds, name in entries if not bounds]
     assert re.search(rf"#define CB_THREADS {kernel_abi.GPU_THREADS}\b", source)

@@ -1,0 +1,80 @@
+// The node's shared memory as one rank sees it (cuda/collectives.cu, Memory): the sizes, struct CbComm
+// (commbench/kernels/abi.py mirrors it) and where a connection's flags and FIFO slots lie.
+#pragma once
+
+#include "portable.h"
+
+#define CB_MAX_RANKS 64
+#define CB_MAX_CHANNELS 32
+#define CB_TREES 2  // lanes per channel (see Memory)
+#define CB_MAX_LANES (CB_MAX_CHANNELS * CB_TREES)
+#define CB_MAX_CONNS 8
+#define CB_LINE 64
+#define CB_INLINE_BYTES (CB_LINE - 8)  // a message this small travels with its number (see transfer)
+// A one-shot message (see oneshot_send): up to CB_ONESHOT_LINES lines from each sender, in two places (the
+// call's number's parity); the one-shot area sits between the flags and the FIFOs.
+#define CB_ONESHOT_LINES 64
+#define CB_ONESHOT_OFFSET (2 * CB_MAX_LANES * CB_MAX_CONNS * CB_LINE)
+#define CB_FIFO_OFFSET (CB_ONESHOT_OFFSET + CB_MAX_RANKS * 2 * CB_ONESHOT_LINES * CB_LINE)
+#define CB_THREADS 512  // per block on the GPU
+#define CB_SKEW 256
+#define CB_SKEWS 16
+// A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves
+// would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
+// / halves, paired A/B: 8-128 B 0.73-0.82, 256-512 B 1.4-1.6, 1-64 KB 1.2-1.7); except a slice
+// of 64 B or more whose halves are small messages (CB_INLINE_BYTES): one line each beats two lines
+// in a row (2 ranks, halves / one tree, paired: 64-96 B 0.64-0.86).
+#define CB_TREE_SPLIT_BYTES 256
+// Where the node's outputs (every rank's) of a direct call come to more than this, all of them are written
+// past the caches (streamed on the host): they do not fit, and an ordinary store first reads the line it writes
+// (2 ranks, 64 MB all-gather: kernel / MPI busbw 0.94 -> 1.22; counting the node's outputs, not one rank's,
+// 16 MB alternating jobs, new / old kernel time: 2 ranks all-gather 0.74-0.90 (median 0.81, 6 pairs),
+// all-reduce 0.84-1.03 (0.89); 4 ranks 0.86-0.91 and 0.84-0.93 (4 pairs)). The all-gather then pushes
+// (ring_all_gather_push).
+#define CB_CACHED_OUTPUT_BYTES (16ll << 20)
+
+// A direct call's chunk (see ring_all_reduce_direct), in slots: no slot holds it, so it is only how often the
+// ranks hand off. Alternating jobs, 4 slots / 1 (host: 256 / 64 KiB), new / old time, median of 4 pairs: 2 ranks
+// 2-64 MB 0.92-0.98, 4 ranks on 2 cores all-gather 2 MB 0.92, 64 MB 0.84 (4 of 4 faster), all-reduce 0.84-0.96.
+#define CB_DIRECT_SLOTS 4
+
+struct CbComm {  // one rank's view of the node; commbench/kernels/abi.py mirrors it (ctypes)
+    long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
+    long long spin_ns;  // a wait spins this long before it backs off (host) or reads the error record (GPU)
+    long long nap_ns;  // host: a wait that has lasted this long sleeps between looks instead of yielding (0: never)
+    long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)
+    char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it
+    int in_conn[CB_MAX_RANKS];  // my connection index for messages from rank p (-1: none)
+    int out_conn[CB_MAX_RANKS];  // my connection index for messages to rank p
+    int peer_in_conn[CB_MAX_RANKS];  // p's in_conn[me]
+    int peer_out_conn[CB_MAX_RANKS];  // p's out_conn[me]
+    int tree_parent[CB_TREES];  // per tree, -1 at the root
+    int tree_child[CB_TREES][2];  // per tree, -1 where none
+    int tree_depth[CB_TREES];  // per tree, 0 at the root
+    cb_u64 in_seq[CB_MAX_LANES][CB_MAX_CONNS];
+    cb_u64 out_seq[CB_MAX_LANES][CB_MAX_CONNS];
+    cb_u64 out_freed[CB_MAX_LANES][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
+    cb_u64 oneshot_calls;  // one-shot calls made on this communicator (every rank's count is the same)
+};
+
+__device__ __forceinline__ cb_u64* tail_flag(const CbComm* c, int owner, int lane, int conn) {
+    return (cb_u64*)(c->region[owner] + (lane * CB_MAX_CONNS + conn) * CB_LINE);
+}
+__device__ __forceinline__ cb_u64* head_flag(const CbComm* c, int owner, int lane, int conn) {
+    return (cb_u64*)(c->region[owner] + (CB_MAX_LANES + lane) * CB_MAX_CONNS * CB_LINE + conn * CB_LINE);
+}
+// Each region's FIFOs start CB_SKEW bytes further than the previous rank's, so that a step reading
+// its own FIFO and writing its neighbour's never accesses two addresses 4 KiB apart at once (the
+// CPU would take the load for a read of the store: "4K aliasing", measured 3x slower on the host).
+// Message `seq`'s slot: where its data starts; for a small message (inline: at most CB_INLINE_BYTES,
+// its number in the line's last word, see transfer) its slot's line, after all the FIFOs' slots
+// (where they end depends on nslots: it must not change once a CbComm has made a call).
+__device__ __forceinline__ char* fifo_slot(const CbComm* c, int owner, int lane, int conn, cb_u64 seq, bool small) {
+    char* fifos = c->region[owner] + CB_FIFO_OFFSET + (owner % CB_SKEWS) * CB_SKEW;
+    const long long slots = c->conns * c->channels * CB_TREES * c->nslots;
+    const long long slot = (conn * c->channels * CB_TREES + lane) * c->nslots + (long long)(seq % (cb_u64)c->nslots);
+    return fifos + (small ? slots * c->slot_bytes + slot * CB_LINE : slot * c->slot_bytes);
+}
+__device__ __forceinline__ cb_u64* inline_number(const void* slot) {  // a small message's number
+    return (cb_u64*)((const char*)slot + CB_INLINE_BYTES);
+}
