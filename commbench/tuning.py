@@ -8,6 +8,7 @@ passed to the ranks on every host (commbench.run.launch), and recorded in run.js
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,6 +65,14 @@ def value(tunable: Tunable, where: str):
 
 
 def check(tunables) -> None:
-    """Every variable of these tunables that is set reads as its constant; InputError (one line) otherwise."""
+    """Every variable of these tunables that is set reads as its constant, and every variable set with their
+    prefix is one of them (a misspelt one would be recorded and passed on, but read by nothing); InputError
+    (one line) otherwise."""
+    known = {t.variable for t in tunables}
+    for name in sorted(os.environ):
+        if name.startswith(PREFIX) and name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            raise InputError(f"unknown variable {name}" + (f": did you mean {near[0]}?" if near else "") +
+                             f" (known: {', '.join(sorted(known))})")
     for tunable in tunables:
         override(tunable)

@@ -1,7 +1,7 @@
 """The contract every hostile input (issue 20) must end in, and the runner that checks it, for the
 acceptance suite of tests/acceptance (a file per class of input; their files: tests/hostile_fixtures.py).
 Each case runs as the real `python -P -m commbench ...` (this Python, the current folder off its import
-path as for the `commbench` script; cwd a scratch folder; PATH with the venv's bin for mpirun; TMPDIR its
+path as for the `commbench` script, from Python 3.11; cwd a scratch folder; PATH with the venv's bin for mpirun; TMPDIR its
 own, where an internal error leaves its traceback file; a case may set or unset variables, "{S}" in a
 value the scratch folder, and the umask), one at a time:
 
@@ -64,6 +64,7 @@ CAP_BAD_S, CAP_S = 15.0, 60.0  # hard kill: a case accepted only with BAD_INPUT,
 MAX_TREE_PROCS, MAX_TREE_MB = 48, 2500.0  # runaway guard for the shared machine
 ADDRESS_LIMIT_GB, SCAN_S, HASH_LIMIT = 8, 0.05, 1 << 20  # every process's address space; /proc scans; hashed files
 TAG_ENV = "COMMBENCH_HOSTILE_TAG"
+SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10 has no -P (and ignores PYTHONSAFEPATH)
 RAW_CONTROLS = re.compile("[\x07\x1b\x9b\u202a-\u202e\u2066-\u2069]")
 SIGNAL_WORDS = re.compile(r"interrupted|stopped", re.IGNORECASE)
 
@@ -270,7 +271,7 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
     """Run one case's command in scratch and watch it: signals, a closed stdout, caps, memory."""
     out, tmp, tag, report = Outcome(), logs / "tmp", uuid.uuid4().hex, logs / "reaper"
     tmp.mkdir(parents=True)
-    argv = [sys.executable, "-P", "-m", "commbench", *(a.replace("{S}", str(scratch)) for a in c.argv)]
+    argv = [sys.executable, *SAFE_PATH, "-m", "commbench", *(a.replace("{S}", str(scratch)) for a in c.argv)]
     cap = CAP_BAD_S if c.expect == {BAD_INPUT} else CAP_S
     with open("/dev/full" if c.stdout == "full" else logs / "stdout", "wb") as out_f, \
             open(logs / "stderr", "wb") as err_f:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import pytest
 
-from hostile_contract import Outcome, Step
+from hostile_contract import SAFE_PATH, Outcome, Step
 
 OTHER = 65534  # nobody
 MARKER = "PWNED"
@@ -31,7 +31,12 @@ DEPENDENCIES = ("numpy", "torch", "mpi4py", "yaml", "pandas", "pyarrow", "scipy"
                 "commbench", "sitecustomize", "usercustomize")
 MODULE = "open({marker!r}, 'a').write('{name} was imported from a planted file\\n')\nraise ImportError('planted')\n"
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (chown, setpriv) needs root")
+
+def skip_unless_root(c, cases: set) -> None:
+    """Skip case c, one of `cases` (those that act as another user: chown, setpriv), where the tests do not
+    run as root."""
+    if c.name in cases and os.geteuid() != 0:
+        pytest.skip("acting as another user (chown, setpriv) needs root")
 
 
 def own(path: Path, uid: int = OTHER) -> None:
@@ -51,7 +56,7 @@ def library(so: Path, scratch: Path) -> None:
 def built_cache(rel: str) -> Step:
     """The build cache a real rank makes (the C timing loop, built by mpicc into scratch/rel), as a step."""
     def step(s: Path):
-        subprocess.run([sys.executable, "-P", "-c", "from commbench.kernels import mpi_loop; mpi_loop.library()"],
+        subprocess.run([sys.executable, *SAFE_PATH, "-c", "from commbench.kernels import mpi_loop; mpi_loop.library()"],
                        env=os.environ | {"COMMBENCH_CACHE": str(s / rel)}, check=True, cwd=s, capture_output=True)
     return step
 

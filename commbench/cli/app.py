@@ -89,7 +89,6 @@ def _internal_error(exc: BaseException) -> None:
 
 
 MEASURING = ("run", "sweep", "ab", "workload")  # the commands that write rows as they measure them
-LAUNCHING = (*MEASURING, "check")  # the commands that start ranks
 
 
 def _kept() -> str:
@@ -130,8 +129,6 @@ def _main() -> None:
         where = os.environ.get("PWD")
         _one_line("commbench: error: ", f"the current folder{f' {where!r}' if where else ''} was deleted: cd to one "
                   "that exists and run again", BAD_INPUT)
-    if (problem := _unusable_tmpdir()) is not None:
-        _one_line("commbench: error: ", problem, BAD_INPUT)
     try:
         plugins.check()
         command = typer.main.get_command(app)
@@ -166,23 +163,6 @@ def _main() -> None:
         _one_line("commbench: error: ", "out of memory", BAD_INPUT)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: one line, the traceback in a file
         _internal_error(exc)
-
-
-def _unusable_tmpdir() -> str | None:
-    """Why $TMPDIR cannot hold a measuring command's files (Open MPI's session folder, the ranks' hand-offs),
-    or None: a missing one was created by the launcher under any name given, a file failed deep in PMIx."""
-    where = os.environ.get("TMPDIR")
-    words = [a for a in sys.argv[1:] if not a.startswith("-")]
-    if not where or not words or words[0] not in LAUNCHING:
-        return None
-    if os.path.isdir(where):
-        if os.access(where, os.W_OK | os.X_OK):
-            return None
-        why = "is a folder this user cannot write"
-    else:
-        why = "is not a folder" if os.path.lexists(where) else "does not exist"
-    return (f"TMPDIR={where!r} {why}: the launcher and the ranks keep their files there; point it to a folder "
-            "this user can write, or unset it")
 
 
 _TRUTH = ("true", "false", "yes", "no", "on", "off", "1", "0")

@@ -64,7 +64,8 @@ TUNABLES = {
                              "the largest message to each peer that goes one-shot, for every collective and kernel "
                              "(0: none; unset: ONESHOT_MAX's bounds)"),
     "spin_us": Tunable(f"{PREFIX}SPIN_US", SPIN_S, 0, 1e6, 1e-6,
-                       "microseconds a wait spins before it yields (on a GPU: before it reads the error record)"),
+                       "microseconds a wait spins before it yields (on a GPU: before it reads the error record), "
+                       "one value for the CPU, an oversubscribed host and the GPU alike"),
     "nap_us": Tunable(f"{PREFIX}NAP_US", {"cpu": NAP_S}, 0, 1e6, 1e-6,
                       "microseconds after which a wait of a node kernel beside gloo naps instead of yielding "
                       "(0: never)"),

@@ -39,8 +39,9 @@ def private(folder: Path) -> None:
     for level in (folder.parent, folder):
         try:
             level.mkdir(mode=0o700, parents=True)
-        except FileExistsError:  # a folder, or a link (a dangling one too) or file in its place: judged below
-            pass
+        except OSError:  # a folder, or a link (a dangling one too) or file in its place, judged below (some
+            if not os.path.lexists(level):  # mounts refuse a folder that exists with EACCES or EROFS)
+                raise
         found = os.lstat(level)
         if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
             raise BuildFailed(f"the build cache {level} is not this user's folder: remove it, or set COMMBENCH_CACHE")

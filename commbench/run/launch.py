@@ -139,6 +139,24 @@ def _memory_bytes() -> int | None:
     return min(total, int(limit)) if limit.isdigit() else total
 
 
+def unusable_tmpdir() -> str | None:
+    """Why $TMPDIR cannot hold the files of ranks started here (Open MPI's session folder, the ranks'
+    hand-offs), or None: a missing one was made by mpirun under whatever name it was given, a file
+    failed deep in PMIx. Checked only for ranks on this machine: a job's TMPDIR on other nodes (Slurm's
+    per-job folder) may not exist where commbench is typed."""
+    where = os.environ.get("TMPDIR")
+    if not where:
+        return None
+    if os.path.isdir(where):
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        why = "is a folder this user cannot write"
+    else:
+        why = "is not a folder" if os.path.lexists(where) else "does not exist"
+    return (f"TMPDIR={where!r} {why}: the launcher and the ranks keep their files there; point it to a folder "
+            "this user can write, or unset it")
+
+
 def check_local_ranks(spec: SweepSpec, launcher: str, extra: list[str]) -> None:
     """Ranks started on this machine: at most LOCAL_RANKS_PER_CORE per core of it (unless
     --oversubscribe), and on the CPU their buffers at the largest size within its memory. An
@@ -146,6 +164,8 @@ def check_local_ranks(spec: SweepSpec, launcher: str, extra: list[str]) -> None:
     scheduler's to place."""
     if not ranks_here(launcher, extra):
         return
+    if (problem := unusable_tmpdir()) is not None:
+        raise InputError(problem)
     n, cores = spec.nprocs, _cores()
     if n > LOCAL_RANKS_PER_CORE * cores and not spec.oversubscribe:
         raise InputError(f"-n {n} starts {n} ranks on this machine, more than {LOCAL_RANKS_PER_CORE} per core of its "

@@ -138,7 +138,7 @@ def tuning() -> str:
 
     def defaults(t) -> str:
         shown = {w: (f"{v / t.scale:g}" if t.scale != 1 else f"{v:,}") for w, v in t.defaults.items()}
-        return ", ".join(f"{w}: {v}" for w, v in shown.items()) or "per collective (`ONESHOT_MAX`)"
+        return "; ".join(f"{w}: {v}" for w, v in shown.items()) or "per collective (`ONESHOT_MAX`)"
 
     return _table(("variable", "default", "what it sets", "accepted"),
                   [(f"`{t.variable}`", defaults(t), t.meaning,

@@ -13,7 +13,7 @@ import pytest
 
 from hostile_contract import Outcome, case, meets_contract
 from hostile_fixtures import no_marker, params
-from other_user import OTHER, own, planted_cache, private_places, root_only, shared_tmp, library
+from other_user import OTHER, planted_cache, private_places, shared_tmp, skip_unless_root
 from commbench.errors import OK
 
 RUN = "run -n 2 --backend mpi -c all_reduce --sizes 8 --iters 5 --warmup 1 --out R"
@@ -70,15 +70,6 @@ def nothing_at(rel: str):
     return check
 
 
-def other_users_folder_with_library(rel: str):
-    """Another user's folder with a planted library in it (where a link may point)."""
-    def step(s: Path):
-        (s / rel / "kernels").mkdir(parents=True)
-        library(s / rel / "kernels" / "mpi_loop-0.so", s)
-        own(s / rel)
-    return step
-
-
 def mk(name, *steps, env=CACHE_ENV, checks=(), note="", umask=None):
     return case(14, name, RUN, shared_tmp(), *steps, expect=(OK,), outputs=("R", "cache", "tmp"), env=env,
                 checks=(no_marker, private_places(), *checks), note=note, umask=umask)
@@ -103,15 +94,22 @@ CASES = [
     mk("no-home-cache-name-taken-by-another-user", *planted_cache(NO_HOME_CACHE), env=NO_HOME_ENV,
        checks=(warned("is not this user's folder"),),
        note="no HOME: the cache is commbench-cache-<uid> in the temporary folder, a name another user can take"),
-    mk("no-home-cache-name-a-link", other_users_folder_with_library("elsewhere"),
-       dangling_link(NO_HOME_CACHE, "elsewhere"), env=NO_HOME_ENV, checks=(warned("is not this user's folder"),)),
+    mk("no-home-cache-name-a-link", *planted_cache("elsewhere"), dangling_link(NO_HOME_CACHE, "elsewhere"),
+       env=NO_HOME_ENV, checks=(warned("is not this user's folder"),),
+       note="another user's link to their folder of libraries, named as the ones a run loads"),
     mk("no-home-cache-name-a-dangling-link", dangling_link(NO_HOME_CACHE, "victim"), env=NO_HOME_ENV,
        checks=(nothing_at("victim"), warned("is not this user's folder")),
        note="root must not create the folder another user's link names"),
 ]
 
 
-@root_only
+AS_ANOTHER_USER = {"cache-folder-of-another-user", "library-of-another-user-in-own-cache",
+                   "library-a-link-to-another-users-file", "own-cache-folder-writable-by-others",
+                   "no-home-cache-name-taken-by-another-user", "no-home-cache-name-a-link",
+                   "no-home-cache-name-a-dangling-link"}
+
+
 @pytest.mark.parametrize("c", params(CASES, launching=True))
 def test_shared_places(c, tmp_path, job):
+    skip_unless_root(c, AS_ANOTHER_USER)
     meets_contract(c, tmp_path)

@@ -119,6 +119,9 @@ def test_a_new_module_is_a_new_algorithm_with_nothing_else_edited(tmp_path, monk
         "from commbench.algorithms.ring import Ring\n\n\nclass RingAgain(Ring):\n    name = 'ring_again'\n")
     monkeypatch.setattr(algorithms, "__path__", [*algorithms.__path__, str(tmp_path)])
     monkeypatch.delitem(sys.modules, "commbench.algorithms.ring_again", raising=False)
-    names = [a.name for a in algorithms.package_algorithms()]
+    try:
+        names = [a.name for a in algorithms.package_algorithms()]
+    finally:  # the module and the package's attribute for it: gone with the test
+        sys.modules.pop("commbench.algorithms.ring_again", None)
+        vars(algorithms).pop("ring_again", None)
     assert names.count("ring") == 1 and "ring_again" in names
-    sys.modules.pop("commbench.algorithms.ring_again", None)

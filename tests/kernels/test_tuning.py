@@ -27,16 +27,13 @@ def test_every_variable_is_named_for_its_constant_and_starts_with_the_prefix():
     assert all(t.meaning and "\n" not in t.meaning for t in abi.TUNABLES.values())
 
 
-def test_unset_the_defaults_are_the_constants():
+def test_unset_the_defaults_are_the_constants(monkeypatch):
     assert abi.tuned("slot_bytes", "cpu") == abi.SLOT_BYTES["cpu"] and abi.tuned("slot_bytes", "cuda") == abi.SLOT_BYTES["cuda"]
     assert abi.tuned("spin_us", "oversubscribed") == abi.SPIN_S["oversubscribed"]
     assert abi.tuned("max_channels", "cuda") == abi.MAX_AUTO_CHANNELS["cuda"] and abi.tuned("nap_us", "cpu") == abi.NAP_S
     assert abi.tuned("oneshot_bytes", "cpu") is None  # ONESHOT_MAX's own table decides
-    os.environ[abi.TUNABLES["spin_us"].variable] = "  "  # empty: unset
-    try:
-        assert abi.tuned("spin_us", "cpu") == abi.SPIN_S["cpu"]
-    finally:
-        del os.environ[abi.TUNABLES["spin_us"].variable]
+    monkeypatch.setenv(abi.TUNABLES["spin_us"].variable, "  ")  # empty: unset
+    assert abi.tuned("spin_us", "cpu") == abi.SPIN_S["cpu"]
 
 
 def test_set_each_variable_replaces_its_constant_everywhere(monkeypatch):
@@ -76,15 +73,25 @@ def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch, name, raw, say
         SweepSpec(nprocs=2, backends=["mpi"]).validate()
 
 
+def test_a_misspelt_variable_is_refused_with_the_name_it_is_near(monkeypatch):
+    """Recorded and passed on but read by nothing, it would say a run was tuned that was not."""
+    monkeypatch.setenv(f"{PREFIX}SLOTBYTES", "8192")
+    with pytest.raises(InputError, match=rf"^unknown variable {PREFIX}SLOTBYTES: did you mean {PREFIX}SLOT_BYTES\?"):
+        abi.check_tuning()
+
+
 def test_what_is_set_is_recorded_as_the_runs_environment():
     assert runinfo.collective_env({f"{PREFIX}SPIN_US": "3", "HOME": "/root"}) == {f"{PREFIX}SPIN_US": "3"}
 
 
 def test_a_run_with_every_variable_set_is_exact_and_recorded(job, tmp_path):
-    """The ranks size their kernels from the variables (a slot of 4 KiB, one channel per KiB up to 2, one-shot
-    up to 64 B, no spin), every point exact; run.json and rank 0 record them; a bad one is refused in one line."""
+    """The ranks size their kernels from the variables (a slot of 4 KiB, one channel per KiB up to 2, no call
+    one-shot, no spin), every point exact; the 64 B calls, one-shot by default, run the kernels' own schedules;
+    run.json and rank 0 record the variables; a bad one is refused in one line."""
     tuned = {f"{PREFIX}SLOT_BYTES": "4096", f"{PREFIX}CHANNEL_BYTES": "1024", f"{PREFIX}MAX_CHANNELS": "2",
-             f"{PREFIX}ONESHOT_BYTES": "64", f"{PREFIX}SPIN_US": "0", f"{PREFIX}NAP_US": "0"}
+             f"{PREFIX}ONESHOT_BYTES": "0", f"{PREFIX}SPIN_US": "0", f"{PREFIX}NAP_US": "0"}
+    assert abi.schedule("ring", "all_reduce", "cpu", 2, 64, 2) == abi.schedule("tree", "all_reduce", "cpu", 2, 64, 2) \
+        == "oneshot"  # (unset)
     out = tmp_path / "r"
     proc = commbench("run", "-n", "2", "--backend", "mpi", "-a", "ring_kernel,tree_kernel", "-c",
                      "all_reduce,all_gather,reduce_scatter", "--sizes", "64,4K,64K", "--iters", "5", "-w", "1",
@@ -92,6 +99,8 @@ def test_a_run_with_every_variable_set_is_exact_and_recorded(job, tmp_path):
     assert proc.returncode == OK, proc.stderr[-2000:]
     rows, _, meta = load_run(out)
     assert len(rows) == 3 * 3 * 2 + 3 * 2 and (rows.wrong == 0).all()  # ring: 3 collectives; tree: all-reduce
+    small = rows[(rows.size_bytes == 64) & (rows.collective == "all_reduce")]
+    assert set(zip(small.algorithm, small.library_choice)) == {("ring_kernel", "ring"), ("tree_kernel", "tree")}
     assert {k: meta["environment"][k] for k in tuned} == tuned == {k: meta["rank0_environment"][k] for k in tuned}
     bad = commbench("run", "-n", "2", "--sizes", "8", "--out", str(tmp_path / "bad"),
                     env=os.environ | {f"{PREFIX}SLOT_BYTES": "5000"})

@@ -61,6 +61,21 @@ def test_memory_of_the_ranks_here(tmp_path, monkeypatch):
     launch.check_local_ranks(SweepSpec(nprocs=4, sizes=[1 << 31], device="cuda"), "local", [])  # GPU memory: not here
 
 
+def test_a_tmpdir_the_ranks_here_cannot_use_is_refused_and_one_elsewhere_is_not(tmp_path, monkeypatch):
+    """Issue 67: a missing TMPDIR was made by mpirun under whatever name it had, a file failed in PMIx (exit 1);
+    ranks started elsewhere (srun, mpirun with hosts) have a TMPDIR of their own nodes, not this one's."""
+    spec = SweepSpec(nprocs=2, sizes=[8])
+    (tmp_path / "file").write_text("x")
+    for where, says in ((tmp_path / "nope", "does not exist"), (tmp_path / "file", "is not a folder")):
+        monkeypatch.setenv("TMPDIR", str(where))
+        with pytest.raises(InputError, match=f"^TMPDIR='{where}' {says}: the launcher and the ranks keep"):
+            launch.check_local_ranks(spec, "local", [])
+        launch.check_local_ranks(spec, "srun", [])
+        launch.check_local_ranks(spec, "mpirun", ["--hostfile", "h"])
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    launch.check_local_ranks(spec, "local", [])
+
+
 def test_which_launches_start_their_ranks_here(monkeypatch):
     for name in launch.HOST_VARIABLES:
         monkeypatch.delenv(name, raising=False)
