@@ -81,7 +81,7 @@ def test_channels_and_ring_order_given_need_a_run_they_reach_to_use_them():
     native = SweepSpec(algorithms=["native", "ring"]).validate()
     kernel = SweepSpec(algorithms=["ring_kernel"]).validate()
     with pytest.raises(InputError, match="^--channels sets the kernels' channels, and -a native,ring runs none of them "
-                                         r"\(ring_kernel, tree_kernel, hierarchical_kernel\): leave it out$"):
+                                         r"\(hierarchical_kernel, ring_kernel, tree_kernel\): leave it out$"):
         check_used(["channels"], [native, native])
     check_used(["channels"], [native, kernel])
     check_used([], [native])  # (not given: a suite's own field, or a recorded spec)

@@ -31,3 +31,19 @@ def test_a_request_no_prediction_answers_is_one_line(request_, message):
     with pytest.raises(InputError, match=message.replace("-", r"\-")) as exc:
         predict_at_scale(request_)
     assert "\n" not in str(exc.value)
+
+
+def test_the_fastest_per_size_is_the_first_by_name_among_equal_times():
+    """The best algorithm of a size does not depend on the order of the table's rows (nor so on the order
+    algorithms are registered in): a tie goes to the first by name; crossovers where the best changes."""
+    import pandas as pd
+
+    from commbench.analysis.model.predict import best_and_crossovers
+
+    rows = [(8, "tree", 5.0), (8, "ring", 5.0), (8, "rhd", 6.0), (1024, "tree", 9.0), (1024, "ring", 7.0)]
+    for order in (rows, rows[::-1]):
+        best, changes = best_and_crossovers(pd.DataFrame(order, columns=["size_bytes", "algorithm", "time_us"]))
+        assert best.to_dict() == {8: "ring", 1024: "ring"} and changes == []
+    best, changes = best_and_crossovers(pd.DataFrame(rows[:3] + [(1024, "tree", 1.0)],
+                                                     columns=["size_bytes", "algorithm", "time_us"]))
+    assert changes == [(1024, "ring", "tree")]

@@ -210,8 +210,10 @@ def undetermined(fits: dict, values: dict, shape: Shape, collectives: list[str],
 
 
 def best_and_crossovers(table: pd.DataFrame) -> tuple[pd.Series, list[tuple[int, str, str]]]:
-    """Fastest algorithm per size, and (size, from, to) wherever it changes."""
-    best = table.loc[table.groupby("size_bytes").time_us.idxmin()].set_index("size_bytes").algorithm
+    """Fastest algorithm per size (of equal times, the first by name: whatever order the table's rows are
+    in), and (size, from, to) wherever it changes."""
+    ordered = table.sort_values(["size_bytes", "time_us", "algorithm"], kind="stable")
+    best = ordered.drop_duplicates("size_bytes").set_index("size_bytes").algorithm
     changes = [(size, prev, cur) for (size, cur), prev in zip(best.items(), [None, *best.values[:-1]]) if prev and prev != cur]
     return best, changes
 
