@@ -40,7 +40,7 @@ class Tunable:
             number = float(raw) if self.scale != 1 else int(raw, 10)
         except ValueError:
             number = None
-        if number is None or not self.low <= number <= self.high or number != number:
+        if number is None or not self.low <= number <= self.high:  # (NaN: outside any range)
             raise InputError(f"{self.variable}={raw[:40]!r}: give {self.accepted()} ({self.meaning})")
         if self.power_of_two and number & (number - 1):
             raise InputError(f"{self.variable}={raw[:40]!r}: give a power of two ({self.meaning})")

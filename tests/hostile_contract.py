@@ -50,6 +50,7 @@ from typing import Callable
 import pytest
 
 from conftest import ROOT
+from process_tree import TAG_ENV, kill_all, tagged, tree
 from commbench.errors import BAD_INPUT, INTERNAL, OK
 
 VENV_BIN = ROOT / ".venv" / "bin" if (ROOT / ".venv" / "bin").is_dir() else Path(sys.executable).parent
@@ -63,7 +64,6 @@ LIMIT_S, LIMIT_MB = 5.0, 300.0
 CAP_BAD_S, CAP_S = 15.0, 60.0  # hard kill: a case accepted only with BAD_INPUT, any other
 MAX_TREE_PROCS, MAX_TREE_MB = 48, 2500.0  # runaway guard for the shared machine
 ADDRESS_LIMIT_GB, SCAN_S, HASH_LIMIT = 8, 0.05, 1 << 20  # every process's address space; /proc scans; hashed files
-TAG_ENV = "COMMBENCH_HOSTILE_TAG"
 SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10 has no -P (and ignores PYTHONSAFEPATH)
 RAW_CONTROLS = re.compile("[\x07\x1b\x9b\u202a-\u202e\u2066-\u2069]")
 SIGNAL_WORDS = re.compile(r"interrupted|stopped", re.IGNORECASE)
@@ -165,56 +165,6 @@ with open(report, "a") as f:
 """
 
 
-def _procs() -> dict[int, tuple[int, int, int, str]]:
-    """Every process: pid -> (ppid, session, rss bytes, name)."""
-    out, page = {}, os.sysconf("SC_PAGE_SIZE")
-    for entry in (e for e in os.scandir("/proc") if e.name.isdigit()):
-        try:
-            data = Path(f"/proc/{entry.name}/stat").read_bytes()
-        except OSError:
-            continue
-        close = data.rfind(b")")
-        fields = data[close + 2:].split()
-        out[int(entry.name)] = (int(fields[1]), int(fields[3]), int(fields[21]) * page,
-                                data[data.find(b"(") + 1:close].decode(errors="replace"))
-    return out
-
-
-def _tree(root: int) -> dict[int, tuple[int, str]]:
-    """The command's processes: its session (it leads one) and every descendant; pid -> (rss, name)."""
-    procs = _procs()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, *_rest) in procs.items():
-        children.setdefault(ppid, []).append(pid)
-    members = {pid for pid, (_p, sid, _r, _n) in procs.items() if sid == root}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in procs:
-            members.add(pid)
-        todo += children.get(pid, [])
-    return {pid: (procs[pid][2], procs[pid][3]) for pid in members if pid in procs}
-
-
-def _tagged(tag: str) -> dict[int, str]:
-    """Processes whose environment carries this case's tag (they may have left the session)."""
-    found, needle = {}, f"{TAG_ENV}={tag}".encode()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if needle in Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0"):
-                    found[int(entry.name)] = Path(f"/proc/{entry.name}/comm").read_text().strip()
-            except OSError:
-                continue
-    return found
-
-
-def _kill_all(pids) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def count_rows(path: Path) -> int:
     """Complete rows of a results.csv (a half-written last line does not count)."""
     if not path.is_file():
@@ -309,17 +259,17 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
                     sends += 1
                     trigger_at = now + 0.1
             if now >= next_scan:
-                tree = _tree(pid)
-                rss = sum(r for r, _ in tree.values()) / 2**20
+                members = tree(pid)
+                rss = sum(r for r, _ in members.values()) / 2**20
                 out.tree_mb = max(out.tree_mb, rss)
-                if len(tree) > MAX_TREE_PROCS or rss > MAX_TREE_MB:
-                    out.killed = f"runaway: {len(tree)} processes, {rss:.0f} MB at {now:.1f} s"
+                if len(members) > MAX_TREE_PROCS or rss > MAX_TREE_MB:
+                    out.killed = f"runaway: {len(members)} processes, {rss:.0f} MB at {now:.1f} s"
                 elif now > cap:
                     out.killed = f"timeout: killed after {cap:.0f} s"
                 if out.killed:
-                    _kill_all(tree)
+                    kill_all(members)
                 elif c.watch:
-                    c.watch(scratch, pid, tree, out)
+                    c.watch(scratch, pid, members, out)
                 next_scan = now + SCAN_S
             time.sleep(0.01)
         out.wall_s = time.monotonic() - start
@@ -333,11 +283,11 @@ def execute(c: Case, scratch: Path, logs: Path) -> Outcome:
                 head_buf += _read_ready(reaper.stdout)
                 reaper.stdout.close()
     deadline = time.monotonic() + 3.0
-    while (left := _tagged(tag)) and time.monotonic() < deadline:
+    while (left := tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.1)
     if left:
         out.leftovers = [f"{name}({pid})" for pid, name in sorted(left.items())]
-        _kill_all(left)
+        kill_all(left)
         time.sleep(0.2)
     out.stdout = head_buf if c.head else b"" if c.stdout else (logs / "stdout").read_bytes()
     out.stderr = (logs / "stderr").read_bytes()

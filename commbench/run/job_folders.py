@@ -1,5 +1,6 @@
 """The private folders of the jobs this process starts on this machine: the local launch's torch stores and
-Open MPI's shared-memory files, each this user's alone (0700) and removed at exit (commbench.run.launch)."""
+Open MPI's shared-memory files, each this user's alone (0700) and removed at exit (commbench.run.launch);
+and whether $TMPDIR, where the launcher and the ranks keep their own, can take them."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ def local_store() -> str:
     os.close(fd)
     os.unlink(path)  # the name is this launch's; FileStore makes the file (and removes it when all ranks are done)
     return path
+
+
+def unusable_tmpdir() -> str | None:
+    """Why $TMPDIR cannot hold the files of ranks started here (Open MPI's session folder, the ranks'
+    hand-offs), or None: a missing one was made by mpirun under whatever name it was given, a file
+    failed deep in PMIx. Checked only for ranks on this machine: a job's TMPDIR on other nodes (Slurm's
+    per-job folder) may not exist where commbench is typed."""
+    where = os.environ.get("TMPDIR")
+    if not where:
+        return None
+    if os.path.isdir(where):
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        why = "is a folder this user cannot write"
+    else:
+        why = "is not a folder" if os.path.lexists(where) else "does not exist"
+    return (f"TMPDIR={where!r} {why}: the launcher and the ranks keep their files there; point it to a folder "
+            "this user can write, or unset it")

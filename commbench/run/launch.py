@@ -31,7 +31,7 @@ from commbench.plugins import PLUGINS_ENV
 from commbench.machine import topology
 from commbench.folder.spec_file import encode_spec, spec_path
 from commbench.run import emulate, processes, srun
-from commbench.run.job_folders import local_store, sm_folder
+from commbench.run.job_folders import local_store, sm_folder, unusable_tmpdir
 from commbench.spec import SweepSpec, format_size
 
 MPI_LAUNCHERS = ("mpirun", "srun", "none")
@@ -137,24 +137,6 @@ def _memory_bytes() -> int | None:
     except OSError:
         limit = "max"
     return min(total, int(limit)) if limit.isdigit() else total
-
-
-def unusable_tmpdir() -> str | None:
-    """Why $TMPDIR cannot hold the files of ranks started here (Open MPI's session folder, the ranks'
-    hand-offs), or None: a missing one was made by mpirun under whatever name it was given, a file
-    failed deep in PMIx. Checked only for ranks on this machine: a job's TMPDIR on other nodes (Slurm's
-    per-job folder) may not exist where commbench is typed."""
-    where = os.environ.get("TMPDIR")
-    if not where:
-        return None
-    if os.path.isdir(where):
-        if os.access(where, os.W_OK | os.X_OK):
-            return None
-        why = "is a folder this user cannot write"
-    else:
-        why = "is not a folder" if os.path.lexists(where) else "does not exist"
-    return (f"TMPDIR={where!r} {why}: the launcher and the ranks keep their files there; point it to a folder "
-            "this user can write, or unset it")
 
 
 def check_local_ranks(spec: SweepSpec, launcher: str, extra: list[str]) -> None:
