@@ -197,7 +197,8 @@ def test_a_point_the_candidate_lacks_fails_the_gate_unless_allowed(tmp_path):
 @needs_mpirun
 def test_real_repeated_run_against_a_slowed_copy(job, tmp_path):
     """Through real jobs: a --repeat 3 run tags rows and samples with their job, compare finds 3 jobs
-    a side and the exact injected ratio, and its exit code follows its verdicts."""
+    a side and the exact injected ratio, and its exit code follows its verdicts (1 on a regression, else 2: no
+    point judged)."""
     base = tmp_path / "base"
     commbench("run", "-n", 2, "-c", "all_reduce", "-b", 8, "-e", 64, "--iters", 5, "--out-of-place", "--repeat", 3,
               "--out", base, "--quiet", check_rc=OK)
@@ -207,7 +208,9 @@ def test_real_repeated_run_against_a_slowed_copy(job, tmp_path):
     assert len(doc["points"]) == 4 and all(p["jobs"] == [3, 3] for p in doc["points"])
     assert all(abs(p["ratio"] - 3.0) < 1e-6 for p in doc["points"])
     assert {p["verdict"] for p in doc["points"]} <= {"regression", "inconclusive"}
-    assert proc.returncode == int(any(p["verdict"] == "regression" for p in doc["points"]))
+    # a regression fails the gate; with none, every point was inconclusive, so there is no verdict
+    regressed = any(p["verdict"] == "regression" for p in doc["points"])
+    assert proc.returncode == (FAILED if regressed else NO_VERDICT) == doc["exit_code"]
 
 
 @pytest.mark.parametrize("setup,message", [
