@@ -172,6 +172,23 @@ def read_bytes(d: Path, name: str, limit: limits.Limit = limits.FILE_BYTES) -> b
         return read_file(d, name, lambda: f.read(size + 1))[:size]
 
 
+def read_named(path: str | Path, most: int, what: str, larger: str) -> bytes:
+    """A file the user names (a model, a suite or workload, a trace), whole: a regular file (a FIFO or a
+    device would block or never end) read within `most` bytes. One InputError otherwise: "cannot read
+    <what> '<path>': <why>", or "<what> '<path>' is larger than <larger>"."""
+    where = f"{what} {str(path)!r}"
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError(f"cannot read {where}: not a regular file (a FIFO, device or folder is not read)")
+        with open(path, "rb") as f:
+            data = f.read(most + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+    if len(data) > most:
+        raise InputError(f"{where} is larger than {larger}")
+    return data
+
+
 def header_names(d: Path, name: str, data: bytes) -> list[str]:
     """The names of a CSV file's header (its first line), at most COLUMNS of them, in linear time."""
     first = data.split(b"\n", 1)[0]

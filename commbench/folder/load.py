@@ -20,6 +20,7 @@ import pandas as pd
 from commbench.folder import limits
 from commbench.folder.files import header_names, read_bytes, read_file, run_dirs
 from commbench.folder.frames import checked, read_csv
+from commbench.folder.record import read_fields
 from commbench.folder.samples import batches, grouped
 from commbench.errors import InputError
 from commbench.collectives import COLLECTIVES
@@ -27,11 +28,7 @@ from commbench.folder.schema import FORMAT_VERSION, KINDS, MAY_BE_EMPTY, REQUIRE
 
 AB_KEYS = ("side", "round")  # commbench ab: a point has a row per side and round
 OPTIONAL_STATS = ("time_us_min", "time_us_p95", "time_us_p99", "samples")  # NaN where a folder lacks them
-# run.json fields that readers use, and the JSON type each has where present
-_META_TYPES = {"run_id": str, "label": str, "status": str, "spec": dict, "versions": dict, "environment": dict,
-               "rank0_environment": dict, "ranks": list, "jobs": list, "command_line": list, "launcher_args": list,
-               "hosts": list, "gpus": list}
-_JSON_NAMES = {str: "a string", dict: "an object", list: "a list"}
+_READ = read_fields()  # run.json fields that readers use: their JSON type checked where present
 
 
 def read_samples(d: str | Path) -> pd.DataFrame:
@@ -70,11 +67,10 @@ def read_meta(d: str | Path) -> dict:
     except UnicodeEncodeError:
         raise InputError(f"{d}: {RUN_JSON} holds text that is not Unicode (a lone surrogate escape)") from None
     format_version(d, meta)
-    meta = {k: v for k, v in meta.items() if not (v is None and k in _META_TYPES)}  # null: not recorded (older)
-    for key, kind in _META_TYPES.items():
-        if key in meta and not isinstance(meta[key], kind):
-            raise InputError(f"{d}: {RUN_JSON} field {key!r} must be {_JSON_NAMES[kind]}, "
-                             f"not {json.dumps(meta[key])[:40]}")
+    meta = {k: v for k, v in meta.items() if not (v is None and k in _READ)}  # null: not recorded (older)
+    for key, field in _READ.items():
+        if key in meta and not field.fits(meta[key]):
+            raise InputError(f"{d}: {RUN_JSON} field {key!r} must be {field.what}, not {json.dumps(meta[key])[:40]}")
     for key in ("ranks", "jobs"):
         if not all(isinstance(item, dict) for item in meta.get(key, [])):
             raise InputError(f"{d}: {RUN_JSON} field {key!r} holds an entry that is not a JSON object")

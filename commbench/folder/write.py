@@ -24,6 +24,7 @@ from commbench.errors import InputError
 from commbench.folder.schema import (COLUMNS, FORMAT_VERSION, RANK_COLUMNS, RANKS_CSV, RESULTS_CSV, RUN_JSON, SAMPLE_COLUMNS,
                               SAMPLES_CSV, SAMPLES_PARQUET)
 from commbench.folder import lock as folder_lock
+from commbench.folder import record as run_record
 from commbench.folder import resume as folder_resume
 from commbench.folder.load import read_meta
 from commbench.folder.place import has_run_json
@@ -153,12 +154,14 @@ class RunFolder:
             raise InputError(f"{str(self.dir)!r} holds no {RUN_JSON}")
         return read_meta(self.dir)
 
-    def update(self, patch: dict, fresh: bool = False) -> dict:
-        """Merge patch into run.json (fresh: replace it) and replace the file atomically (temp file +
+    def update(self, patch: dict, fresh: bool = False, sent: bool = False) -> dict:
+        """Merge patch, checked against run.json's fields (commbench.folder.record.change), into run.json
+        (fresh: replace it; sent: rank 0's facts) and replace the file atomically (temp file +
         rename; the temp file removed if that fails). On a full disk, where no temp file fits, the
         file is rewritten in place when the new text fits in the room it has, written compact (no
         indent: about 30 % smaller) where the indented text does not (so a run's status is recorded
         however it ends)."""
+        patch = run_record.change(patch, sent)
         path = self.dir / RUN_JSON
         data = {} if fresh or not path.exists() else json.loads(path.read_text(encoding="utf-8"))
         data.update(patch)
@@ -255,7 +258,7 @@ class RunFolder:
         """Write what one event of rank 0 says: facts, skip, warning, samples, row, done."""
         kind = event["event"]
         if kind == "facts":
-            self.update(event["run"])
+            self.update(event["run"], sent=True)
             self.has_facts = True
         elif kind == "skip":
             self.skipped.append(event["point"] | {"reason": event["reason"]}

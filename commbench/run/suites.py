@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commbench.errors import InputError
+from commbench.folder.files import read_named
 from commbench.options import BY_NAME, SUITE_FIELDS, launcher_argv, spec_arguments
 from commbench.run.jobs import check_repeat
 from commbench.sources import SUITES_DIR
@@ -196,13 +197,7 @@ def read_yaml(path: Path, what: str = "suite"):
     for tag, pattern, first in _SCALARS:
         Loader.add_implicit_resolver(tag, regex.compile(pattern), list(first))
     Loader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: SourceInt(loader.construct_scalar(node)))
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SUITE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_SUITE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_SUITE_BYTES // 1024} KB, the largest {what} file accepted")
+    data = read_named(path, MAX_SUITE_BYTES, what, f"{MAX_SUITE_BYTES // 1024} KB, the largest {what} file accepted")
     try:
         loader = Loader(data.decode("utf-8"))
         loader.name = str(path)  # named in YAML's messages

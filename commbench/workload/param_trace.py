@@ -246,16 +246,9 @@ def from_param(records, gpus_per_node: int | None = None, world: int | None = No
 def read_param_trace(path: str | Path) -> list:
     """A PARAM basic trace file's records (JSON), within MAX_TRACE_BYTES: a regular file (a FIFO or a
     device would block or never end)."""
-    from commbench.folder.files import regular_file
+    from commbench.folder.files import read_named
 
-    regular_file(Path(path).parent, Path(path).name, inside=False)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_TRACE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_TRACE_BYTES >> 20} MB, the largest trace read")
+    data = read_named(path, MAX_TRACE_BYTES, "trace", f"{MAX_TRACE_BYTES >> 20} MB, the largest trace read")
     if data.count(b"{") > 4 * MAX_RECORDS:  # a record is an object (with room for nested ones): refused before
         # parsing builds them all
         raise InputError(f"{path}: more than {4 * MAX_RECORDS:,} JSON objects, for a trace of at most "

@@ -3,7 +3,7 @@
 marker `<!-- generated: NAME -->` and the build replaces it with TABLES[NAME](). The commands'
 page walks the typer application (every command, every option, its default and help, which the
 option table commbench.options owns); the others read the registries of collectives, algorithms,
-backends, exit codes, result columns and reader limits. tests/test_docs.py checks that every entry
+backends, exit codes, result columns, run.json's fields, reader limits and kernel tuning. tests/test_docs.py checks that every entry
 has the text its row needs."""
 
 from __future__ import annotations
@@ -127,6 +127,12 @@ def columns() -> str:
         "`ranks.csv`:\n\n" + _table(("column", "meaning"), [(f"`{n}`", t) for n, t in RANK_COLUMN_DOCS])))
 
 
+def run_json() -> str:
+    from commbench.folder.record import FIELDS
+
+    return _table(("field", "JSON type", "what it records"), [(f"`{f.name}`", f.what, f.doc) for f in FIELDS.values()])
+
+
 def limits() -> str:
     from commbench.folder.limits import table
 
@@ -147,7 +153,8 @@ def tuning() -> str:
 
 
 TABLES = {"commands": commands, "collectives": collectives, "algorithms": algorithms, "backends": backends,
-          "exit_codes": exit_codes, "columns": columns, "limits": limits, "tuning": tuning}
+          "exit_codes": exit_codes, "columns": columns, "run_json": run_json, "limits": limits,
+          "tuning": tuning}
 
 
 def render(markdown: str) -> str:

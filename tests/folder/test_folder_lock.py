@@ -171,7 +171,7 @@ def test_run_json_on_a_full_disk_is_rewritten_in_place_and_no_temporary_file_sta
     assert meta["status"] == "failed" and meta["padding"] == "x" * 2000
     assert sorted(p.name for p in f.dir.iterdir()) == [folder_lock.LOCK_NAME, "run.json"]
     with pytest.raises(OSError):  # more than the file's room: refused, the file as it was
-        f.update({"more": "y" * 10000})
+        f.update({"padding": "y" * 10000})
     assert json.loads((f.dir / "run.json").read_text()) == meta
     monkeypatch.setattr(folder_module.tempfile, "mkstemp", full)  # no temp file can be made at all
     f.finish("interrupted", None)
@@ -179,7 +179,7 @@ def test_run_json_on_a_full_disk_is_rewritten_in_place_and_no_temporary_file_sta
     monkeypatch.undo()
     monkeypatch.setattr(folder_module.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(errno.EIO, "I/O")))
     with pytest.raises(OSError):  # another error: raised, and the temp file removed all the same
-        f.update({"x": 1})
+        f.update({"rounds": 1})
     assert sorted(p.name for p in f.dir.iterdir()) == [folder_lock.LOCK_NAME, "run.json"]
 
 

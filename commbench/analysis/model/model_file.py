@@ -7,8 +7,6 @@ InputError naming the file."""
 from __future__ import annotations
 
 import math
-import os
-import stat
 from dataclasses import asdict
 
 import numpy as np
@@ -16,7 +14,7 @@ import numpy as np
 from commbench.analysis.model.determined import RANGES
 from commbench.analysis.model.fit import MAX_PARAM, NAMES, STEPS, Fit
 from commbench.errors import InputError
-from commbench.folder.files import DuplicateKey, unique_keys
+from commbench.folder.files import DuplicateKey, read_named, unique_keys
 from commbench.options import MAX_PREDICT_RANKS
 from commbench.algorithms import ALGORITHMS
 
@@ -34,15 +32,7 @@ def load_model(path: str, backend: str | None = None) -> list[Fit]:
     problem one InputError naming the file."""
     import json
 
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
-            raise InputError(f"cannot read model {path!r}: not a regular file")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_MODEL_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read model {path!r}: {exc.strerror or exc}") from None
-    if len(data) > MAX_MODEL_BYTES:
-        raise InputError(f"model {path!r} is larger than {MAX_MODEL_BYTES >> 20} MB: not a model file of `model fit`")
+    data = read_named(path, MAX_MODEL_BYTES, "model", f"{MAX_MODEL_BYTES >> 20} MB: not a model file of `model fit`")
     try:
         return from_json(json.loads(data, object_pairs_hook=unique_keys), backend)
     except (ValueError, RecursionError) as exc:  # InputError is a ValueError: named once, with the file
