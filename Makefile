@@ -41,7 +41,7 @@ test: install-all
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier fast
 
 test-all: install-all
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier all --facts-users=$(FACTS_USERS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --tier all --durations=25 --facts-users=$(FACTS_USERS)
 
 # the tests that read a machine fact, as test-all noted them (without its note: every in-process test)
 test-machines: install-all
