@@ -17,6 +17,7 @@ LAYERS = (
     "workload",  # a training step's traffic: configs, traces, its own measurement and prediction
     "run",  # the parent: launch, turns of ab, the sweep's session, the console
     "analysis",  # the readers' results: compare, verdicts, stragglers, the model, the report
+    "presentation",  # what a person reads: the terminal, a sweep's tables, the progress of run, ab and check
     "rank",  # the rank process: worker, harness, turns, the check's ranks
     "plan",
     "folder",  # the results folder: its schema and files, written, locked, placed, resumed and read
@@ -28,7 +29,7 @@ LAYERS = (
     "machine",  # machine facts: placement, hardware, background load, power, traffic counters
     "collectives",  # the collectives' specs and exact input patterns
     "slurm", "binaries", "sources", "split", "trees", "timers", "tuning", "events", "library_calls", "fabric_rule",
-    "metrics", "dtypes", "plugins", "interrupts", "terminal", "errors",
+    "metrics", "dtypes", "plugins", "interrupts", "errors",
     "",  # commbench/__init__.py: the version
 )
 

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 
 from commbench.analysis.compare import Comparison, Verdict, point_name
 from commbench.options import COMPARE_FORMATS
-from commbench.terminal import inline
+from commbench.presentation.terminal import inline
 
 ORDER = {"regression": 0, "inconclusive": 1, "improvement": 2, "unchanged": 3}
 _MD_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # CommonMark's ASCII punctuation: each may be backslash-escaped

@@ -19,7 +19,7 @@ from commbench.cli.common import check_used, given, say_backend_choice, with_opt
 from commbench.errors import InputError
 from commbench.folder.outputs import output_file, write_text
 from commbench.spec import CLUSTER, SweepSpec
-from commbench.terminal import printable
+from commbench.presentation.terminal import printable
 
 # run's options that ab decides itself or cannot take (ab: rounds of paired turns, one folder, no resume)
 NOT_AB = ("resume", "repeat", "json_rows", "allow_skips", "iters", "min_time", "max_iters", "power", "nccl_tuning",
@@ -135,7 +135,7 @@ _EXTRA = (
 def ab(ctx: typer.Context, **values):
     from commbench.analysis.compare_formats import FORMATS
     from commbench.run.ab import AbSide, run_ab
-    from commbench.run.console import AbRenderer
+    from commbench.presentation.console import AbRenderer
 
     if values["fmt"] not in options.COMPARE_FORMATS:
         raise InputError(f"unknown format {values['fmt']!r} (accepted: {', '.join(options.COMPARE_FORMATS)})")

@@ -18,7 +18,7 @@ from rich.markup import escape
 from commbench import interrupts, plugins
 import commbench
 from commbench.errors import BAD_INPUT, FAILED, INTERNAL, InputError, JobError
-from commbench.terminal import Console, one_line, stdout_full
+from commbench.presentation.terminal import Console, one_line, stdout_full
 
 # -h is --help in every command (subcommands inherit the root's context settings)
 app = typer.Typer(help="Benchmark collective communication: the libraries' collectives and commbench's own algorithms.",
@@ -70,7 +70,7 @@ def _one_line(prefix: str, text, code: int) -> None:
     the code alone."""
     try:
         err.print(f"{prefix}{escape(one_line(text))}")
-    except OSError:  # (the console now writes to /dev/null: commbench.terminal.Console)
+    except OSError:  # (the console now writes to /dev/null: commbench.presentation.terminal.Console)
         pass
     sys.exit(code)
 

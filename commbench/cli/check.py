@@ -45,7 +45,7 @@ _EXTRA = (
 def check(ctx: typer.Context, **values):
     from commbench.analysis.fabric import FORMATS, read_check, read_floors, render
     from commbench.run.check import check_fabric
-    from commbench.run.console import Renderer
+    from commbench.presentation.console import Renderer
 
     json_out, fmt = values.pop("json_out"), values.pop("fmt")
     fmt = "json" if json_out else fmt

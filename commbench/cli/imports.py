@@ -11,7 +11,7 @@ from rich.markup import escape
 from commbench.cli.app import app, err
 from commbench.errors import InputError
 from commbench.collectives import COLLECTIVES, names
-from commbench.terminal import printable
+from commbench.presentation.terminal import printable
 
 import_app = typer.Typer(help="Turn other benchmarks' output into commbench results (for report and compare).",
                          no_args_is_help=True)

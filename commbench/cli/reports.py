@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from commbench.terminal import Console
+from commbench.presentation.terminal import Console
 from rich.markup import escape
 
 from commbench import options
 from commbench.cli.app import app, err, old_spelling, pick
 from commbench.errors import InputError
 from commbench.folder.outputs import csv_text, output_file, write_text
-from commbench.terminal import printable
+from commbench.presentation.terminal import printable
 
 
 # an --output file's format from its name (compare, ab); any other name: --format's
@@ -29,16 +29,16 @@ def output_format(path: str, default: str) -> str:
 
 def print_comparison(results: list[str], csv: Optional[str] = None) -> bool:
     """Print the topology comparison of these result folders, if they hold one."""
-    from commbench.run.console import comparison_table
+    from commbench.presentation.console import comparison_table
     from commbench.folder.load import load_runs
-    from commbench.analysis.topology_comparison import topology_comparison
+    from commbench.analysis.topology_comparison import group_tables, topology_comparison
 
     rows, _ = load_runs(results)
     comparison = topology_comparison(rows)
     if comparison.empty:
         return False
     out = err if err.is_terminal else Console(stderr=True, width=250)  # a file or pipe gets whole lines
-    out.print(comparison_table(comparison))
+    out.print(comparison_table(group_tables(comparison)))
     if csv:
         write_text(csv, csv_text(comparison), "--output")
     return True

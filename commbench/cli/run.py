@@ -15,7 +15,7 @@ from commbench import options
 from commbench.cli.app import app, err
 from commbench.cli.common import check_used, extra_option, given, say_backend_choice, with_options
 from commbench.errors import InputError
-from commbench.terminal import one_line, printable
+from commbench.presentation.terminal import one_line, printable
 from commbench.run.suites import bundled_suites
 from commbench.spec import SweepSpec
 
@@ -41,7 +41,7 @@ def _check_resume(given: list[str]) -> None:
 def run(ctx: typer.Context, **values):
     """Sweep collectives over sizes, dtypes and ops; write results.csv, samples and run.json."""
     from commbench.run.api import resume_sweep, run_sweep
-    from commbench.run.console import Renderer
+    from commbench.presentation.console import Renderer
 
     launcher_args = options.launcher_argv(values["launcher_args"])
     chosen = given(ctx)
@@ -70,7 +70,7 @@ def _summarize(result, json_rows: bool, quiet: bool, allow_skips: bool = False) 
     """The topology comparison of a run over several nodes (unless rows went to stdout as JSON) and the
     OK / FAILED line (allow_skips: an asked-for algorithm that could not run is a note, not a failure)."""
     from commbench.folder.schema import RESULTS_CSV
-    from commbench.run.console import summary_text
+    from commbench.presentation.console import summary_text
 
     if not result.reports:
         return
@@ -169,7 +169,7 @@ def sweep(ctx: typer.Context, **values):
                          "start any program: check them, then add --allow-launcher-args")
     from commbench.folder.place import RESULTS_ROOT, new_run_id
     from commbench.run.api import run_suite
-    from commbench.run.console import Renderer
+    from commbench.presentation.console import Renderer
 
     if resume and out is None:
         raise InputError("--resume needs --out, the folder of the sweep to finish")

@@ -48,7 +48,7 @@ def floor(fresh: bool = typer.Option(False, "--fresh", help=FRESH_HELP),
 
     from commbench.errors import InputError
     from commbench.kernels import floor as probe
-    from commbench.terminal import printable
+    from commbench.presentation.terminal import printable
 
     was_cached = not fresh and probe.cached() is not None
     try:

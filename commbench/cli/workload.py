@@ -69,7 +69,7 @@ _EXTRA = (
                   "results/<UTC time>-<id>-<name>/).")
 @with_options(TABLE, _EXTRA)
 def workload(ctx: typer.Context, **values):
-    from commbench.run.console import Renderer
+    from commbench.presentation.console import Renderer
     from commbench.workload.api import Request, check, run
 
     if values["list_"]:

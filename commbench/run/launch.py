@@ -26,7 +26,7 @@ from commbench.binaries import find_binary
 from commbench.errors import InputError
 from commbench.machine.facts import facts
 from commbench.options import LOCAL_RANKS_PER_CORE
-from commbench.terminal import printable
+from commbench.presentation.terminal import printable
 from commbench.plugins import PLUGINS_ENV
 from commbench.machine import topology
 from commbench.folder.spec_file import encode_spec, spec_path

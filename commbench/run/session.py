@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commbench.folder.schema import RunStatus
-from commbench import interrupts, terminal
+from commbench import interrupts
+from commbench.presentation import terminal
 from commbench.folder import outputs
 from commbench.errors import InputError, JobError
 from commbench.plan import build_plan

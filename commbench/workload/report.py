@@ -233,7 +233,7 @@ def _range(low, high) -> str:
 
 def render(console, c, done) -> None:
     """Per entry and per kind, for each (backend, algorithm), then the footnotes."""
-    from commbench.terminal import Console
+    from commbench.presentation.terminal import Console
     from rich.markup import escape
     from rich.table import Table
 

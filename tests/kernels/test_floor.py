@@ -16,7 +16,7 @@ from cli_inprocess import run_cli
 from commbench.errors import OK
 from commbench.kernels import floor
 from commbench.kernels.host import compiler
-from commbench.run.tables import footer
+from commbench.presentation.tables import footer
 
 needs_compiler = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the probe")
 

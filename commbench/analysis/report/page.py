@@ -2,7 +2,7 @@
 contents, the charts each under its own title and note (set in the page, clear of plotly's
 toolbar), a sortable table of every point and the environment of every run. Every string from
 outside (labels, hosts, environment, file names, command lines) goes through `esc`: HTML-escaped,
-with control and format characters shown as escapes (commbench.terminal.printable).
+with control and format characters shown as escapes (commbench.presentation.terminal.printable).
 
 plotly.js: the report draws only scatter lines, so the page carries plotly's "basic" bundle
 (plotly-basic.min.js beside this file: the npm package plotly.js-basic-dist-min, MIT, the version
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from commbench.folder.outputs import write_text
-from commbench.terminal import printable
+from commbench.presentation.terminal import printable
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cli_inprocess import run_cli
 from commbench.errors import BAD_INPUT
-from commbench.terminal import one_line, printable
+from commbench.presentation.terminal import one_line, printable
 
 
 @settings(max_examples=300, deadline=None)

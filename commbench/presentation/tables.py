@@ -1,7 +1,7 @@
 """The run's tables as text, in nccl-tests' layout: one line per size with the out-of-place and the
 in-place measurement side by side (`size count type redop | time algbw busbw #wrong iters | ...`),
 then `# Avg bus bandwidth` and the unreliable points under each table. Pure formatting: the
-Renderer (commbench.run.console) decides when a line is complete; texts from outside are escaped there.
+Renderer (commbench.presentation.console) decides when a line is complete; texts from outside are escaped there.
 
 A mode that is not measured leaves its half out; one measured for some sizes only shows `-` in the
 other half. A point flagged unreliable (the row's `unreliable`: its reasons) ends its line with `!`.

@@ -13,8 +13,9 @@ import pandas as pd
 from rich.console import Console
 
 from commbench.folder.schema import COLUMNS, RANK_SUMMARY, build_row
-from commbench.run import tables
-from commbench.run.console import AbRenderer, Renderer, comparison_table, format_line, group_title
+from commbench.presentation import tables
+from commbench.analysis.topology_comparison import group_tables
+from commbench.presentation.console import AbRenderer, Renderer, comparison_table, format_line, group_title
 
 POINT = {"collective": "all_reduce", "backend": "mpi", "algorithm": "ring", "dtype": "float32", "op": "sum",
          "in_place": False}
@@ -184,7 +185,7 @@ def test_comparison_table_shows_times_in_us_speedups_as_ratios_and_bytes_in_100_
                            "internode_bytes_measured:ring": 3e6 * scale, "internode_bytes_expected:ring": 3.5e6 * scale}
                           for size, scale in ((8, 1), (1 << 24, 10_000))])
     console = _console()
-    console.print(comparison_table(frame))
+    console.print(comparison_table(group_tables(frame)))
     lines = console.file.getvalue().splitlines()
     assert max(len(line.rstrip()) for line in lines) <= 100
     assert [line.rstrip() for line in lines] == [
@@ -209,7 +210,7 @@ def test_comparison_table_shows_times_in_us_speedups_as_ratios_and_bytes_in_100_
 def test_run_console_escapes_markup_and_control_characters():
     from rich.console import Console
 
-    from commbench.run.console import Renderer, comparison_table
+    from commbench.presentation.console import Renderer, comparison_table
     import pandas as pd
 
     evil = "\x1b[2J[bold red]owned[/] \u202e"
@@ -221,9 +222,9 @@ def test_run_console_escapes_markup_and_control_characters():
     renderer({"event": "skip", "point": point, "reason": evil})
     renderer({"event": "warning", "text": evil})
     renderer({"event": "done"})
-    table = comparison_table(pd.DataFrame([{"collective": evil, "placement": "block", "nodes": 2, "ranks_per_node": 1,
-                                            "size_bytes": 1024, "time_us:ring": 10.0, "time_us:hierarchical": 5.0,
-                                            "speedup:hierarchical": 2.0}]))
+    table = comparison_table(group_tables(pd.DataFrame([{
+        "collective": evil, "placement": "block", "nodes": 2, "ranks_per_node": 1, "size_bytes": 1024,
+        "time_us:ring": 10.0, "time_us:hierarchical": 5.0, "speedup:hierarchical": 2.0}])))
     renderer.console.print(table)
     shown = renderer.console.file.getvalue()
     assert "\x1b" not in shown and "\u202e" not in shown

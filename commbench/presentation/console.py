@@ -1,11 +1,11 @@
 """Terminal output: a rich progress bar over the whole sweep (and the suite) and, per group of
-points, a table in nccl-tests' layout (commbench.run.tables: out-of-place and in-place of a size on
+points, a table in nccl-tests' layout (commbench.presentation.tables: out-of-place and in-place of a size on
 one line) streamed as lines complete, with the average bus bandwidth and the unreliable points
 under it; under --repeat, one line per job's table and then one table of the jobs' medians. Fed
 with rank 0's events; never measures.
 
 Every text from outside (hosts, labels, notes, reasons, warnings, names read from result files)
-is shown through `_safe`: control characters escaped (commbench.terminal.printable) and rich
+is shown through `_safe`: control characters escaped (commbench.presentation.terminal.printable) and rich
 markup escaped, so it can neither drive the terminal nor style itself."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import statistics
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from commbench.run import tables
+from commbench.presentation import tables
 from commbench.folder.schema import full_row
-from commbench.run.tables import MODES
-from commbench.terminal import Console, printable
+from commbench.presentation.tables import MODES
+from commbench.presentation.terminal import Console, printable
 
 
 def _safe(text) -> str:
@@ -318,16 +318,15 @@ def background_text(rows) -> str:
     return f"other work beside the ranks {statistics.median(cores):.2g} cores (median; at most {max(cores):.2g}); "
 
 
-def comparison_table(comparison):
-    """The topology comparison (commbench.analysis.topology_comparison) as rich tables that fit 100
-    columns: per group, each variant's time (µs) and its speedup over the flat ring, then the inter-node bytes per call where they were counted."""
+def comparison_table(groups: list[dict]):
+    """The topology comparison's groups (commbench.analysis.topology_comparison.group_tables: per group,
+    each variant's time in µs and its speedup over the flat ring, then the inter-node bytes per call where
+    they were counted) as rich tables that fit 100 columns."""
     from rich import box
     from rich.console import Group
 
-    from commbench.analysis.topology_comparison import group_tables
-
     parts = []
-    for t in group_tables(comparison):
+    for t in groups:
         parts.append(_table(f"{t['title']}\ntime per call in µs (speedup over the flat ring)", t["header"], t["body"],
                             box))
         if t["bytes_header"]:

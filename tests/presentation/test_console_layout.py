@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from rich.console import Console
 
 from commbench.folder.schema import build_row
-from commbench.run.console import Renderer, summary_text
+from commbench.presentation.console import Renderer, summary_text
 
 HEAD_BOTH = [
     "#                                                  out-of-place                                in-place",
@@ -257,7 +257,7 @@ def test_a_suite_gets_a_bar_over_all_its_points_across_runs():
 
 
 def test_the_median_of_an_even_number_of_jobs_keeps_time_and_bandwidths_consistent():
-    from commbench.run.tables import aggregate
+    from commbench.presentation.tables import aggregate
 
     (point,) = aggregate([_row(1024, False, 1.0, job=1), _row(1024, False, 3.0, job=2, wrong=1)])
     assert (point["time_us"], point["jobs"], point["wrong"], point["iterations"]) == (2.0, 2, 1, 400)
