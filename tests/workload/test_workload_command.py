@@ -58,7 +58,7 @@ def workload(*args) -> tuple:
     (["llama7b_ddp_16", "--launcher", "none"], "--launcher none"),
     (["llama7b_ddp_16", "--model", "/nonexistent.json"], "cannot read model"),
     (["llama7b_ddp_16", "--gpus-per-node", "8"], "--gpus-per-node is for --trace"),
-    (["--trace", "/nonexistent.json"], "cannot read '/nonexistent.json'"),
+    (["--trace", "/nonexistent.json"], "cannot read trace '/nonexistent.json'"),
     (["llama7b_ddp_16", "--spread", "0.5"], "--spread: shapes the experts' all-to-all"),
     (["moe_ep8", "--spread", "1.5"], "invalid --spread 1.5"),
     (["--trace", "t.json", "--spread", "0"], "--spread is for a workload config"),
