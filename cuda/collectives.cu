@@ -28,7 +28,7 @@
 // on instead of the tail flag, so one line crosses between the ranks, not a flag and then the data
 // (NCCL's LL protocol does this per 8 bytes; 2 ranks, 8-64 B all-reduce: 0.65-0.80 of the time).
 // Every algorithm below is a schedule of transfers over chunks of at most one slot (a direct
-// call, which reads its neighbour's buffers in place, hands off flags only, every CB_DIRECT_SLOTS
+// call, which reads its neighbour's buffers in place, hands off flags only, every direct_slots
 // slots' worth); channels take contiguous slices of the buffer. A wait that reaches the timeout
 // records who waited for whom at which step (CbComm.error) and ends the kernel: the caller
 // raises, nothing hangs.
@@ -45,7 +45,7 @@
 //                         for the caches, pushed into the left neighbour's output (the own block
 //                         read once for both outputs)
 //   tree all-reduce       a double binary tree: every channel's slice in two halves (a slice of
-//                         CB_TREE_SPLIT_BYTES or more, or of two small messages), half t
+//                         tree_split_bytes or more, or of two small messages), half t
 //                         reduced up binary tree t and broadcast down it (the trees of
 //                         dbtree.py: the leaves of one are the inner ranks of the other),
 //                         pipelined over chunks (the broadcast of chunk k runs LAG chunks

@@ -19,29 +19,15 @@
 #define CB_THREADS 512  // per block on the GPU
 #define CB_SKEW 256
 #define CB_SKEWS 16
-// A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves
-// would cost a rank more flag hand-offs than their smaller copies save (host, 2 ranks, single tree
-// / halves, paired A/B: 8-128 B 0.73-0.82, 256-512 B 1.4-1.6, 1-64 KB 1.2-1.7); except a slice
-// of 64 B or more whose halves are small messages (CB_INLINE_BYTES): one line each beats two lines
-// in a row (2 ranks, halves / one tree, paired: 64-96 B 0.64-0.86).
-#define CB_TREE_SPLIT_BYTES 256
-// Where the node's outputs (every rank's) of a direct call come to more than this, all of them are written
-// past the caches (streamed on the host): they do not fit, and an ordinary store first reads the line it writes
-// (2 ranks, 64 MB all-gather: kernel / MPI busbw 0.94 -> 1.22; counting the node's outputs, not one rank's,
-// 16 MB alternating jobs, new / old kernel time: 2 ranks all-gather 0.74-0.90 (median 0.81, 6 pairs),
-// all-reduce 0.84-1.03 (0.89); 4 ranks 0.86-0.91 and 0.84-0.93 (4 pairs)). The all-gather then pushes
-// (ring_all_gather_push).
-#define CB_CACHED_OUTPUT_BYTES (16ll << 20)
-
-// A direct call's chunk (see ring_all_reduce_direct), in slots: no slot holds it, so it is only how often the
-// ranks hand off. Alternating jobs, 4 slots / 1 (host: 256 / 64 KiB), new / old time, median of 4 pairs: 2 ranks
-// 2-64 MB 0.92-0.98, 4 ranks on 2 cores all-gather 2 MB 0.92, 64 MB 0.84 (4 of 4 faster), all-reduce 0.84-0.96.
-#define CB_DIRECT_SLOTS 4
 
 struct CbComm {  // one rank's view of the node; commbench/kernels/abi.py mirrors it (ctypes)
     long long rank, nranks, nslots, slot_bytes, channels, conns, timeout_ns;
     long long spin_ns;  // a wait spins this long before it backs off (host) or reads the error record (GPU)
     long long nap_ns;  // host: a wait that has lasted this long sleeps between looks instead of yielding (0: never)
+    // the constants below are commbench/kernels/abi.py's (TUNABLES: each a COMMBENCH_KERNEL_* variable overrides)
+    long long cached_bytes;  // a direct call whose node outputs (every rank's) exceed this writes past the caches
+    long long direct_slots;  // a direct call's chunk, in slots (how often ranks that read in place hand off)
+    long long tree_split_bytes;  // a tree all-reduce's channel slice this large or larger is split between the trees
     long long* error;  // [6]: code (1: timeout), rank, channel, step, peer, waited for (Channel::wait's what)
     char* region[CB_MAX_RANKS];  // every rank's region, as this process maps it
     int in_conn[CB_MAX_RANKS];  // my connection index for messages from rank p (-1: none)

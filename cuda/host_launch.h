@@ -111,4 +111,3 @@ extern "C" CB_EXPORT int cb_host_time(const CbCall* call, long long samples, lon
 
 extern "C" CB_EXPORT long long cb_comm_bytes() { return sizeof(CbComm); }
 extern "C" CB_EXPORT long long cb_fifo_offset() { return CB_FIFO_OFFSET; }
-extern "C" CB_EXPORT long long cb_cached_output_bytes() { return CB_CACHED_OUTPUT_BYTES; }  // for tests

@@ -18,7 +18,7 @@
 // so step n-1+t follows the right's step t (n-1 ranks back round the ring). Every block is a step
 // on every rank, even an empty one, so the counts agree. Output the right reads next is streamed
 // past the caches (cb_stream_line), as is all of the node's outputs where they are too large for
-// them (CB_CACHED_OUTPUT_BYTES). Before it returns a rank waits until its right neighbour has read
+// them (cached_bytes). Before it returns a rank waits until its right neighbour has read
 // all it needs from its buffers.
 template <typename T, int OP>
 __device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long long count, int channels,
@@ -28,9 +28,9 @@ __device__ bool ring_all_reduce_direct(Channel& h, const T* send, T* recv, long 
     const int in = c->in_conn[left], out = c->out_conn[right];
     const T* left_send = (const T*)((const char*)send + (long long)(left - r) * reach);
     const T* left_recv = (const T*)((const char*)recv + (long long)(left - r) * reach);
-    const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
+    const long long chunk = c->direct_slots * c->slot_bytes / sizeof(T), A = CbAlign<T>::value;
     const long long lo = part_at(count, h.ch, channels, A), hi = part_at(count, h.ch + 1, channels, A);
-    const bool huge = n * count * (long long)sizeof(T) > CB_CACHED_OUTPUT_BYTES;
+    const bool huge = n * count * (long long)sizeof(T) > c->cached_bytes;
     CB_SHARED int ok;
     if (cb_tid() == 0) cb_fence_system();  // the input, written before this launch (see the direct all-gather)
     for (long long base = lo; base < hi; base += n * chunk) {
@@ -124,7 +124,7 @@ __device__ bool ring_reduce_scatter(Channel* lanes, const T* send, T* recv, long
 // of block q can be read from me": flags only, no slot. Blocks the right neighbour reads from this
 // rank's output are streamed past the caches (the other core reads them from memory, not out of
 // this one's cache: see cb_stream_line; where the node's outputs are too large for the caches,
-// CB_CACHED_OUTPUT_BYTES, the all-gather pushes instead: below). Before it returns a rank waits until
+// cached_bytes, the all-gather pushes instead: below). Before it returns a rank waits until
 // its right neighbour has read all it needs from its buffers, so the caller may reuse them.
 __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, unsigned char* recv, long long count,
                                        int channels, long long reach) {
@@ -134,7 +134,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
     const unsigned char* left_recv = recv + (long long)(left - r) * reach;
     const unsigned char* left_own = send == recv + r * count ? left_recv + left * count  // in place
                                                              : send + (long long)(left - r) * reach;
-    const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes;
+    const long long chunk = c->direct_slots * c->slot_bytes;
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     CB_SHARED int ok;
     // The blocks the neighbour reads at step 1 were written before this launch (the input, or the
@@ -169,7 +169,7 @@ __device__ bool ring_all_gather_direct(Channel& h, const unsigned char* send, un
 }
 
 // Ring all-gather writing into the left neighbour's output, for a direct call whose node outputs are
-// too large for the caches (CB_CACHED_OUTPUT_BYTES): a rank reads its own block once and writes it
+// too large for the caches (cached_bytes): a rank reads its own block once and writes it
 // into its own output and its left neighbour's, then passes on, leftwards, each block its right
 // neighbour writes into its output: n-1 block reads a rank, not the n of reading from the left (2
 // ranks, 64 MB: 32 MB read and 64 MB written a rank, not 64 and 64; a C loop of the two ways: 0.69x
@@ -184,7 +184,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
     const int n = (int)c->nranks, r = h.me, left = (r + n - 1) % n, right = (r + 1) % n;
     const int in = c->in_conn[left], out = c->out_conn[right];
     unsigned char* left_recv = recv + (long long)(left - r) * reach;
-    const long long chunk = CB_DIRECT_SLOTS * c->slot_bytes;
+    const long long chunk = c->direct_slots * c->slot_bytes;
     const long long lo = part_at(count, h.ch, channels, 16), hi = part_at(count, h.ch + 1, channels, 16);
     const cb_u64 messages = (cb_u64)(n - 1) * (cb_u64)((hi - lo + chunk - 1) / chunk);
     cb_u64 heard = 0;  // thread 0's: the right's messages awaited so far
@@ -227,7 +227,7 @@ __device__ bool ring_all_gather_push(Channel& h, const unsigned char* send, unsi
 __device__ bool ring_all_gather(Channel* lanes, const unsigned char* send, unsigned char* recv, long long count,
                                 int channels, long long reach) {
     Channel& h = lanes[0];
-    if (reach && h.c->nranks * h.c->nranks * count > CB_CACHED_OUTPUT_BYTES)  // (one rank never gets here)
+    if (reach && h.c->nranks * h.c->nranks * count > h.c->cached_bytes)  // (one rank never gets here)
         return ring_all_gather_push(h, send, recv, count, channels, reach);
     if (reach) return ring_all_gather_direct(h, send, recv, count, channels, reach);
     const int n = h.c->nranks, r = h.me;

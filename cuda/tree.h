@@ -5,7 +5,7 @@
 #include "transfer.h"
 
 // Tree all-reduce, a double binary tree: the channel's slice in two halves, half t on tree t and
-// lane t (but see CB_TREE_SPLIT_BYTES). Iteration k reduces chunk k of each half up its tree
+// lane t (but see tree_split_bytes). Iteration k reduces chunk k of each half up its tree
 // (children's sums + own, to the parent; the root keeps the result and sends it to its children
 // in the same transfer), then passes chunk k - LAG of each half on down (from the parent
 // to the children). Within a phase a rank takes its two trees in order of its depth in them,
@@ -29,7 +29,7 @@ __device__ bool tree_all_reduce(Channel* lanes, const T* send, T* recv, long lon
         for (int k = 0; k < 2; ++k)
             if (c->tree_child[t][k] >= 0) children[t][nchild[t]++] = c->tree_child[t][k];
         const long long bytes = (hi - lo) * (long long)sizeof(T), half = (hi - lo + 1) / 2 * (long long)sizeof(T);
-        if (bytes >= CB_TREE_SPLIT_BYTES)  // halves on a 16-byte boundary
+        if (bytes >= c->tree_split_bytes)  // halves on a 16-byte boundary
             from[t] = lo + part_at(hi - lo, t, CB_TREES, A), to[t] = lo + part_at(hi - lo, t + 1, CB_TREES, A);
         else if (bytes >= CB_LINE && half <= CB_INLINE_BYTES)  // two small messages (CB_INLINE_BYTES)
             from[t] = lo + part(hi - lo, t, CB_TREES), to[t] = lo + part(hi - lo, t + 1, CB_TREES);

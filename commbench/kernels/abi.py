@@ -51,7 +51,22 @@ SPIN_S = {"cpu": 200e-6, "oversubscribed": 0.3e-6, "cuda": 20e-6}
 # After how long a wait naps instead of yielding, where it naps at all (nap_time): long waits (a message
 # crossing a slow link) nap, so the ranks beside them keep their cores. Measured: docs/performance.md.
 NAP_S = 20e-6
+# Where a direct call's outputs on the node (every rank's) come to more than this, all of them are written past
+# the caches (streamed on the host): they do not fit, and an ordinary store first reads the line it writes. The
+# all-gather then pushes (ring_all_gather_push). The node's outputs, not one rank's: docs/performance.md.
+CACHED_OUTPUT_BYTES = 16 << 20
+# A direct call's chunk (ring_all_reduce_direct), in slots: no slot holds it, so it is only how often the ranks
+# that read each other's buffers in place hand off. Measured: docs/performance.md.
+DIRECT_SLOTS = 4
+# A tree all-reduce's channel slice smaller than this takes one tree (tree ch % 2) whole: halves would cost a
+# rank more flag hand-offs than their smaller copies save; except a slice whose halves are small messages
+# (CB_INLINE_BYTES), where one line each beats two lines in a row. Measured: docs/performance.md.
+TREE_SPLIT_BYTES = 256
 ERROR_WORDS = 6
+def _everywhere(value) -> dict:
+    return {"cpu": value, "oversubscribed": value, "cuda": value}
+
+
 # The constants above that a variable overrides (commbench.tuning; docs: Environment variables)
 TUNABLES = {
     "slot_bytes": Tunable(f"{PREFIX}SLOT_BYTES", SLOT_BYTES, 4096, 1 << 24, 1,
@@ -69,6 +84,15 @@ TUNABLES = {
     "nap_us": Tunable(f"{PREFIX}NAP_US", {"cpu": NAP_S}, 0, 1e6, 1e-6,
                       "microseconds after which a wait of a node kernel beside gloo naps instead of yielding "
                       "(0: never)"),
+    "cached_bytes": Tunable(f"{PREFIX}CACHED_BYTES", _everywhere(CACHED_OUTPUT_BYTES), 0, 1 << 50, 1,
+                            "bytes of a direct call's outputs on the node (every rank's) above which they are written "
+                            "past the caches, and the all-gather pushes (0: always)"),
+    "direct_slots": Tunable(f"{PREFIX}DIRECT_SLOTS", _everywhere(DIRECT_SLOTS), 1, 1 << 16, 1,
+                            "a direct call's chunk in slots: how often ranks that read each other's buffers in place "
+                            "hand off"),
+    "tree_split_bytes": Tunable(f"{PREFIX}TREE_SPLIT_BYTES", _everywhere(TREE_SPLIT_BYTES), 16, 1 << 50, 1,
+                                "bytes of a tree all-reduce's channel slice from which it is split between the two "
+                                "trees (smaller: one tree takes it, unless its halves are small messages)"),
 }
 
 
@@ -94,7 +118,8 @@ class CbComm(ctypes.Structure):
     """struct CbComm of cuda/collectives.cu, field for field."""
 
     _fields_ = [(n, ctypes.c_longlong) for n in ("rank", "nranks", "nslots", "slot_bytes", "channels", "conns",
-                                                  "timeout_ns", "spin_ns", "nap_ns")] + [
+                                                  "timeout_ns", "spin_ns", "nap_ns", "cached_bytes", "direct_slots",
+                                                  "tree_split_bytes")] + [
         ("error", ctypes.c_void_p),
         ("region", ctypes.c_void_p * MAX_NODE_RANKS),
         ("in_conn", ctypes.c_int * MAX_NODE_RANKS), ("out_conn", ctypes.c_int * MAX_NODE_RANKS),
@@ -135,14 +160,16 @@ def peers(n: int) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def comm_struct(rank: int, n: int, channels: int, timeout_s: float, regions: list[int], error: int,
-                slot_bytes: int, spin_s: float, nap_s: float = 0.0) -> CbComm:
-    """This rank's CbComm: its connection tables, trees, and where every region is mapped here."""
+                slot_bytes: int, spin_s: float, nap_s: float = 0.0, where: str = "cpu") -> CbComm:
+    """This rank's CbComm: its connection tables, trees, where every region is mapped here, and the
+    constants TUNABLES holds for where ("cpu", "cuda") that it carries to the kernels."""
     if slot_bytes < LINE or slot_bytes % LINE:
         raise ValueError(f"slot_bytes {slot_bytes}: whole {LINE}-byte lines (the FIFOs' lines stay aligned)")
     senders, receivers = peers(n)
     c = CbComm(rank=rank, nranks=n, nslots=SLOTS, slot_bytes=slot_bytes, channels=channels,
                conns=connections(n), timeout_ns=int(timeout_s * 1e9), error=error, spin_ns=round(spin_s * 1e9),
-               nap_ns=round(nap_s * 1e9))
+               nap_ns=round(nap_s * 1e9), cached_bytes=tuned("cached_bytes", where),
+               direct_slots=tuned("direct_slots", where), tree_split_bytes=tuned("tree_split_bytes", where))
     for p in range(MAX_NODE_RANKS):
         c.in_conn[p] = c.out_conn[p] = c.peer_in_conn[p] = c.peer_out_conn[p] = -1
     for p in range(n):

@@ -311,7 +311,7 @@ class OneGpuNode:
         self.error_words[:] = 0
         error = cupy.cuda.runtime.pointerGetAttributes(self._error.ptr).devicePointer
         raw = b"".join(bytes(comm_struct(r, n, channels, timeout_s, [base + q * region for q in range(n)], error, slot,
-                                         tuned("spin_us", "cuda"))) for r in range(n))
+                                         tuned("spin_us", "cuda"), where="cuda")) for r in range(n))
         self.comms = cupy.asarray(np.frombuffer(raw, dtype=np.uint8))
 
     def run(self, name: str, dtype: str | None, send: int, recv: int, count: int, stride: int, channels: int,

@@ -28,7 +28,7 @@ class NodeKernels:
         self.note = getattr(self.node, "note", None)
         self.struct = comm_struct(comm.rank, self.n, channels, timeout_s, self.node.regions, self.node.error_address,
                                   slot_bytes, spin_time(device, self.host_ranks),
-                                  nap_time(device, comm.backend) if beside_backend else 0.0)
+                                  nap_time(device, comm.backend) if beside_backend else 0.0, device)
         self.kernel_struct = self.node.upload(self.struct)  # where the kernel reads it
         comm.barrier()
 

@@ -281,11 +281,14 @@ def test_a_small_message_waits_for_its_number_not_for_data_left_in_its_slot():
 
 
 @needs_compiler
-def test_a_tree_splits_a_slice_of_two_small_messages():
+@pytest.mark.parametrize("bound,split_128", [(None, False), ("128", True)])
+def test_a_tree_splits_a_slice_of_two_small_messages(bound, split_128, monkeypatch):
     """A tree all-reduce's channel slice goes in two halves, one per tree and lane, from
-    CB_TREE_SPLIT_BYTES (256) or where each half is a small message (64-112 bytes); in between
-    one tree, lane ch % 2, takes it whole."""
-    for count, lanes in ((25, [True, True]), (32, [True, False]), (64, [True, True])):  # 100, 128, 256 B
+    K.TREE_SPLIT_BYTES (256; COMMBENCH_KERNEL_TREE_SPLIT_BYTES sets it: 128 here) or where each half is a
+    small message (64-112 bytes); in between one tree, lane ch % 2, takes it whole."""
+    if bound:
+        monkeypatch.setenv("COMMBENCH_KERNEL_TREE_SPLIT_BYTES", bound)
+    for count, lanes in ((25, [True, True]), (32, [True, split_128]), (64, [True, True])):  # 100, 128, 256 B
         node = Node(2, channels=1, slot_bytes=SLOT)
         case = Case(node, "tree_all_reduce", "float32", "sum", count, 1, False, np.random.default_rng(count))
         assert run_cases(node, [case]) == []

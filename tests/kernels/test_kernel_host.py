@@ -31,8 +31,8 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
     """The ranks' buffers in one array (stride: the product's harness buffers in the node's shared
     memory): all-gather and the ring all-reduce read straight out of the left neighbour's buffers (the
     direct path), the other kernels ignore the stride. Small and product-size slots (the node's
-    outputs past CB_CACHED_OUTPUT_BYTES at the larger counts), tight FIFOs between; with small slots
-    a count of several direct rounds (CB_DIRECT_SLOTS slots a rank a round) a channel; every case but
+    outputs past K.CACHED_OUTPUT_BYTES at the larger counts), tight FIFOs between; with small slots
+    a count of several direct rounds (K.DIRECT_SLOTS slots a rank a round) a channel; every case but
     an in-place reduction runs twice back to back, direct and FIFO calls interleaved on the same
     lanes; every dtype's bytes for all-gather. At 8 ranks (8 threads spinning on this machine's cores: 47 s
     for all three) the small slots only; tight FIFOs and product-size slots at 2, 3 and 4."""
@@ -61,6 +61,34 @@ def test_bit_exact_with_the_ranks_buffers_in_reach(world):
 
 @needs_compiler
 @pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("tuning", [{"CACHED_BYTES": 0, "DIRECT_SLOTS": 1, "TREE_SPLIT_BYTES": 16},
+                                    {"CACHED_BYTES": 1 << 40, "DIRECT_SLOTS": 64, "TREE_SPLIT_BYTES": 1 << 40}],
+                         ids=["smallest", "largest"])
+def test_bit_exact_whatever_the_constants_cbcomm_carries(world, tuning, monkeypatch):
+    """The constants CbComm carries from K.TUNABLES, set by their variables: the smallest (every direct
+    call's outputs past the caches and the all-gather pushing at any size, a hand-off every slot, every tree
+    slice of 16 B or more split between the trees) and the largest (none of these); every kernel, direct
+    (shared) and through the FIFOs, twice back to back, stays bit-exact."""
+    for name, value in tuning.items():
+        monkeypatch.setenv(f"COMMBENCH_KERNEL_{name}", str(value))
+    node = Node(world, channels=3, slot_bytes=SLOT)
+    assert [(c.cached_bytes, c.direct_slots, c.tree_split_bytes) for c in node.comms] == [tuple(tuning.values())] * world
+    rng = np.random.default_rng([world, 24])
+    chunk = SLOT // 4
+    cases = [Case(node, kind, dtype, None if kind.endswith("all_gather") else "sum", count, channels, False, rng,
+                  shared=shared)
+             for kind in KINDS for dtype in (["uint8", "float64"] if kind.endswith("all_gather") else ["float32", "int8"])
+             for channels in (1, 3) for shared in (True, False)
+             for count in [1, 7, chunk + 3, 2 * world * chunk * channels + 5, 9 * world * chunk * channels + 3]]
+    calls = [[c.calls[r] for c in cases for _ in range(2)] for r in range(world)]
+    failed = node.run(calls)
+    assert not failed, [f"rank {r}: {K.describe(node.error(r), 'kernel')}" for r, _, _ in failed]
+    wrong = [w for c in cases for w in c.wrong()]
+    assert not wrong, "\n".join(wrong[:20])
+
+
+@needs_compiler
+@pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("kind,dtype,op", [("ring_all_gather", "uint8", None), ("ring_all_reduce", "float32", "sum")])
 @pytest.mark.parametrize("channels,in_place", [(1, False), (3, True)])
 def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype, op, channels, in_place):
@@ -82,13 +110,13 @@ def test_a_direct_call_returns_only_once_its_buffers_are_read(world, kind, dtype
 @pytest.mark.parametrize("channels,in_place", [(1, False), (3, True)])
 def test_a_direct_all_gather_too_large_for_the_caches_writes_into_its_left_neighbours_output(world, channels,
                                                                                               in_place):
-    """Past CB_CACHED_OUTPUT_BYTES of the node's outputs a direct all-gather pushes each block into its
+    """Past CACHED_OUTPUT_BYTES of the node's outputs a direct all-gather pushes each block into its
     left neighbour's output (ring_all_gather_push): bit-exact, a rank's buffers its own again once its
     call returns (the others scribbled on at once), and its messages in step with the direct and FIFO
     calls before and after it on the same lanes (a message count off by one would hang or misread)."""
     node = Node(world, channels=channels, slot_bytes=16 * SLOT)
     rng = np.random.default_rng([world, 23])
-    large = node.lib.cb_cached_output_bytes() // world**2 + 1  # (ctypes: an int, 16 MB fits)
+    large = node.comms[0].cached_bytes // world**2 + 1
     plan = [(large, True), (1000, True), (large + 7 * 64 * SLOT + 3, True), (large, False), (large + 5, True)]
     cases = [Case(node, "ring_all_gather", "uint8", None, count, channels, in_place, rng, shared=shared)
              for count, shared in plan]
@@ -97,17 +125,25 @@ def test_a_direct_all_gather_too_large_for_the_caches_writes_into_its_left_neigh
 
 
 @needs_compiler
-def test_a_pushed_all_gather_alone_writes_nothing_and_names_the_neighbour_it_waits_to_start():
+@pytest.mark.parametrize("bound,count,pushed", [(None, None, True), ("0", 64, True), ("256", 64, False)],
+                         ids=["default", "bound-0", "bound-256"])
+def test_a_pushed_all_gather_alone_writes_nothing_and_names_the_neighbour_it_waits_to_start(bound, count, pushed,
+                                                                                             monkeypatch):
     """Rank 1 of 2 makes a push-sized direct all-gather, rank 0 never calls: rank 1 times out at its
     first wait, naming rank 0 as the one it waits for to start, and has written nothing into rank 0's
-    output (a push may write there only once its owner is in the call)."""
+    output (a push may write there only once its owner is in the call). Push-sized: the node's outputs past
+    CbComm.cached_bytes, which COMMBENCH_KERNEL_CACHED_BYTES sets (with 64 B blocks the node's two outputs
+    hold 256 B: under a bound of 256 no push, and the direct copy waits for rank 0's data instead)."""
+    if bound is not None:
+        monkeypatch.setenv("COMMBENCH_KERNEL_CACHED_BYTES", bound)
     node = Node(2, channels=1, slot_bytes=16 * SLOT, timeout_s=0.2)
-    count = node.lib.cb_cached_output_bytes() // 4 + 1
+    count = count or node.comms[0].cached_bytes // 4 + 1
     case = Case(node, "ring_all_gather", "uint8", None, count, 1, False, np.random.default_rng(4), shared=True)
     [code] = node.threads(lambda r: node.host_call(case.calls[r]), ranks=[1])
     assert code == 1
     assert K.describe(node.error(1), "ring_all_gather") == (
-        "ring_all_gather: rank 1 timed out at step 0 of channel 0 waiting for rank 0 to start the call (code 1)")
+        "ring_all_gather: rank 1 timed out at step 0 of channel 0 waiting for rank 0 to start the call (code 1)"
+        if pushed else "ring_all_gather: rank 1 timed out at step 1 of channel 0 waiting for rank 0's data (code 1)")
     assert (case.outputs[0] == kt.SENTINEL).all()
 
 

@@ -250,11 +250,15 @@ def test_two_ranks_reduce_and_gather_exactly_through_the_host_kernels():
 
 
 def test_the_tuning_variables_reach_the_comm_struct(fake_nodes, monkeypatch):
-    """Issue 64: COMMBENCH_KERNEL_SLOT_BYTES, _SPIN_US and _NAP_US set what each CbComm carries (and the
+    """Issue 64: COMMBENCH_KERNEL_SLOT_BYTES, _SPIN_US, _NAP_US, _CACHED_BYTES, _DIRECT_SLOTS and
+    _TREE_SPLIT_BYTES set what each CbComm carries (and the
     regions' size follows the slot); unset, the defaults above."""
     monkeypatch.setenv("COMMBENCH_KERNEL_SLOT_BYTES", "8192")
     monkeypatch.setenv("COMMBENCH_KERNEL_SPIN_US", "7.5")
     monkeypatch.setenv("COMMBENCH_KERNEL_NAP_US", "0")
+    monkeypatch.setenv("COMMBENCH_KERNEL_CACHED_BYTES", "1000")
+    monkeypatch.setenv("COMMBENCH_KERNEL_DIRECT_SLOTS", "2")
+    monkeypatch.setenv("COMMBENCH_KERNEL_TREE_SPLIT_BYTES", "512")
     gloo = Comm()
     gloo.backend = "gloo"
     k = NodeKernels(gloo, "cpu", 1.0, 2, beside_backend=True)
@@ -262,3 +266,4 @@ def test_the_tuning_variables_reach_the_comm_struct(fake_nodes, monkeypatch):
     assert k.struct.spin_ns == 7500 and k.struct.nap_ns == 0
     gpu = NodeKernels(Comm(), "cuda", 1.0, 2)
     assert gpu.struct.slot_bytes == 8192 and gpu.struct.spin_ns == 7500
+    assert {(s.cached_bytes, s.direct_slots, s.tree_split_bytes) for s in (k.struct, gpu.struct)} == {(1000, 2, 512)}

@@ -23,7 +23,8 @@ def no_tuning(monkeypatch):
 
 def test_every_variable_is_named_for_its_constant_and_starts_with_the_prefix():
     assert {t.variable for t in abi.TUNABLES.values()} == {
-        f"{PREFIX}{n}" for n in ("SLOT_BYTES", "CHANNEL_BYTES", "MAX_CHANNELS", "ONESHOT_BYTES", "SPIN_US", "NAP_US")}
+        f"{PREFIX}{n}" for n in ("SLOT_BYTES", "CHANNEL_BYTES", "MAX_CHANNELS", "ONESHOT_BYTES", "SPIN_US", "NAP_US",
+                                 "CACHED_BYTES", "DIRECT_SLOTS", "TREE_SPLIT_BYTES")}
     assert all(t.meaning and "\n" not in t.meaning for t in abi.TUNABLES.values())
 
 
@@ -32,6 +33,8 @@ def test_unset_the_defaults_are_the_constants(monkeypatch):
     assert abi.tuned("spin_us", "oversubscribed") == abi.SPIN_S["oversubscribed"]
     assert abi.tuned("max_channels", "cuda") == abi.MAX_AUTO_CHANNELS["cuda"] and abi.tuned("nap_us", "cpu") == abi.NAP_S
     assert abi.tuned("oneshot_bytes", "cpu") is None  # ONESHOT_MAX's own table decides
+    assert [abi.tuned(n, w) for n in ("cached_bytes", "direct_slots", "tree_split_bytes") for w in ("cpu", "cuda")] == [
+        abi.CACHED_OUTPUT_BYTES] * 2 + [abi.DIRECT_SLOTS] * 2 + [abi.TREE_SPLIT_BYTES] * 2
     monkeypatch.setenv(abi.TUNABLES["spin_us"].variable, "  ")  # empty: unset
     assert abi.tuned("spin_us", "cpu") == abi.SPIN_S["cpu"]
 
