@@ -15,7 +15,7 @@ PACKAGE = ROOT / "commbench"
 LAYERS = (
     "__main__", "cli",  # the commands: a thin layer over the Python API
     "workload",  # a training step's traffic: configs, traces, its own measurement and prediction
-    "run",  # the parent: launch, turns of ab, the sweep's session, the console
+    "run",  # the parent: launch, turns of ab, the sweep's session, the jobs of --repeat
     "analysis",  # the readers' results: compare, verdicts, stragglers, the model, the report
     "presentation",  # what a person reads: the terminal, a sweep's tables, the progress of run, ab and check
     "rank",  # the rank process: worker, harness, turns, the check's ranks

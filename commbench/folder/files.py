@@ -174,13 +174,16 @@ def read_bytes(d: Path, name: str, limit: limits.Limit = limits.FILE_BYTES) -> b
 
 def read_named(path: str | Path, most: int, what: str, larger: str) -> bytes:
     """A file the user names (a model, a suite or workload, a trace), whole: a regular file (a FIFO or a
-    device would block or never end) read within `most` bytes. One InputError otherwise: "cannot read
+    device would block or never end) read within `most` bytes. It is opened without blocking and then
+    checked, so a file swapped for a FIFO meanwhile is refused too. One InputError otherwise: "cannot read
     <what> '<path>': <why>", or "<what> '<path>' is larger than <larger>"."""
     where = f"{what} {str(path)!r}"
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
             raise InputError(f"cannot read {where}: not a regular file (a FIFO, device or folder is not read)")
-        with open(path, "rb") as f:
+        with open(fd, "rb") as f:
             data = f.read(most + 1)
     except OSError as exc:
         raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None

@@ -1,6 +1,7 @@
 """run.json's record: every field a run folder's run.json holds, its JSON type and what it says.
 
-The one definition of run.json's content: the writer (commbench.folder.write.RunFolder) checks every
+The one definition of run.json's fields and their types (a resume checks the values it uses further:
+commbench.run.api): the writer (commbench.folder.write.RunFolder) checks every
 change against it (`change`: a name that is no field, or a value of another type, is commbench's own
 bug, never written); the reader (commbench.folder.load.read_meta) checks a folder's run.json against
 the fields marked `read` (those readers rely on; a folder of another type there is refused as the
@@ -8,8 +9,8 @@ user's data); docs/reference/results.md's run.json table is generated from FIELD
 a RunStatus. null is "not recorded" for every field. The format's version is
 commbench.folder.schema.FORMAT_VERSION, written by `create`.
 
-Facts sent by ranks (a `facts` event: commbench.rank.worker) may come from another commbench (one
-side of `commbench ab`): of those, the fields known here are checked and the others kept as sent.
+Facts that ranks send (rank 0's `facts` event: commbench.rank.worker; `ab`'s side A) may come from another
+commbench (`ab --python-a`): of those, the fields known here are checked and the others kept as sent.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     _f("start_time", (str, int), "UTC, ISO 8601 (an import: as its report gives it)"),
     _f("end_time", (str, int), "UTC, ISO 8601 (an import: as its report gives it)"),
     # who started it, how
-    _f("command_line", list, "the command as typed", read=True),
+    _f("command_line", list, "the command as typed (an nccl-tests import: the tool's own, from its report)",
+       read=True),
     _f("cwd", str, "the folder it was typed in"),
     _f("git_revision", str, "commbench's git revision where it runs from a checkout"),
     _f("launch_host", str, "the host of the process that wrote the folder"),
@@ -68,7 +70,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     _f("environment", dict, "the variables that change collectives (NCCL_*, OMPI_MCA_*, COMMBENCH_KERNEL_*, ...) where "
        "it was typed", read=True),
     _f("slurm", dict, "the Slurm job it ran in (id, nodes, partition); null outside Slurm"),
-    _f("launcher", str, "mpirun, torchrun, srun or none"),
+    _f("launcher", str, "what started the ranks: local, mpirun, torchrun, srun or none"),
     _f("launcher_args", list, "--launcher-args, one argument per entry", read=True),
     _f("launch_argv", list, "the launcher's command line as started"),
     _f("emulation", dict, "--emulate: the emulated cluster (nodes, links, rates)"),
@@ -106,7 +108,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     # imports (commbench import) and predictions (commbench model predict)
     _f("imported_from", str, "the tool whose output was imported (nccl-tests, osu)"),
     _f("source_file", str, "the imported file"),
-    _f("skipped_lines", list, "--lenient: the lines of the file not read, with why"),
+    _f("skipped_lines", int, "--lenient: the file's result lines left out (they did not read)"),
     _f("hosts", list, "an import's hosts", read=True),
     _f("gpus", list, "an import's GPUs", read=True),
     _f("rank_hosts", list, "an import's host of each rank (or process)"),
@@ -115,8 +117,6 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     _f("nccl_tests_version", str, "the nccl-tests version it reported"),
     _f("nccl_tests_config", str, "nccl-tests' configuration line"),
     _f("osu_datatype", str, "the OSU benchmark's data type"),
-    _f("padding", str, "how an import's sizes were padded"),
-    _f("sizes", list, "an import's sizes"),
     _f("predicted", bool, "true for `commbench model predict`'s rows"),
     _f("model", dict, "the model a prediction came from, and what it was asked"),
 )}

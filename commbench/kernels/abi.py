@@ -63,6 +63,8 @@ DIRECT_SLOTS = 4
 # (CB_INLINE_BYTES), where one line each beats two lines in a row. Measured: docs/performance.md.
 TREE_SPLIT_BYTES = 256
 ERROR_WORDS = 6
+
+
 def _everywhere(value) -> dict:
     return {"cpu": value, "oversubscribed": value, "cuda": value}
 

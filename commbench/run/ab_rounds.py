@@ -210,7 +210,7 @@ def rounds_until_settled(m: Measure, compared: list[Compared], threshold: float,
     try:
         if m.grain != "launch":
             m.start(["A", "B"], launch_pairs)
-            m.folder.update({**m.facts.get("A", {}), "sides_facts": m.facts})
+            m.folder.update({**m.facts.get("A", {}), "sides_facts": m.facts}, sent=True)
         for r in range(1, max_rounds + 1):
             todo = [c for c in compared if c.skip is None and c.open]
             if not todo or (r > first and time.monotonic() - start + last > budget_s):
@@ -219,7 +219,7 @@ def rounds_until_settled(m: Measure, compared: list[Compared], threshold: float,
             m.round(r, todo)
             rounds, last = r, time.monotonic() - began
             if m.grain == "launch" and r == 1:
-                m.folder.update({**m.facts.get("A", {}), "sides_facts": m.facts})
+                m.folder.update({**m.facts.get("A", {}), "sides_facts": m.facts}, sent=True)
             if gate is None:  # the points that run here are known after the first round
                 measured = [c for c in compared if c.skip is None]
                 gate = paired.Gate(len(measured), threshold, max_rounds, first=first)

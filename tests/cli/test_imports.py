@@ -53,6 +53,22 @@ def test_an_nccl_tests_text_import(tmp_path):
     assert (meta["status"], meta["points_measured"]) == ("completed", 62)
 
 
+@pytest.mark.parametrize("broken", [0, 1])
+def test_a_lenient_import_records_the_lines_it_left_out(tmp_path, broken):
+    """--lenient: run.json's skipped_lines counts the result lines left out (0 where none was), and the
+    closing line says so where any was."""
+    text = NCCL_TEXT.read_text()
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("8 "))
+    source = tmp_path / "nccl.txt"
+    source.write_text(text.replace(row, row.replace(" 8 ", " -8 ", 1)) if broken else text)
+    out = tmp_path / "imp"
+    outcome = run_cli("import", "nccl-tests", source, "--lenient", "--out", out)
+    assert outcome.code == OK, outcome.stderr
+    rows, meta = load_run(out)
+    assert meta["skipped_lines"] == broken and meta["status"] == "completed" and len(rows) == 62 - 2 * broken
+    assert ("left out 1 result line(s)" in outcome.stderr) == bool(broken)
+
+
 def test_an_osu_import_with_a_label(tmp_path):
     out = tmp_path / "imp"
     outcome = run_cli("import", "osu", OSU_GATHER, "-n", "4", "--out", out, "--label", "cluster A")

@@ -156,16 +156,16 @@ def test_a_full_disk_records_the_status_compact_where_the_indented_text_has_no_r
     request.addfinalizer(lambda: subprocess.run(["umount", "-l", disk], check=False))
     f = RunFolder(disk / "run")
     request.addfinalizer(f.release)
-    f.create({"run_id": "r1", "status": "running", "sizes": list(range(400))})  # indented ~3 KB, one page
+    f.create({"run_id": "r1", "status": "running", "warnings": list(range(400))})  # indented ~3 KB, one page
     room = os.statvfs(disk)
     (disk / "filler").write_bytes(b"\0" * (room.f_bavail * room.f_frsize))  # nothing is left
     with pytest.raises(OSError):
         (disk / "more").write_bytes(b"x")
-    grown = {"status": "failed", "error": "No space left on device", "warnings": list(range(150))}
+    grown = {"status": "failed", "error": "No space left on device", "skipped": list(range(150))}
     f.update(grown)
     text = (f.dir / "run.json").read_text()
     assert len(json.dumps(json.loads(text), indent=2, sort_keys=True)) > 4096 > len(text)
-    assert json.loads(text)["status"] == "failed" and json.loads(text)["warnings"] == list(range(150))
+    assert json.loads(text)["status"] == "failed" and json.loads(text)["skipped"] == list(range(150))
     with pytest.raises(OSError):
         f.update({"warnings": list(range(2000))})  # no form fits: the error, the old text kept whole
     assert json.loads((f.dir / "run.json").read_text())["status"] == "failed"

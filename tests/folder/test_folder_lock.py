@@ -159,7 +159,7 @@ def test_a_run_file_that_is_a_link_is_refused_for_writing(tmp_path, name):
 
 def test_run_json_on_a_full_disk_is_rewritten_in_place_and_no_temporary_file_stays(tmp_path, monkeypatch):
     f = RunFolder(tmp_path / "run")
-    f.create({"run_id": "r1", "status": "running", "padding": "x" * 2000})
+    f.create({"run_id": "r1", "status": "running", "label": "x" * 2000})
     f.release()
 
     def full(*args, **kwargs):
@@ -168,10 +168,10 @@ def test_run_json_on_a_full_disk_is_rewritten_in_place_and_no_temporary_file_sta
     monkeypatch.setattr(folder_module.os, "replace", full)  # the temp file written, its rename refused
     f.finish("failed", "cannot write: No space left on device")
     meta = json.loads((f.dir / "run.json").read_text())
-    assert meta["status"] == "failed" and meta["padding"] == "x" * 2000
+    assert meta["status"] == "failed" and meta["label"] == "x" * 2000
     assert sorted(p.name for p in f.dir.iterdir()) == [folder_lock.LOCK_NAME, "run.json"]
     with pytest.raises(OSError):  # more than the file's room: refused, the file as it was
-        f.update({"padding": "y" * 10000})
+        f.update({"label": "y" * 10000})
     assert json.loads((f.dir / "run.json").read_text()) == meta
     monkeypatch.setattr(folder_module.tempfile, "mkstemp", full)  # no temp file can be made at all
     f.finish("interrupted", None)

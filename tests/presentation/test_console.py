@@ -1,8 +1,8 @@
-"""The terminal view of a run (commbench/run/console.py): the Renderer fed with rank 0's events (the
+"""The terminal view of a run (commbench/presentation/console.py): the Renderer fed with rank 0's events (the
 opening line, one header per group of points, skips once per group, warnings even when quiet, rows
 as JSON on stdout under --json), the progress bar on a terminal, AbRenderer's lines, the topology
 comparison table; every string from outside escaped. The tables' layout (both modes on one line,
-averages, unreliable points, --repeat's medians): tests/run/test_console_layout.py."""
+averages, unreliable points, --repeat's medians): tests/presentation/test_console_layout.py."""
 
 from __future__ import annotations
 

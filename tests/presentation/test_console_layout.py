@@ -1,4 +1,4 @@
-"""The run's tables in nccl-tests' layout (commbench/run/console.py, commbench/run/tables.py), fed
+"""The run's tables in nccl-tests' layout (commbench/presentation/console.py, commbench/presentation/tables.py), fed
 with rank 0's row events in the plan's order (a table's out-of-place sizes, then its in-place ones):
 out-of-place and in-place of a size on one line, printed as soon as both halves are in (or at the
 table's end where one never comes); a mode that is not measured leaves its half out; `# Avg bus
@@ -36,7 +36,7 @@ def _renderer(**kwargs) -> Renderer:
 
 def _lines(renderer) -> list[str]:
     """The tables' lines; not the lines that say an out-of-place half was measured while its table line waits
-    (a log's progress: tests/run/test_console.py)."""
+    (a log's progress: tests/presentation/test_console.py)."""
     return [line for line in renderer.console.file.getvalue().splitlines() if not line.startswith("  measured ")]
 
 

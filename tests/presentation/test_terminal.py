@@ -1,4 +1,4 @@
-"""Text for terminals (commbench/terminal.py): printable() leaves no control or format character and
+"""Text for terminals (commbench/presentation/terminal.py): printable() leaves no control or format character and
 escapes them visibly, one_line() joins lines; an error message holding a string from a file reaches
 the terminal escaped."""
 
