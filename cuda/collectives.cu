@@ -27,11 +27,15 @@
 // slot's line, the number (released after it) in the line's last word, which the receiver waits
 // on instead of the tail flag, so one line crosses between the ranks, not a flag and then the data
 // (NCCL's LL protocol does this per 8 bytes; 2 ranks, 8-64 B all-reduce: 0.65-0.80 of the time).
-// Every algorithm below is a schedule of transfers over chunks of at most one slot (a direct
-// call, which reads its neighbour's buffers in place, hands off flags only, every direct_slots
-// slots' worth); channels take contiguous slices of the buffer. A wait that reaches the timeout
-// records who waited for whom at which step (CbComm.error) and ends the kernel: the caller
-// raises, nothing hangs.
+// The flags are touched in one place, the channel's hand-offs (transfer.h: simple's deliver,
+// consume and their waits; LL's line numbers), and the paths are modes of the one primitive or
+// protocols over those hand-offs: transfer() through the FIFOs (simple, or LL for one line), or
+// DIRECT, where a call reads its neighbour's buffers in place and a message is simple's flags
+// alone (every direct_slots slots' worth); the push all-gather runs simple's flags against the
+// data's direction; one-shot is LL in an area of its own (oneshot.h). The ring's and the tree's
+// schedules are transfers over chunks of at most one slot (a direct call's: direct_slots slots);
+// channels take contiguous slices of the buffer. A wait that reaches the timeout records who waited for whom at which step
+// (CbComm.error) and ends the kernel: the caller raises, nothing hangs.
 //
 // Algorithms (n ranks, N bytes per rank; ring in rank order; elements of one chunk per step):
 //   ring all-reduce       reduce-scatter then all-gather of n blocks per round of n chunks:

@@ -39,7 +39,7 @@ struct CbComm {  // one rank's view of the node; commbench/kernels/abi.py mirror
     int tree_depth[CB_TREES];  // per tree, 0 at the root
     cb_u64 in_seq[CB_MAX_LANES][CB_MAX_CONNS];
     cb_u64 out_seq[CB_MAX_LANES][CB_MAX_CONNS];
-    cb_u64 out_freed[CB_MAX_LANES][CB_MAX_CONNS];  // the receiver's head flag as last read (see transfer)
+    cb_u64 out_freed[CB_MAX_LANES][CB_MAX_CONNS];  // the receiver's head flag as last read (Channel::await_consumed)
     cb_u64 oneshot_calls;  // one-shot calls made on this communicator (every rank's count is the same)
 };
 

@@ -28,7 +28,7 @@ __device__ void oneshot_send(const CbComm* c, int me, int to, cb_u64 call, const
 #else
         memcpy(line, src + first, (size_t)n);
 #endif
-        cb_store_release(inline_number(line), call);
+        post_line(line, call);
     }
 }
 
@@ -48,9 +48,9 @@ __device__ bool oneshot_wait(Channel& h, cb_u64 call, long long bytes) {
             const int q = cb_wrap(h.me - k, n);
 #ifdef CB_DEVICE
             for (long long l = 0; l < lines && ok; ++l)
-                ok = h.wait(inline_number(oneshot_line(c, h.me, q, call, l)), call, q, 0);
+                ok = h.await_line(oneshot_line(c, h.me, q, call, l), call, q);
 #else
-            ok = h.wait(inline_number(oneshot_line(c, h.me, q, call, lines - 1)), call, q, 0);
+            ok = h.await_line(oneshot_line(c, h.me, q, call, lines - 1), call, q);
             cb_prefetch(oneshot_line(c, h.me, q, call, 0), 0, (lines - 1) * CB_LINE);
 #endif
         }
