@@ -4,7 +4,6 @@ and a point's index in it identifies the point in results (resume runs the missi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from itertools import product
 
 from commbench.collectives import COLLECTIVES
 from commbench.dtypes import DTYPES
@@ -28,8 +27,8 @@ class Point:
 
 def build_plan(spec: SweepSpec) -> list[Point]:
     points = []
-    for backend, coll, algo, dtype in product(spec.backends, spec.collectives, spec.algorithms, spec.dtypes):
-        for op, in_place, size in product(spec.ops_of(coll), spec.modes_of(coll), spec.sizes):
+    for backend, coll, algo, dtype, op, in_place in spec.combinations():
+        for size in spec.sizes:
             points.append(Point(len(points), backend, coll, algo, dtype, op, in_place, size))
     return points
 

@@ -7,8 +7,8 @@ accepted values. The spec travels to the ranks as JSON, so it holds plain data o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -127,11 +127,18 @@ class SweepSpec:
         """modes_of every collective of the run."""
         return {c: self.modes_of(c) for c in self.collectives}
 
+    def combinations(self) -> list[tuple[str, str, str, str, str | None, bool]]:
+        """Every (backend, collective, algorithm, dtype, op, in_place) the run measures, each at every size, in the
+        plan's order (commbench.plan.build_plan; `sweep --dry-run` lists them): ops only where a collective
+        reduces, in place only where it can."""
+        return [(b, c, a, d, o, m) for b, c, a, d in itertools.product(self.backends, self.collectives,
+                                                                      self.algorithms, self.dtypes)
+                for o, m in itertools.product(self.ops_of(c), self.modes_of(c))]
+
     def point_count(self) -> int:
-        """The points of the run (commbench.plan.build_plan's, counted without building them: a huge request is
-        refused before it is laid out): ops only where a collective reduces, in place only where it can."""
-        per_collective = sum(len(self.ops_of(c)) * len(self.modes_of(c)) for c in self.collectives)
-        return per_collective * math.prod(map(len, (self.sizes, self.backends, self.algorithms, self.dtypes)))
+        """The points of the run (build_plan's, counted without building them: a huge request is refused before
+        it is laid out)."""
+        return len(self.combinations()) * len(self.sizes)
 
     def peer_traffic(self) -> PeerTraffic | None:
         """The uneven all-to-all's traffic (validate() set it where the run measures one), else None."""

@@ -44,8 +44,14 @@ def test_ops_only_for_reducing_collectives():
 def test_the_point_count_is_the_plans_without_building_it():
     """Issue 64: the count multiplied ops for collectives that do not reduce (--dry-run listed 4 combinations of
     all_reduce, all_gather x sum, max where 3 run; the point cap counted them too)."""
-    for spec in (_spec(), _spec(collectives=["all_gather"]), _spec(collectives=["all_reduce", "all_gather"], dtypes=["float32"])):
-        assert spec.point_count() == len(build_plan(spec))
+    for spec in (_spec(), _spec(collectives=["all_gather"]), _spec(collectives=["all_reduce", "all_gather"], dtypes=["float32"]),
+                 _spec(backends=["mpi", "gloo"], collectives=["all_gather", "all_reduce"])):
+        plan = build_plan(spec)
+        assert spec.point_count() == len(plan)
+        # one enumeration of the combinations: the plan's, each at every size in turn (and the dry run's lines)
+        assert [(p.backend, p.collective, p.algorithm, p.dtype, p.op, p.in_place) for p in plan[::len(spec.sizes)]] \
+            == spec.combinations()
+        assert all(p.size == spec.sizes[p.index % len(spec.sizes)] for p in plan)
     from commbench.cli.points import spec_lines
 
     lines = spec_lines(_spec(collectives=["all_reduce", "all_gather"], algorithms=["native"], dtypes=["float32"],

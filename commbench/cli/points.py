@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import shlex
 
 from commbench.options import MODES
@@ -15,14 +14,13 @@ def _mode(in_place: bool) -> str:
 
 
 def spec_lines(spec) -> list[str]:
-    """One line per combination of collective, backend, algorithm, dtype, op and buffer mode, with
-    its sizes: the points of the spec in the order of their fields."""
+    """One line per combination (SweepSpec.combinations, in the plan's order) of collective, backend,
+    algorithm, dtype, op and buffer mode, with its sizes."""
     from commbench.spec import format_size
 
     sizes = " ".join(format_size(s) for s in spec.sizes)
-    combos = [(c, b, a, d, o, m) for c in spec.collectives for b, a, d in itertools.product(
-        spec.backends, spec.algorithms, spec.dtypes) for o, m in itertools.product(spec.ops_of(c), spec.modes_of(c))]
-    return [f"  {c:15} {b:5} {a:22} {d:9} {o or 'none':5} {_mode(m):12} {sizes}" for c, b, a, d, o, m in combos]
+    return [f"  {c:15} {b:5} {a:22} {d:9} {o or 'none':5} {_mode(m):12} {sizes}"
+            for b, c, a, d, o, m in spec.combinations()]
 
 
 def print_suite(suite) -> None:
